@@ -1,0 +1,243 @@
+package arrowfmt
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Partition splits the rows of rec by targets[row], an index in [0, n),
+// keeping the order of rows within each target. A target without rows gets
+// nil, not an empty batch. When every row goes to one target, that target
+// gets rec itself, retained; otherwise the batches are copies. The caller
+// releases every non-nil batch. It panics if len(targets) is not the number
+// of rows or a target is out of range.
+func Partition(rec arrow.RecordBatch, targets []int32, n int, mem memory.Allocator) []arrow.RecordBatch {
+	rows := int(rec.NumRows())
+	if len(targets) != rows {
+		panic(fmt.Sprintf("arrowfmt: partition %d rows with %d targets", rows, len(targets)))
+	}
+	out := make([]arrow.RecordBatch, n)
+	counts := make([]int, n)
+	for _, t := range targets {
+		counts[t]++
+	}
+	for t, c := range counts {
+		if c == rows && rows > 0 {
+			rec.Retain()
+			out[t] = rec
+			return out
+		}
+	}
+
+	// Counting sort of row numbers by target; each target's rows then form
+	// one contiguous, ordered run of idx.
+	starts := make([]int, n+1)
+	for t, c := range counts {
+		starts[t+1] = starts[t] + c
+	}
+	next := append([]int(nil), starts[:n]...)
+	idx := make([]int32, rows)
+	for row, t := range targets {
+		idx[next[t]] = int32(row)
+		next[t]++
+	}
+	for t := range n {
+		if counts[t] > 0 {
+			out[t] = Take(rec, idx[starts[t]:starts[t+1]], mem)
+		}
+	}
+	return out
+}
+
+// Take returns a new record batch of the rows idx of rec, in that order
+// (an index may repeat). The caller releases it. It panics if an index is
+// out of range or a column has a type other than those of Type.
+func Take(rec arrow.RecordBatch, idx []int32, mem memory.Allocator) arrow.RecordBatch {
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, col := range rec.Columns() {
+		cols[i] = takeArray(col, idx, mem)
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx)))
+}
+
+func takeArray(col arrow.Array, idx []int32, mem memory.Allocator) arrow.Array {
+	validity, nulls := takeValidity(col, idx, mem)
+	bufs := []*memory.Buffer{validity}
+	switch a := col.(type) {
+	case *array.Int64:
+		bufs = append(bufs, takeFixed(a.Int64Values(), idx, mem))
+	case *array.Float64:
+		bufs = append(bufs, takeFixed(a.Float64Values(), idx, mem))
+	case *array.Timestamp:
+		bufs = append(bufs, takeFixed(a.TimestampValues(), idx, mem))
+	case *array.Boolean:
+		bufs = append(bufs, takeBools(a, idx, mem))
+	case *array.String:
+		offsets, data := takeStrings(a, idx, mem)
+		bufs = append(bufs, offsets, data)
+	default:
+		if validity != nil {
+			validity.Release()
+		}
+		panic(fmt.Sprintf("arrowfmt: take from column of type %v", col.DataType()))
+	}
+	data := array.NewData(col.DataType(), len(idx), bufs, nil, nulls, 0)
+	for _, b := range bufs {
+		if b != nil {
+			b.Release() // data holds them now
+		}
+	}
+	defer data.Release()
+	return array.MakeFromData(data)
+}
+
+// takeValidity returns the validity bitmap of the taken rows and their null
+// count, or nil if none of them is null.
+func takeValidity(col arrow.Array, idx []int32, mem memory.Allocator) (*memory.Buffer, int) {
+	if col.NullN() == 0 {
+		return nil, 0
+	}
+	buf := newBitmap(len(idx), mem)
+	bits := buf.Bytes()
+	nulls := 0
+	for i, j := range idx {
+		if col.IsValid(int(j)) {
+			bitutil.SetBit(bits, i)
+		} else {
+			nulls++
+		}
+	}
+	if nulls == 0 {
+		buf.Release()
+		return nil, 0
+	}
+	return buf, nulls
+}
+
+func newBitmap(n int, mem memory.Allocator) *memory.Buffer {
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(int(bitutil.BytesForBits(int64(n))))
+	clear(buf.Bytes()) // not every allocator zeroes
+	return buf
+}
+
+func takeFixed[T int64 | float64 | arrow.Timestamp](src []T, idx []int32, mem memory.Allocator) *memory.Buffer {
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(len(idx) * 8)
+	dst := arrow.GetData[T](buf.Bytes())
+	for i, j := range idx {
+		dst[i] = src[j]
+	}
+	return buf
+}
+
+func takeBools(a *array.Boolean, idx []int32, mem memory.Allocator) *memory.Buffer {
+	buf := newBitmap(len(idx), mem)
+	bits := buf.Bytes()
+	for i, j := range idx {
+		if a.Value(int(j)) {
+			bitutil.SetBit(bits, i)
+		}
+	}
+	return buf
+}
+
+func takeStrings(a *array.String, idx []int32, mem memory.Allocator) (offsets, data *memory.Buffer) {
+	srcOffsets := a.ValueOffsets()
+	total := 0
+	for _, j := range idx {
+		total += int(srcOffsets[j+1] - srcOffsets[j])
+	}
+	if total > math.MaxInt32 {
+		panic(fmt.Sprintf("arrowfmt: take %d bytes of strings, more than a string array holds", total))
+	}
+	offsets = memory.NewResizableBuffer(mem)
+	offsets.Resize((len(idx) + 1) * 4)
+	dstOffsets := arrow.Int32Traits.CastFromBytes(offsets.Bytes())
+	data = memory.NewResizableBuffer(mem)
+	data.Resize(total)
+	dst := data.Bytes()
+	pos := int32(0)
+	dstOffsets[0] = 0
+	for i, j := range idx {
+		pos += int32(copy(dst[pos:], a.Value(int(j))))
+		dstOffsets[i+1] = pos
+	}
+	return offsets, data
+}
+
+// Concat returns one record batch with the rows of recs in order, which the
+// caller releases; a single batch is returned retained, not copied. All
+// batches must have the same schema (ErrSchemaMismatch).
+func Concat(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("arrowfmt: concat: no record batches")
+	}
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	schema := recs[0].Schema()
+	rows := int64(0)
+	for i, r := range recs {
+		if !r.Schema().Equal(schema) {
+			return nil, fmt.Errorf("%w: concat: batch %d has schema %v, batch 0 has %v", ErrSchemaMismatch, i, r.Schema(), schema)
+		}
+		rows += r.NumRows()
+	}
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	parts := make([]arrow.Array, len(recs))
+	for c := range cols {
+		for i, r := range recs {
+			parts[i] = r.Column(c)
+		}
+		col, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, fmt.Errorf("concat column %q: %w", schema.Field(c).Name, err)
+		}
+		cols[c] = col
+	}
+	return array.NewRecordBatch(schema, cols, rows), nil
+}
+
+// Value returns the value at row of arr as a Go value: int64, float64,
+// string, bool, time.Time (UTC) for timestamps, nil for null. It is for
+// slow paths and tests; other Arrow types give what arrow marshals to JSON.
+func Value(arr arrow.Array, row int) any {
+	if arr.IsNull(row) {
+		return nil
+	}
+	switch a := arr.(type) {
+	case *array.Int64:
+		return a.Value(row)
+	case *array.Float64:
+		return a.Value(row)
+	case *array.String:
+		return a.Value(row)
+	case *array.Boolean:
+		return a.Value(row)
+	case *array.Timestamp:
+		unit := a.DataType().(*arrow.TimestampType).Unit
+		return a.Value(row).ToTime(unit).UTC()
+	}
+	return arr.GetOneForMarshal(row)
+}

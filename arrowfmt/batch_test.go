@@ -1,0 +1,184 @@
+package arrowfmt
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// TestPartitionByKey routes rows the way a keyBy edge does and checks every
+// output against a row-by-row recomputation.
+func TestPartitionByKey(t *testing.T) {
+	mem := newMem(t)
+	rec := testBatch(t, mem, 0, 1000)
+	defer rec.Release()
+	const p = 5 // subtasks; target 5 stays empty
+	hashes := HashKeys(rec, []int{colName}, nil)
+	targets := make([]int32, len(hashes))
+	for i, h := range hashes {
+		targets[i] = int32(SubtaskForKeyGroup(KeyGroup(h, DefaultMaxParallelism), DefaultMaxParallelism, p))
+	}
+	parts := Partition(rec, targets, p+1, mem)
+	defer func() {
+		for _, part := range parts {
+			if part != nil {
+				part.Release()
+			}
+		}
+	}()
+
+	all := rowsOf(rec)
+	want := make([][][]any, p+1)
+	for r, tgt := range targets {
+		want[tgt] = append(want[tgt], all[r])
+	}
+	total := 0
+	for tgt, part := range parts {
+		if len(want[tgt]) == 0 {
+			if part != nil {
+				t.Errorf("target %d: got %d rows, want nil", tgt, part.NumRows())
+			}
+			continue
+		}
+		if !part.Schema().Equal(rec.Schema()) {
+			t.Fatalf("target %d: schema %v", tgt, part.Schema())
+		}
+		requireRows(t, part, want[tgt])
+		total += int(part.NumRows())
+	}
+	if total != len(all) {
+		t.Errorf("partitions hold %d rows, want %d", total, len(all))
+	}
+	// Every key lands in exactly one partition.
+	owner := map[string]int{}
+	for tgt, part := range parts {
+		if part == nil {
+			continue
+		}
+		for r := range int(part.NumRows()) {
+			k := KeyString(part, []int{colName}, r)
+			if o, ok := owner[k]; ok && o != tgt {
+				t.Fatalf("key %q in targets %d and %d", k, o, tgt)
+			}
+			owner[k] = tgt
+		}
+	}
+}
+
+func TestPartitionOneTarget(t *testing.T) {
+	mem := newMem(t)
+	rec := testBatch(t, mem, 0, 10)
+	defer rec.Release()
+	parts := Partition(rec, make([]int32, 10), 3, mem)
+	if parts[0] != rec || parts[1] != nil || parts[2] != nil {
+		t.Fatalf("got %v", parts)
+	}
+	parts[0].Release()
+
+	empty := testBatch(t, mem, 0, 0)
+	defer empty.Release()
+	for i, p := range Partition(empty, nil, 2, mem) {
+		if p != nil {
+			t.Errorf("empty batch: target %d got %v", i, p)
+		}
+	}
+}
+
+func TestTake(t *testing.T) {
+	mem := newMem(t)
+	rec := testBatch(t, mem, 0, 50)
+	defer rec.Release()
+	// From a slice, to exercise array offsets.
+	sl := rec.NewSlice(10, 40)
+	defer sl.Release()
+	idx := []int32{29, 0, 0, 7, 3, 15, 29}
+	got := Take(sl, idx, mem)
+	defer got.Release()
+	all := rowsOf(sl)
+	var want [][]any
+	for _, i := range idx {
+		want = append(want, all[i])
+	}
+	requireRows(t, got, want)
+
+	none := Take(rec, nil, mem)
+	defer none.Release()
+	if none.NumRows() != 0 {
+		t.Errorf("Take(nil) has %d rows", none.NumRows())
+	}
+}
+
+func TestConcat(t *testing.T) {
+	mem := newMem(t)
+	var recs []arrow.RecordBatch
+	var want [][]any
+	for i, n := range []int{7, 0, 30, 1} {
+		rec := testBatch(t, mem, i*100, n)
+		defer rec.Release()
+		recs = append(recs, rec)
+		want = append(want, rowsOf(rec)...)
+	}
+	got, err := Concat(recs, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	requireRows(t, got, want)
+
+	one, err := Concat(recs[:1], mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one != recs[0] {
+		t.Error("Concat of one batch copied it")
+	}
+	one.Release()
+
+	if _, err := Concat(nil, mem); err == nil {
+		t.Error("Concat(nil) succeeded")
+	}
+	other, _ := NewSchema([]Field{{Name: "k", Type: String}})
+	b := NewBuilder(other, mem)
+	defer b.Release()
+	orec := b.NewBatch()
+	defer orec.Release()
+	if _, err := Concat([]arrow.RecordBatch{recs[0], orec}, mem); !errors.Is(err, ErrSchemaMismatch) {
+		t.Errorf("got %v, want ErrSchemaMismatch", err)
+	}
+}
+
+func TestValueOtherTypes(t *testing.T) {
+	mem := newMem(t)
+	b := array.NewInt32Builder(mem)
+	defer b.Release()
+	b.Append(5)
+	b.AppendNull()
+	arr := b.NewArray()
+	defer arr.Release()
+	if v := Value(arr, 0); v != int32(5) {
+		t.Errorf("Value = %#v", v)
+	}
+	if v := Value(arr, 1); v != nil {
+		t.Errorf("Value of null = %#v", v)
+	}
+}
+
+func BenchmarkPartition(b *testing.B) {
+	mem := memory.NewGoAllocator()
+	rec := benchBatch(b, mem)
+	defer rec.Release()
+	targets := make([]int32, rec.NumRows())
+	for i, h := range HashKeys(rec, []int{0}, nil) {
+		targets[i] = int32(SubtaskForKeyGroup(KeyGroup(h, DefaultMaxParallelism), DefaultMaxParallelism, 4))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, p := range Partition(rec, targets, 4, mem) {
+			p.Release()
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rec.NumRows()), "ns/row")
+}

@@ -1,0 +1,64 @@
+// Package arrowfmt is weir's data format: every edge of a job carries Arrow
+// record batches of one schema, and this package is what the rest of weir
+// uses to describe, build, ship, route and convert them.
+//
+// # Schemas
+//
+// A column has one of five types (Type): int64, float64, string, bool and
+// timestamp_ms (milliseconds since the epoch, UTC). NewSchema turns job-spec
+// fields into an Arrow schema; every column is nullable.
+//
+// # Building and slicing
+//
+// Sources and operators append rows with a Builder, whose typed appenders
+// (Int64, String, TimestampMs, ...) do not box values; AppendAny is the
+// checked path for Go values of unknown type. Partition splits a batch by a
+// target per row (the output channels of a keyBy or rebalance edge) with
+// per-type copy loops; Take gathers rows; Concat joins batches. Value reads
+// one cell as a Go value, for tests and slow paths.
+//
+// # Channels: IPC with the schema sent once
+//
+// Each channel between two subtasks has one Encoder on the producer side and
+// one Decoder on the consumer side. The first payload of an Encoder carries
+// the schema message and a record batch message; every later payload only a
+// record batch message, so decoding stays cheap:
+//
+//	enc := arrowfmt.NewEncoder(schema, mem)
+//	for rec := range batches {
+//		payload, err := enc.Encode(rec) // XADD payload
+//		...
+//	}
+//
+//	dec := arrowfmt.NewDecoder(mem)
+//	defer dec.Close()
+//	for payload := range entries {
+//		rec, err := dec.Decode(payload) // points into payload; no copy
+//		...
+//		rec.Release()
+//	}
+//
+// Decode never panics on a malformed payload; it checks every buffer the
+// record will read, so a record it returns is safe to use.
+//
+// # Keys and key groups
+//
+// HashKeys hashes the key columns of every row with a hash that is fixed
+// across processes and runs (no random seed); HashKeyValues gives the same
+// hash from Go values. KeyGroup maps a hash to one of maxParallelism key
+// groups (DefaultMaxParallelism), and subtask i of p owns the key groups
+// KeyGroupRange(i, K, p) = [ceil(i*K/p), ceil((i+1)*K/p)), the subtask
+// SubtaskForKeyGroup names, as in Flink. Rescaling moves whole key groups.
+//
+// KeyString encodes a row's key values as a compact, unambiguous string, the
+// map key of keyed state; DecodeKeyString turns it back into values and
+// AppendKey builds it from Go values.
+//
+// # JSON lines and Parquet
+//
+// JSONDecoder appends JSON lines to a batch, rejecting a bad line as a whole
+// with a *RecordError that names the field, the value and what was expected.
+// AppendJSONRow and WriteJSONLines write rows back as JSON lines.
+// WriteParquet writes batches as a Parquet file, for sinks and for
+// snapshots a user can read with any Parquet tool.
+package arrowfmt

@@ -1,0 +1,97 @@
+package arrowfmt
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+)
+
+// validateRecord checks what the IPC reader takes on trust from a payload:
+// that every column has the record's length and buffers large enough for it,
+// null counts that agree with validity bitmaps, and string offsets that stay
+// inside their data. Arrays that pass can be read without panics.
+func validateRecord(rec arrow.RecordBatch, types []Type) error {
+	rows := rec.NumRows()
+	if rows < 0 {
+		return fmt.Errorf("negative row count %d", rows)
+	}
+	if int(rec.NumCols()) != len(types) {
+		return fmt.Errorf("%d columns, schema has %d", rec.NumCols(), len(types))
+	}
+	for i, col := range rec.Columns() {
+		if int64(col.Len()) != rows {
+			return fmt.Errorf("column %q: %d rows, record has %d", rec.ColumnName(i), col.Len(), rows)
+		}
+		if err := validateArray(col.Data(), types[i]); err != nil {
+			return fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
+		}
+	}
+	return nil
+}
+
+func validateArray(data arrow.ArrayData, t Type) error {
+	n, off := data.Len(), data.Offset()
+	if n < 0 || off < 0 || off > maxInt-n-1 {
+		return fmt.Errorf("bad length %d or offset %d", n, off)
+	}
+	end := off + n
+	bufs := data.Buffers()
+	buf := func(i int) []byte {
+		if i < len(bufs) && bufs[i] != nil {
+			return bufs[i].Bytes()
+		}
+		return nil
+	}
+
+	nulls := data.NullN() // as declared; array.NullN would compute it from the bitmap
+	if bitmap := buf(0); len(bitmap) > 0 {
+		if int64(len(bitmap)) < bitutil.BytesForBits(int64(end)) {
+			return fmt.Errorf("validity bitmap of %d bytes for %d rows", len(bitmap), end)
+		}
+		if got := n - bitutil.CountSetBits(bitmap, off, n); nulls >= 0 && nulls != got {
+			return fmt.Errorf("null count %d, bitmap has %d", nulls, got)
+		}
+	} else if nulls != 0 && n > 0 {
+		return fmt.Errorf("null count %d without a validity bitmap", nulls)
+	}
+	if n == 0 {
+		return nil
+	}
+
+	values := buf(1)
+	switch t {
+	case Int64, Float64, TimestampMs:
+		if len(values)/8 < end {
+			return fmt.Errorf("values buffer of %d bytes for %d rows", len(values), end)
+		}
+	case Bool:
+		if int64(len(values)) < bitutil.BytesForBits(int64(end)) {
+			return fmt.Errorf("values bitmap of %d bytes for %d rows", len(values), end)
+		}
+	case String:
+		if len(values)/4 < end+1 {
+			return fmt.Errorf("offsets buffer of %d bytes for %d rows", len(values), end)
+		}
+		offsets := arrow.Int32Traits.CastFromBytes(values)[off : end+1]
+		dataLen := int64(len(buf(2)))
+		prev := offsets[0]
+		if prev < 0 {
+			return fmt.Errorf("negative string offset %d", prev)
+		}
+		for _, o := range offsets[1:] {
+			if o < prev {
+				return fmt.Errorf("decreasing string offsets %d, %d", prev, o)
+			}
+			prev = o
+		}
+		if int64(prev) > dataLen {
+			return fmt.Errorf("string offset %d beyond data of %d bytes", prev, dataLen)
+		}
+	default:
+		return fmt.Errorf("unsupported type %q", t)
+	}
+	return nil
+}
+
+const maxInt = int(^uint(0) >> 1)
