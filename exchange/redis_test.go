@@ -1,0 +1,301 @@
+package exchange_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/exchangetest"
+	"github.com/weirstream/weir/integration/testenv"
+)
+
+func newRedis(t testing.TB, srv *testenv.Redis) exchange.Transport {
+	t.Helper()
+	tr, err := exchange.NewRedis(exchange.RedisOptions{Addr: srv.Addr})
+	if err != nil {
+		t.Fatalf("new redis transport: %v", err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+func TestRedis(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	exchangetest.TestTransport(t, func(t *testing.T) exchange.Transport { return newRedis(t, srv) })
+}
+
+// streamKey finds the one stream key of job.
+func streamKey(t *testing.T, srv *testenv.Redis, job string) string {
+	t.Helper()
+	keys, err := srv.Do("KEYS", "weir:{"+job+":*:ch:*")
+	if err != nil {
+		t.Fatalf("list keys: %v", err)
+	}
+	if keys == "" || strings.Contains(keys, "\n") {
+		t.Fatalf("stream keys of %s: %q, want one", job, keys)
+	}
+	return keys
+}
+
+func memoryUsage(t *testing.T, srv *testenv.Redis, key string) int {
+	t.Helper()
+	v, err := srv.Do("MEMORY", "USAGE", key, "SAMPLES", "0")
+	if err != nil {
+		t.Fatalf("memory usage of %s: %v", key, err)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("memory usage of %s: %q", key, v)
+	}
+	return n
+}
+
+// TestRedisMemoryBounded: a stream never holds more than its credits'
+// worth of data, whether its consumer stalls or crawls.
+func TestRedisMemoryBounded(t *testing.T) {
+	// Redis allocates each large entry's listpack from a jemalloc size
+	// class; for 64 KiB plus a header that is 80 KiB. So the bound allows
+	// a quarter on top of the payload, and a little for the stream itself.
+	// Without credits the stream would grow to total*size.
+	const (
+		credits  = 4
+		size     = 64 << 10
+		total    = 40
+		overhead = 8 << 10
+		bound    = credits*size*5/4 + overhead
+	)
+	srv := testenv.StartRedis(t)
+	tr := newRedis(t, srv)
+	ch := exchange.Channel{Job: "membound", Edge: "src", ConsumerVertex: "sink"}
+	w, err := tr.NewWriter(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := tr.NewReader(context.Background(), []exchange.Channel{ch}, exchange.ReaderOptions{Credits: credits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var written atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for i := range total {
+			// A fresh payload per entry: the writer owns what it was given.
+			p := make([]byte, size)
+			p[0] = byte(i)
+			if err := w.Write(ctx, exchange.Entry{Kind: exchange.KindData, Payload: p}); err != nil {
+				done <- err
+				return
+			}
+			written.Add(1)
+		}
+		done <- nil
+	}()
+	writerDone := false
+	defer func() {
+		cancel()
+		if !writerDone {
+			<-done
+		}
+	}()
+
+	key := streamKey(t, srv, "membound")
+	waitUntil(t, func() bool { return written.Load() >= credits })
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n := written.Load(); n != credits {
+			t.Fatalf("stalled consumer: producer wrote %d entries, want %d", n, credits)
+		}
+	}
+	if m := memoryUsage(t, srv, key); m > bound {
+		t.Fatalf("stalled consumer: stream uses %d bytes, want at most %d", m, bound)
+	} else {
+		t.Logf("stalled consumer: stream uses %d bytes for %d entries of %d bytes", m, credits, size)
+	}
+
+	maxSeen := 0
+	for i := range total {
+		_, e, ok, err := r.Read(ctx, 10*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("read %d: ok %t, err %v", i, ok, err)
+		}
+		if e.Payload[0] != byte(i) || len(e.Payload) != size {
+			t.Fatalf("read %d: entry %d of %d bytes", i, e.Payload[0], len(e.Payload))
+		}
+		m := memoryUsage(t, srv, key)
+		if m > bound {
+			t.Fatalf("after reading %d: stream uses %d bytes, want at most %d", i+1, m, bound)
+		}
+		maxSeen = max(maxSeen, m)
+	}
+	t.Logf("crawling consumer: stream used at most %d bytes", maxSeen)
+	err = <-done
+	writerDone = true
+	if err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRedisRestart: a Redis that comes back empty makes readers and
+// writers fail with ErrChannelLost, whether they were idle or waiting.
+func TestRedisRestart(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	tr := newRedis(t, srv)
+	ctx := context.Background()
+	chans := make([]exchange.Channel, 4)
+	writers := make([]exchange.Writer, len(chans))
+	for i := range chans {
+		chans[i] = exchange.Channel{Job: "restart", Edge: "src", Producer: i, ConsumerVertex: "sink"}
+		w, err := tr.NewWriter(chans[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		writers[i] = w
+	}
+	r, err := tr.NewReader(ctx, chans, exchange.ReaderOptions{Credits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Writer 0 uses up its credit, writer 1 keeps one, writer 2 only sends
+	// control entries, writer 3 will be waiting for credit.
+	mustWrite(t, writers[0], exchange.Entry{Kind: exchange.KindData, Payload: []byte("a")})
+	mustWrite(t, writers[0], exchange.Entry{Kind: exchange.KindData, Payload: []byte("b")})
+	mustWrite(t, writers[1], exchange.Entry{Kind: exchange.KindData, Payload: []byte("c")})
+	mustWrite(t, writers[2], exchange.Entry{Kind: exchange.KindWatermark, Value: 1})
+	mustWrite(t, writers[3], exchange.Entry{Kind: exchange.KindData, Payload: []byte("d")})
+	mustWrite(t, writers[3], exchange.Entry{Kind: exchange.KindData, Payload: []byte("e")})
+
+	waiting := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		waiting <- writers[3].Write(ctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte("f")})
+	}()
+	waitUntil(t, func() bool { return writers[3].Stats().CreditWaits > 0 })
+
+	srv.Restart()
+
+	if err := <-waiting; !errors.Is(err, exchange.ErrChannelLost) {
+		t.Errorf("write waiting for credit across the restart = %v, want %v", err, exchange.ErrChannelLost)
+	}
+	for i, w := range writers[:3] {
+		e := exchange.Entry{Kind: exchange.KindData, Payload: []byte("x")}
+		if i == 2 {
+			e = exchange.Entry{Kind: exchange.KindBarrier, Value: 1}
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := w.Write(ctx, e)
+		cancel()
+		if !errors.Is(err, exchange.ErrChannelLost) {
+			t.Errorf("writer %d: %s write after the restart = %v, want %v", i, e.Kind, err, exchange.ErrChannelLost)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, e, ok, err := r.Read(rctx, time.Second)
+		if ok {
+			continue // entries fetched before the restart
+		}
+		if !errors.Is(err, exchange.ErrChannelLost) {
+			t.Fatalf("read after the restart = %s, ok %t, err %v; want %v", e.Kind, ok, err, exchange.ErrChannelLost)
+		}
+		break
+	}
+	if _, _, _, err := r.Read(rctx, time.Second); !errors.Is(err, exchange.ErrChannelLost) {
+		t.Errorf("second read after the restart = %v, want %v", err, exchange.ErrChannelLost)
+	}
+}
+
+// TestRedisRestartWhileReading: a Read blocked in XREAD when Redis restarts
+// fails with ErrChannelLost instead of waiting on the empty server: the
+// blocked XREAD fails, go-redis retries the round trip on the new server,
+// and its EXISTS check finds the keys gone.
+func TestRedisRestartWhileReading(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	tr := newRedis(t, srv)
+	ctx := context.Background()
+	ch := exchange.Channel{Job: "restart-read", Edge: "src", ConsumerVertex: "sink"}
+	r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		_, e, ok, err := r.Read(ctx, 50*time.Second)
+		if ok {
+			err = fmt.Errorf("read %s", e.Kind)
+		}
+		done <- err
+	}()
+	waitUntil(t, func() bool {
+		info, err := srv.Do("INFO", "clients")
+		return err == nil && !strings.Contains(info, "blocked_clients:0")
+	})
+	srv.Restart()
+	select {
+	case err := <-done:
+		if !errors.Is(err, exchange.ErrChannelLost) {
+			t.Fatalf("read across the restart = %v, want %v", err, exchange.ErrChannelLost)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("read blocked across the restart did not return within 20s")
+	}
+}
+
+func mustWrite(t *testing.T, w exchange.Writer, e exchange.Entry) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Write(ctx, e); err != nil {
+		t.Fatalf("write %s: %v", e.Kind, err)
+	}
+}
+
+func TestRedisOptionsValidate(t *testing.T) {
+	err := exchange.RedisOptions{DB: -1, MaxBlock: 10 * time.Second, MaxRetries: -2}.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"Addr", "DB is -1", "MaxBlock", "MaxRetries is -2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if err := (exchange.RedisOptions{Addr: "localhost:6379"}).Validate(); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}
+
+func TestRedisUnreachable(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	tr, err := exchange.NewRedis(exchange.RedisOptions{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	if err == nil {
+		tr.Close()
+		t.Fatal("no error connecting to a closed port")
+	}
+}

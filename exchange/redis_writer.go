@@ -1,0 +1,161 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisWriter is the Redis producer end: one XADD per entry, with a GET of
+// the credit limit when the credit it knows of runs out.
+type redisWriter struct {
+	t              *redisTransport
+	ch             Channel
+	stream, credit string
+
+	closed bool
+	err    error // sticky: the channel is lost
+	win    producerWindow
+	seq    uint64 // sequence number of the last entry written
+	vals   []any
+	timer  *time.Timer
+
+	stats writerStats
+}
+
+func (w *redisWriter) Write(ctx context.Context, e Entry) error {
+	if err := validateEntry(e); err != nil {
+		return err
+	}
+	if w.closed || w.t.closed.Load() {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if e.Kind == KindData && w.win.available() <= 0 {
+		if err := w.awaitCredit(ctx); err != nil {
+			return w.fail(ctx, err)
+		}
+	}
+	if err := w.append(ctx, e); err != nil {
+		return w.fail(ctx, err)
+	}
+	return nil
+}
+
+func (w *redisWriter) fail(ctx context.Context, err error) error {
+	err = w.t.mapErr(ctx, err)
+	if errors.Is(err, ErrChannelLost) {
+		w.err = err
+	}
+	return err
+}
+
+// awaitCredit returns once a data entry may be written.
+func (w *redisWriter) awaitCredit(ctx context.Context) error {
+	backoff := w.t.opts.MinCreditBackoff
+	var start time.Time
+	defer func() {
+		if !start.IsZero() {
+			w.stats.creditWait.Add(int64(time.Since(start)))
+		}
+	}()
+	for {
+		limit, err := w.t.client.Get(ctx, w.credit).Int64()
+		exists := !errors.Is(err, redis.Nil)
+		if err != nil && exists {
+			return fmt.Errorf("read credit of %s: %w", w.ch, w.t.mapErr(ctx, err))
+		}
+		if err := w.win.observe(limit, exists); err != nil {
+			return fmt.Errorf("write %s: %w", w.ch, err)
+		}
+		if w.win.available() > 0 {
+			return nil
+		}
+		if start.IsZero() {
+			start = time.Now()
+			w.stats.creditWaits.Add(1)
+		}
+		if w.timer == nil {
+			w.timer = time.NewTimer(backoff)
+		} else {
+			w.timer.Reset(backoff)
+		}
+		select {
+		case <-w.timer.C:
+		case <-ctx.Done():
+			w.timer.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, w.t.opts.MaxCreditBackoff)
+	}
+}
+
+// append adds e to the stream. A data entry must have credit.
+func (w *redisWriter) append(ctx context.Context, e Entry) error {
+	seq := w.seq + 1
+	w.vals = appendEntryValues(w.vals[:0], e)
+	args := &redis.XAddArgs{
+		Stream: w.stream,
+		// Once the reader has initialised the channel the stream must
+		// exist: never recreate one that vanished.
+		NoMkStream: w.win.initialised(),
+		ID:         entryID(seq),
+		Values:     w.vals,
+	}
+	// Look at the credit limit in the same round trip when this entry
+	// spends the last credit seen, or the reader's arrival is unknown.
+	refresh := !w.win.initialised() || e.Kind == KindData && w.win.available() == 1
+	var (
+		add   *redis.StringCmd
+		limit *redis.StringCmd
+	)
+	if refresh {
+		pipe := w.t.client.Pipeline()
+		add = pipe.XAdd(ctx, args)
+		limit = pipe.Get(ctx, w.credit)
+		_, _ = pipe.Exec(ctx)
+	} else {
+		add = w.t.client.XAdd(ctx, args)
+	}
+	clear(w.vals) // drop the reference to the payload
+	switch err := add.Err(); {
+	case errors.Is(err, redis.Nil):
+		return fmt.Errorf("write %s: stream vanished: %w", w.ch, ErrChannelLost)
+	case err != nil && strings.Contains(err.Error(), "equal or smaller"):
+		return fmt.Errorf("write %s: entry %d is already in the stream (a second writer on the channel, or a retried write that had succeeded): %w", w.ch, seq, err)
+	case err != nil:
+		return fmt.Errorf("write %s: %w", w.ch, w.t.mapErr(ctx, err))
+	}
+	w.seq = seq
+	if e.Kind == KindData && !w.win.spend() {
+		panic("exchange: data entry written without credit")
+	}
+	w.stats.wrote(e)
+	if refresh {
+		n, err := limit.Int64()
+		exists := !errors.Is(err, redis.Nil)
+		if err != nil && exists {
+			return fmt.Errorf("read credit of %s: %w", w.ch, w.t.mapErr(ctx, err))
+		}
+		if err := w.win.observe(n, exists); err != nil {
+			return fmt.Errorf("write %s: %w", w.ch, err)
+		}
+	}
+	return nil
+}
+
+func (w *redisWriter) Stats() WriterStats { return w.stats.snapshot() }
+
+func (w *redisWriter) Close() error {
+	w.closed = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	return nil
+}
