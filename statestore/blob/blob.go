@@ -1,0 +1,68 @@
+// Package blob is weir's object-store client: job specs, checkpoints, state
+// files and sink output all live in one bucket behind the Bucket interface.
+// Two implementations pass the same contract suite (package blobtest): S3
+// (aws-sdk-go-v2; AWS S3 or MinIO through a custom endpoint) and a local
+// directory for the embedded mode. Open picks one from a URL
+// (s3://bucket/prefix, file:///dir or a plain path); NewPrefixed gives a
+// view of a bucket under a key prefix.
+//
+// Keys are '/'-separated relative paths with the same rules everywhere (see
+// ValidateKey), so a bucket can move between a directory and S3. PutIfAbsent
+// is the commit primitive: of concurrent creates of a key exactly one wins
+// (If-None-Match: * on S3, a hard link in a directory).
+package blob
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors returned by buckets. A backend maps its own codes to these.
+var (
+	// ErrNotFound is returned when a key does not exist.
+	ErrNotFound = errors.New("blob: not found")
+	// ErrExists is returned by PutIfAbsent when the key already exists
+	// (or a concurrent create won).
+	ErrExists = errors.New("blob: already exists")
+)
+
+// ObjectInfo describes one object.
+type ObjectInfo struct {
+	Key      string // full key relative to the bucket (and prefix)
+	Size     int64
+	Modified time.Time
+}
+
+// BucketReader is the read side: what checkpoint inspection and the files
+// source need.
+type BucketReader interface {
+	// Get returns the whole object, or ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Open streams the object; the caller closes it. ErrNotFound if missing.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	// Stat returns the object's info, or ErrNotFound.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	// List returns every object whose key starts with prefix (recursively),
+	// sorted by key.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// Describe names the bucket for messages, e.g. "s3://bucket/prefix" or
+	// "file:///dir". It never contains credentials.
+	Describe() string
+}
+
+// Bucket is a BucketReader that can also write.
+type Bucket interface {
+	BucketReader
+	// Put creates or replaces the object atomically: readers see the old
+	// object or the whole new one, never a part.
+	Put(ctx context.Context, key string, data []byte) error
+	// PutIfAbsent creates the object only if no object has the key; of
+	// concurrent creates exactly one succeeds and the others get ErrExists.
+	PutIfAbsent(ctx context.Context, key string, data []byte) error
+	// Delete removes the object; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Close releases the client; safe to call twice.
+	Close() error
+}
