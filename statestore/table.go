@@ -1,0 +1,133 @@
+package statestore
+
+import (
+	"reflect"
+	"slices"
+)
+
+// Table holds the values of one state name, as Go values, per key group
+// and (key, namespace). It tracks which entries changed since the last
+// TakeDirty. Key groups outside the backend's range are a bug in the caller
+// and panic.
+type Table[V any] struct {
+	name       string
+	codec      Codec[V]
+	start, end int
+	groups     []group[V]
+}
+
+type entryKey struct{ key, ns string }
+
+// group is one key group's part of a table; its maps are made on first
+// write, since most of a subtask's tables × key groups stay empty.
+type group[V any] struct {
+	entries map[entryKey]V
+	dirty   map[entryKey]struct{}
+}
+
+func (g *group[V]) markDirty(k entryKey) {
+	if g.dirty == nil {
+		g.dirty = map[entryKey]struct{}{}
+	}
+	g.dirty[k] = struct{}{}
+}
+
+// Name returns the table's state name.
+func (t *Table[V]) Name() string { return t.name }
+
+// Codec returns the codec snapshots encode values with.
+func (t *Table[V]) Codec() Codec[V] { return t.codec }
+
+func (t *Table[V]) group(kg int) *group[V] {
+	checkGroup(kg, t.start, t.end)
+	return &t.groups[kg-t.start]
+}
+
+// Get returns the value at (kg, key, ns) and whether there is one. The value
+// is the one stored, not a copy: change a mutable value only to Put it back.
+func (t *Table[V]) Get(kg int, key, ns string) (V, bool) {
+	v, ok := t.group(kg).entries[entryKey{key, ns}]
+	return v, ok
+}
+
+// Put stores v at (kg, key, ns) and marks the entry dirty.
+func (t *Table[V]) Put(kg int, key, ns string, v V) {
+	g := t.group(kg)
+	if g.entries == nil {
+		g.entries = map[entryKey]V{}
+	}
+	k := entryKey{key, ns}
+	g.entries[k] = v
+	g.markDirty(k)
+}
+
+// Delete removes the entry at (kg, key, ns), marking it dirty if it existed.
+func (t *Table[V]) Delete(kg int, key, ns string) {
+	g := t.group(kg)
+	k := entryKey{key, ns}
+	if _, ok := g.entries[k]; !ok {
+		return
+	}
+	delete(g.entries, k)
+	g.markDirty(k)
+}
+
+// Range calls fn for every entry of key group kg, in no particular order,
+// until fn returns false. fn may Delete the entry it is given.
+func (t *Table[V]) Range(kg int, fn func(key, ns string, v V) bool) {
+	for k, v := range t.group(kg).entries {
+		if !fn(k.key, k.ns, v) {
+			return
+		}
+	}
+}
+
+// Len returns the number of entries in key group kg.
+func (t *Table[V]) Len(kg int) int { return len(t.group(kg).entries) }
+
+// TakeDirty returns the scopes written or deleted since the last call,
+// sorted by key group, key and namespace, and clears the dirty set. An
+// entry written then deleted is in it (as absent now).
+func (t *Table[V]) TakeDirty() []Scope { return t.takeDirty() }
+
+func (t *Table[V]) takeDirty() []Scope {
+	var out []Scope
+	for i := range t.groups {
+		g := &t.groups[i]
+		if len(g.dirty) == 0 {
+			continue
+		}
+		first := len(out)
+		for k := range g.dirty {
+			out = append(out, Scope{KeyGroup: t.start + i, Key: k.key, Namespace: k.ns})
+		}
+		slices.SortFunc(out[first:], Scope.compare)
+		g.dirty = nil
+	}
+	return out
+}
+
+func (t *Table[V]) valueType() reflect.Type { return reflect.TypeFor[V]() }
+
+func (t *Table[V]) appendEncoded(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+	v, ok := t.Get(kg, key, ns)
+	if !ok {
+		return dst, false, nil
+	}
+	out, err := t.codec.Append(dst, v)
+	return out, true, err
+}
+
+func (t *Table[V]) putEncoded(kg int, key, ns string, b []byte) error {
+	v, err := t.codec.Decode(b)
+	if err != nil {
+		return err
+	}
+	// Restored entries are in the snapshot already: not dirty.
+	g := t.group(kg)
+	if g.entries == nil {
+		g.entries = map[entryKey]V{}
+	}
+	g.entries[entryKey{key, ns}] = v
+	return nil
+}

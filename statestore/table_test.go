@@ -1,0 +1,322 @@
+package statestore
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+)
+
+func TestTableGetPutDelete(t *testing.T) {
+	b := NewBackend(4, 8)
+	tab, err := OpenTable[int64](b, "count", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tab.Get(4, "a", ""); ok {
+		t.Fatal("empty table has an entry")
+	}
+	tab.Put(4, "a", "", 1)
+	tab.Put(4, "a", "w1", 2) // another namespace of the same key
+	tab.Put(7, "a", "", 3)   // the same key in another key group is another entry
+	for _, c := range []struct {
+		kg     int
+		key    string
+		ns     string
+		want   int64
+		wantOK bool
+	}{
+		{4, "a", "", 1, true},
+		{4, "a", "w1", 2, true},
+		{7, "a", "", 3, true},
+		{5, "a", "", 0, false},
+		{4, "b", "", 0, false},
+	} {
+		got, ok := tab.Get(c.kg, c.key, c.ns)
+		if got != c.want || ok != c.wantOK {
+			t.Errorf("Get(%d,%q,%q) = %d,%v; want %d,%v", c.kg, c.key, c.ns, got, ok, c.want, c.wantOK)
+		}
+	}
+	if n := tab.Len(4); n != 2 {
+		t.Errorf("Len(4) = %d, want 2", n)
+	}
+	tab.Delete(4, "a", "")
+	if _, ok := tab.Get(4, "a", ""); ok {
+		t.Error("deleted entry still there")
+	}
+	if v, _ := tab.Get(4, "a", "w1"); v != 2 {
+		t.Errorf("delete touched another namespace: %d", v)
+	}
+	tab.Delete(4, "nope", "") // absent: no-op
+
+	seen := map[string]int64{}
+	tab.Range(4, func(key, ns string, v int64) bool {
+		seen[key+"/"+ns] = v
+		return true
+	})
+	if want := map[string]int64{"a/w1": 2}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("Range(4) = %v, want %v", seen, want)
+	}
+}
+
+func TestTableRangeStopsAndDeletes(t *testing.T) {
+	b := NewBackend(0, 1)
+	tab, _ := OpenTable[string](b, "s", nil)
+	for _, k := range []string{"a", "b", "c", "d"} {
+		tab.Put(0, k, "", k)
+	}
+	n := 0
+	tab.Range(0, func(string, string, string) bool { n++; return n < 2 })
+	if n != 2 {
+		t.Errorf("Range went on after false: %d calls", n)
+	}
+	tab.Range(0, func(key, ns, _ string) bool {
+		tab.Delete(0, key, ns)
+		return true
+	})
+	if tab.Len(0) != 0 {
+		t.Errorf("Len after deleting in Range = %d", tab.Len(0))
+	}
+}
+
+func TestTableKeyGroupOutOfRangePanics(t *testing.T) {
+	b := NewBackend(4, 8)
+	tab, _ := OpenTable[int64](b, "x", nil)
+	for _, kg := range []int{3, 8, -1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Put in key group %d did not panic", kg)
+				}
+			}()
+			tab.Put(kg, "k", "", 1)
+		}()
+	}
+}
+
+func TestOpenTableRegistry(t *testing.T) {
+	b := NewBackend(0, 2)
+	a1, err := OpenTable[float64](b, "avg", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := OpenTable[float64](b, "avg", nil)
+	if err != nil || a1 != a2 {
+		t.Fatalf("reopening with the same type: %p %p %v", a1, a2, err)
+	}
+	_, err = OpenTable[int64](b, "avg", nil)
+	if !errors.Is(err, ErrTypeMismatch) {
+		t.Fatalf("reopening with another type: err = %v, want ErrTypeMismatch", err)
+	}
+	if want := `statestore: table type mismatch: "avg" holds float64, not int64`; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+	if _, err := OpenTable[int64](b, "", nil); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("empty name: err = %v", err)
+	}
+	if _, err := OpenTable[[]int64](b, "hist", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.TableNames(), []string{"avg", "hist"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TableNames = %v, want %v", got, want)
+	}
+	if _, ok := a1.Codec().(float64Codec); !ok {
+		t.Errorf("default codec of float64 is %T", a1.Codec())
+	}
+}
+
+func TestTakeDirty(t *testing.T) {
+	b := NewBackend(10, 14)
+	tab, _ := OpenTable[int64](b, "n", nil)
+	other, _ := OpenTable[string](b, "other", nil)
+	if d := tab.TakeDirty(); len(d) != 0 {
+		t.Fatalf("new table dirty: %v", d)
+	}
+	tab.Put(12, "b", "", 1)
+	tab.Put(11, "z", "", 1)
+	tab.Put(12, "a", "ns", 1)
+	tab.Put(12, "a", "ns", 2) // written twice: once in the set
+	tab.Put(13, "gone", "", 1)
+	tab.Delete(13, "gone", "")  // written then deleted: dirty, absent
+	tab.Delete(10, "never", "") // deleting what is absent changes nothing
+	_, _ = tab.Get(12, "b", "") // reads do not dirty
+
+	want := []Scope{{11, "z", ""}, {12, "a", "ns"}, {12, "b", ""}, {13, "gone", ""}}
+	if got := tab.TakeDirty(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("TakeDirty = %v, want %v", got, want)
+	}
+	if got := tab.TakeDirty(); len(got) != 0 {
+		t.Fatalf("TakeDirty after TakeDirty = %v, want none", got)
+	}
+	// After the take, only new changes show, including deletes of old entries.
+	tab.Delete(12, "b", "")
+	other.Put(10, "k", "", "v")
+	got := b.TakeDirty()
+	wantB := []Dirty{
+		{Table: "n", Scopes: []Scope{{12, "b", ""}}},
+		{Table: "other", Scopes: []Scope{{10, "k", ""}}},
+	}
+	if !reflect.DeepEqual(got, wantB) {
+		t.Fatalf("Backend.TakeDirty = %v, want %v", got, wantB)
+	}
+	if got := b.TakeDirty(); len(got) != 0 {
+		t.Fatalf("Backend.TakeDirty after take = %v", got)
+	}
+}
+
+// TestEncodedRoundTrip goes through the type-erased path snapshots will
+// use: encode every dirty entry of every table, restore into a fresh
+// backend, and compare.
+func TestEncodedRoundTrip(t *testing.T) {
+	type hist struct {
+		Counts []int64
+		Mean   float64
+	}
+	src := NewBackend(0, 4)
+	i64, _ := OpenTable[int64](src, "i64", nil)
+	f64, _ := OpenTable[float64](src, "f64", nil)
+	str, _ := OpenTable[string](src, "str", nil)
+	bl, _ := OpenTable[bool](src, "bool", nil)
+	h, _ := OpenTable[hist](src, "hist", nil)
+	m, _ := OpenTable[map[float64]string](src, "map", MapCodec[float64, string]{})
+	i64.Put(0, "k", "", math.MinInt64)
+	f64.Put(1, "k", "", -1.5)
+	str.Put(2, "k", "", "héllo\x00")
+	bl.Put(3, "k", "", true)
+	h.Put(3, "k", "w", hist{Counts: []int64{1, 2, 3}, Mean: 2})
+	m.Put(1, "k", "", map[float64]string{1.5: "a", -2: "b"})
+
+	dst := NewBackend(0, 4)
+	for _, name := range []string{"i64", "f64", "str", "bool", "hist", "map"} {
+		switch name {
+		case "i64":
+			_, _ = OpenTable[int64](dst, name, nil)
+		case "f64":
+			_, _ = OpenTable[float64](dst, name, nil)
+		case "str":
+			_, _ = OpenTable[string](dst, name, nil)
+		case "bool":
+			_, _ = OpenTable[bool](dst, name, nil)
+		case "hist":
+			_, _ = OpenTable[hist](dst, name, nil)
+		case "map":
+			_, _ = OpenTable[map[float64]string](dst, name, MapCodec[float64, string]{})
+		}
+	}
+	for _, d := range src.TakeDirty() {
+		for _, s := range d.Scopes {
+			enc, ok, err := src.tables[d.Table].appendEncoded(nil, s.KeyGroup, s.Key, s.Namespace)
+			if err != nil || !ok {
+				t.Fatalf("encode %s %v: ok=%v err=%v", d.Table, s, ok, err)
+			}
+			if err := dst.tables[d.Table].putEncoded(s.KeyGroup, s.Key, s.Namespace, enc); err != nil {
+				t.Fatalf("decode %s %v: %v", d.Table, s, err)
+			}
+		}
+	}
+	if d := dst.TakeDirty(); len(d) != 0 {
+		t.Errorf("restored entries are dirty: %v", d)
+	}
+	check := func(name string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: restored %#v, want %#v", name, got, want)
+		}
+	}
+	v1, _ := OpenTable[int64](dst, "i64", nil)
+	g1, _ := v1.Get(0, "k", "")
+	check("i64", g1, int64(math.MinInt64))
+	v2, _ := OpenTable[float64](dst, "f64", nil)
+	g2, _ := v2.Get(1, "k", "")
+	check("f64", g2, -1.5)
+	v3, _ := OpenTable[string](dst, "str", nil)
+	g3, _ := v3.Get(2, "k", "")
+	check("str", g3, "héllo\x00")
+	v4, _ := OpenTable[bool](dst, "bool", nil)
+	g4, _ := v4.Get(3, "k", "")
+	check("bool", g4, true)
+	v5, _ := OpenTable[hist](dst, "hist", nil)
+	g5, _ := v5.Get(3, "k", "w")
+	check("hist", g5, hist{Counts: []int64{1, 2, 3}, Mean: 2})
+	v6, _ := OpenTable[map[float64]string](dst, "map", nil)
+	g6, _ := v6.Get(1, "k", "")
+	check("map", g6, map[float64]string{1.5: "a", -2: "b"})
+
+	if _, ok, _ := src.tables["i64"].appendEncoded(nil, 0, "absent", ""); ok {
+		t.Error("absent entry encoded")
+	}
+}
+
+func TestCodecs(t *testing.T) {
+	roundTrip(t, Int64Codec, []int64{0, -1, math.MaxInt64, math.MinInt64})
+	roundTrip(t, Float64Codec, []float64{0, -0.5, math.Inf(1), math.MaxFloat64})
+	roundTrip(t, StringCodec, []string{"", "zone", "\xff\x00"})
+	roundTrip(t, BoolCodec, []bool{true, false})
+	roundTrip[[]int64](t, JSONCodec[[]int64]{}, [][]int64{nil, {1, 2}})
+	roundTrip[map[int64]bool](t, MapCodec[int64, bool]{}, []map[int64]bool{{}, {1: true, -5: false}})
+
+	if _, err := Int64Codec.Decode([]byte{1, 2}); err == nil {
+		t.Error("short int64 decoded")
+	}
+	if _, err := BoolCodec.Decode([]byte{2}); err == nil {
+		t.Error("bool 2 decoded")
+	}
+	if _, err := (JSONCodec[float64]{}).Append(nil, math.NaN()); err == nil {
+		t.Error("NaN encoded as JSON")
+	}
+	// Equal maps encode equally whatever their iteration order.
+	m := map[string]int{"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}
+	first, _ := MapCodec[string, int]{}.Append(nil, m)
+	for range 20 {
+		again, _ := MapCodec[string, int]{}.Append(nil, m)
+		if string(again) != string(first) {
+			t.Fatalf("map encoding not deterministic: %s vs %s", first, again)
+		}
+	}
+	if want := `[["a",1],["b",2],["c",3],["d",4],["e",5]]`; string(first) != want {
+		t.Errorf("map encoding %s, want %s", first, want)
+	}
+
+	type named int64
+	if _, ok := DefaultCodec[named]().(JSONCodec[named]); !ok {
+		t.Errorf("DefaultCodec of a named int64 = %T, want JSONCodec", DefaultCodec[named]())
+	}
+	if _, ok := DefaultCodec[any]().(JSONCodec[any]); !ok {
+		t.Errorf("DefaultCodec[any] = %T, want JSONCodec", DefaultCodec[any]())
+	}
+}
+
+func roundTrip[V any](t *testing.T, c Codec[V], vals []V) {
+	t.Helper()
+	for _, v := range vals {
+		b, err := c.Append([]byte("prefix"), v)
+		if err != nil {
+			t.Fatalf("%T.Append(%v): %v", c, v, err)
+		}
+		got, err := c.Decode(b[len("prefix"):])
+		if err != nil {
+			t.Fatalf("%T.Decode(%v): %v", c, v, err)
+		}
+		if !reflect.DeepEqual(got, v) && !(reflect.ValueOf(v).Kind() == reflect.Map && reflect.ValueOf(v).Len() == 0 && reflect.ValueOf(got).Len() == 0) {
+			t.Errorf("%T: %#v round-tripped to %#v", c, v, got)
+		}
+	}
+}
+
+func BenchmarkTablePutGet(b *testing.B) {
+	be := NewBackend(0, 128)
+	tab, _ := OpenTable[int64](be, "n", nil)
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = string(rune('a'+i%26)) + string(rune(i))
+	}
+	for i := 0; b.Loop(); i++ {
+		k := keys[i%len(keys)]
+		kg := i % 128
+		v, _ := tab.Get(kg, k, "")
+		tab.Put(kg, k, "", v+1)
+		if i%100000 == 0 {
+			tab.TakeDirty()
+		}
+	}
+}
