@@ -1,0 +1,120 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// TaskConfig builds the configuration of one subtask of vertex v in one
+// attempt of job jobID: its operators, sources and sinks instantiated, its
+// input channels and its output edges. The caller fills in Transport,
+// Bucket, RedisAddr, Logger and Mem.
+func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (task.Config, error) {
+	j := p.Job
+	cfg := task.Config{
+		Job: jobID, Attempt: attempt, Vertex: v.Name, Subtask: subtask,
+		Parallelism: v.Parallelism, MaxParallelism: j.MaxParallelism,
+		Credits: j.Exchange.Credits,
+		Batching: task.Batching{
+			Rows: j.Exchange.BatchRows, Bytes: j.Exchange.BatchBytes, Timeout: j.Exchange.BufferTimeout.D(),
+		},
+	}
+	index := map[*Node]int{}
+	for i, n := range v.Nodes {
+		index[n] = i
+	}
+	targets := func(edges []*Edge) (main []task.Target, side map[string][]task.Target) {
+		for _, e := range edges {
+			var t task.Target
+			if e.Chained {
+				t = task.ChainTo(index[e.To] - p.headOffset(v))
+			} else {
+				eo := task.EdgeOut{Partitioning: e.Partitioning, KeyColumns: e.KeyColumns}
+				for c := 0; c < e.To.Parallelism; c++ {
+					eo.Channels = append(eo.Channels, exchange.Channel{
+						Job: jobID, Attempt: attempt, Edge: e.Name(), Producer: subtask,
+						ConsumerVertex: e.To.Vertex.Name, Consumer: c,
+					})
+				}
+				cfg.Edges = append(cfg.Edges, eo)
+				t = task.EdgeTo(len(cfg.Edges) - 1)
+			}
+			if e.Port == "" {
+				main = append(main, t)
+			} else {
+				if side == nil {
+					side = map[string][]task.Target{}
+				}
+				side[e.Port] = append(side[e.Port], t)
+			}
+		}
+		return main, side
+	}
+	for _, n := range v.Nodes {
+		main, side := targets(n.Outputs)
+		switch n.Kind {
+		case KindSource:
+			src, err := builtin.NewSource(n.Source, n.Out)
+			if err != nil {
+				return task.Config{}, fmt.Errorf("source %s: %w", n.Name, err)
+			}
+			head := &task.SourceHead{Name: n.Name, Source: src, TimeColumn: n.Out.TimeColumn, Out: main}
+			if n.Source.Rate > 0 {
+				head.Rate = n.Source.Rate / float64(n.Parallelism)
+			}
+			if ev := n.Source.Event; ev != nil {
+				head.MaxOutOfOrderness = ev.MaxOutOfOrderness.D()
+				head.IdleTimeout = ev.IdleTimeout.D()
+			}
+			cfg.Source = head
+		case KindOperator:
+			op, err := newOperator(n.Op, n.Input.Stream)
+			if err != nil {
+				return task.Config{}, fmt.Errorf("operator %s: %w", n.Name, err)
+			}
+			cfg.Nodes = append(cfg.Nodes, &task.Node{Name: n.Name, Op: op, Out: main, Side: side})
+		case KindSink:
+			snk, err := builtin.NewSink(n.Sink, n.Input.Stream)
+			if err != nil {
+				return task.Config{}, fmt.Errorf("sink %s: %w", n.Name, err)
+			}
+			cfg.Nodes = append(cfg.Nodes, &task.Node{Name: n.Name, Sink: snk})
+		}
+	}
+	for _, e := range v.Inputs {
+		for prod := 0; prod < e.From.Parallelism; prod++ {
+			cfg.Inputs = append(cfg.Inputs, exchange.Channel{
+				Job: jobID, Attempt: attempt, Edge: e.Name(), Producer: prod,
+				ConsumerVertex: v.Name, Consumer: subtask,
+			})
+		}
+	}
+	return cfg, nil
+}
+
+// headOffset is 1 when the vertex starts with a source (which is not one of
+// the task's Nodes), else 0.
+func (p *Plan) headOffset(v *Vertex) int {
+	if v.Nodes[0].Kind == KindSource {
+		return 1
+	}
+	return 0
+}
+
+func newOperator(o *spec.Operator, in builtin.Stream) (task.Operator, error) {
+	switch o.Kind() {
+	case "filter":
+		return builtin.NewFilter(o, in)
+	case "select":
+		return builtin.NewSelect(o, in)
+	case "window":
+		return builtin.NewWindow(o, in)
+	case "function":
+		return builtin.NewProcess(o, in)
+	}
+	return nil, fmt.Errorf("unknown operator kind")
+}

@@ -1,0 +1,323 @@
+// Package plan turns a job spec into what runs: it derives every stream's
+// schema (so type errors are refused before anything is deployed), chains
+// operators into vertices, and builds the task configuration of each
+// subtask.
+//
+// Chaining: an operator (or sink) runs in the same task as its input when
+// both have the same parallelism and no repartitioning is needed between
+// them (no keyBy, or parallelism 1). Otherwise the edge is a network edge:
+// hash-partitioned by key group when the consumer has keyBy, forward when
+// parallelism is equal, rebalanced otherwise.
+package plan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// Kind is what a node is.
+type Kind int
+
+const (
+	KindSource Kind = iota
+	KindOperator
+	KindSink
+)
+
+// Node is one source, operator or sink of the spec.
+type Node struct {
+	Name        string
+	Kind        Kind
+	Parallelism int
+	Source      *spec.Source
+	Op          *spec.Operator
+	Sink        *spec.Sink
+
+	// Input is the edge this node reads (nil for sources).
+	Input *Edge
+	// Out is the node's main output stream; Sides its side outputs.
+	Out   builtin.Stream
+	Sides map[string]builtin.Stream
+	// Outputs are the edges that read this node (main and side outputs).
+	Outputs []*Edge
+	Vertex  *Vertex
+}
+
+// Edge connects a producer's output (main, or a side output by Port) to a
+// consumer.
+type Edge struct {
+	From *Node
+	Port string // "" for the main output, else the side output's name
+	To   *Node
+	// Chained edges pass batches by reference inside one task; the others
+	// go through the exchange.
+	Chained      bool
+	Partitioning task.Partitioning
+	KeyColumns   []int
+	Stream       builtin.Stream
+}
+
+// Name identifies the edge among its consumer's inputs.
+func (e *Edge) Name() string {
+	if e.Port != "" {
+		return e.From.Name + "." + e.Port
+	}
+	return e.From.Name
+}
+
+// Vertex is a chain of nodes that runs as one task per subtask.
+type Vertex struct {
+	Name        string
+	Parallelism int
+	// Nodes in topological order; Nodes[0] is the head.
+	Nodes []*Node
+	// Inputs are the network edges into the head.
+	Inputs []*Edge
+}
+
+// Plan is a validated, chained job.
+type Plan struct {
+	Job      *spec.Job // with defaults filled in
+	Nodes    []*Node   // topological order
+	Vertices []*Vertex // topological order
+	byName   map[string]*Node
+}
+
+// Node returns the node with the given name.
+func (p *Plan) Node(name string) *Node { return p.byName[name] }
+
+// Vertex returns the vertex with the given name.
+func (p *Plan) Vertex(name string) *Vertex {
+	for _, v := range p.Vertices {
+		if v.Name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// Build validates job (structure and types) and plans it. The error, if
+// any, is spec.Problems with every problem found.
+func Build(job *spec.Job) (*Plan, error) {
+	if err := job.Validate(); err != nil {
+		return nil, err
+	}
+	j := job.Effective()
+	p := &Plan{Job: j, byName: map[string]*Node{}}
+	var probs spec.Problems
+	fail := func(field string, err error) {
+		probs = append(probs, spec.Problem{Field: field, Msg: err.Error()})
+	}
+	// producers: name -> (node, port)
+	type prod struct {
+		n    *Node
+		port string
+	}
+	producers := map[string]prod{}
+	for i := range j.Sources {
+		s := &j.Sources[i]
+		n := &Node{Name: s.Name, Kind: KindSource, Parallelism: s.Parallelism, Source: s}
+		st, err := builtin.SourceSchema(s)
+		if err != nil {
+			fail(fmt.Sprintf("sources[%s]", s.Name), err)
+			continue
+		}
+		n.Out = st
+		if s.Type == spec.SourceRedis && s.Parallelism > 1 {
+			fail(fmt.Sprintf("sources[%s].parallelism", s.Name), fmt.Errorf("a redis source reads one stream: parallelism must be 1, got %d", s.Parallelism))
+		}
+		p.add(n)
+		producers[n.Name] = prod{n: n}
+	}
+	// Operators may be listed in any order: resolve them as their inputs
+	// become known.
+	pending := make([]*spec.Operator, len(j.Operators))
+	for i := range j.Operators {
+		pending[i] = &j.Operators[i]
+	}
+	for len(pending) > 0 {
+		progress := false
+		var rest []*spec.Operator
+		for _, o := range pending {
+			src, ok := producers[o.Input]
+			if !ok {
+				rest = append(rest, o)
+				continue
+			}
+			progress = true
+			field := fmt.Sprintf("operators[%s]", o.Name)
+			n := &Node{Name: o.Name, Kind: KindOperator, Parallelism: o.Parallelism, Op: o}
+			in := streamOf(src.n, src.port)
+			e := p.connect(src.n, src.port, n, in)
+			if len(o.KeyBy) > 0 {
+				cols, err := in.Columns(field+".keyBy", o.KeyBy)
+				if err != nil {
+					fail(field+".keyBy", err)
+					continue
+				}
+				e.KeyColumns = cols
+			}
+			out, err := operatorSchema(o, in)
+			if err != nil {
+				fail(field, err)
+				continue
+			}
+			n.Out = out
+			if o.Window != nil && o.Window.LateOutput != "" {
+				n.Sides = map[string]builtin.Stream{o.Window.LateOutput: builtin.WindowLateSchema(in)}
+				producers[o.Window.LateOutput] = prod{n: n, port: o.Window.LateOutput}
+			}
+			p.add(n)
+			producers[n.Name] = prod{n: n}
+		}
+		if !progress {
+			// Inputs that failed to type-check upstream; Validate has
+			// already refused missing inputs and cycles.
+			break
+		}
+		pending = rest
+	}
+	for i := range j.Sinks {
+		s := &j.Sinks[i]
+		src, ok := producers[s.Input]
+		if !ok {
+			continue // its input failed above
+		}
+		n := &Node{Name: s.Name, Kind: KindSink, Parallelism: s.Parallelism, Sink: s}
+		in := streamOf(src.n, src.port)
+		p.connect(src.n, src.port, n, in)
+		if s.Type == spec.SinkFiles && s.Format == spec.FormatParq {
+			// parquet takes every type we have; nothing to check.
+			_ = in
+		}
+		p.add(n)
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	p.chain()
+	return p, nil
+}
+
+func (p *Plan) add(n *Node) {
+	p.Nodes = append(p.Nodes, n)
+	p.byName[n.Name] = n
+}
+
+func (p *Plan) connect(from *Node, port string, to *Node, st builtin.Stream) *Edge {
+	e := &Edge{From: from, Port: port, To: to, Stream: st}
+	from.Outputs = append(from.Outputs, e)
+	to.Input = e
+	return e
+}
+
+func streamOf(n *Node, port string) builtin.Stream {
+	if port != "" {
+		return n.Sides[port]
+	}
+	return n.Out
+}
+
+func operatorSchema(o *spec.Operator, in builtin.Stream) (builtin.Stream, error) {
+	switch o.Kind() {
+	case "filter":
+		return builtin.FilterSchema(o, in)
+	case "select":
+		return builtin.SelectSchema(o, in)
+	case "window":
+		return builtin.WindowSchema(o, in)
+	case "function":
+		return builtin.ProcessSchema(o, in)
+	}
+	return builtin.Stream{}, fmt.Errorf("unknown operator kind")
+}
+
+// chain decides which edges are chained and groups nodes into vertices.
+func (p *Plan) chain() {
+	for _, n := range p.Nodes {
+		e := n.Input
+		if e == nil {
+			continue
+		}
+		keyed := len(e.KeyColumns) > 0
+		switch {
+		case e.From.Parallelism == n.Parallelism && (!keyed || n.Parallelism == 1):
+			e.Chained = true
+			e.Partitioning = task.Forward
+		case keyed:
+			e.Partitioning = task.Hash
+		case e.From.Parallelism == n.Parallelism:
+			e.Partitioning = task.Forward
+		default:
+			e.Partitioning = task.Rebalance
+		}
+	}
+	for _, n := range p.Nodes {
+		if n.Input != nil && n.Input.Chained {
+			v := n.Input.From.Vertex
+			v.Nodes = append(v.Nodes, n)
+			n.Vertex = v
+			continue
+		}
+		v := &Vertex{Name: n.Name, Parallelism: n.Parallelism, Nodes: []*Node{n}}
+		if n.Input != nil {
+			v.Inputs = []*Edge{n.Input}
+		}
+		n.Vertex = v
+		p.Vertices = append(p.Vertices, v)
+	}
+}
+
+// Describe renders the plan's vertices for humans (weir jobs status).
+func (p *Plan) Describe() []VertexInfo {
+	out := make([]VertexInfo, 0, len(p.Vertices))
+	for _, v := range p.Vertices {
+		vi := VertexInfo{Name: v.Name, Parallelism: v.Parallelism}
+		for _, n := range v.Nodes {
+			vi.Nodes = append(vi.Nodes, n.Name)
+		}
+		for _, e := range v.Inputs {
+			vi.Inputs = append(vi.Inputs, EdgeInfo{From: e.From.Vertex.Name, Name: e.Name(), Partitioning: partName(e.Partitioning)})
+		}
+		out = append(out, vi)
+	}
+	return out
+}
+
+// VertexInfo and EdgeInfo describe a plan for APIs.
+type VertexInfo struct {
+	Name        string     `json:"name"`
+	Parallelism int        `json:"parallelism"`
+	Nodes       []string   `json:"nodes"`
+	Inputs      []EdgeInfo `json:"inputs,omitempty"`
+}
+
+type EdgeInfo struct {
+	From         string `json:"from"`
+	Name         string `json:"edge"`
+	Partitioning string `json:"partitioning"`
+}
+
+func partName(p task.Partitioning) string {
+	switch p {
+	case task.Hash:
+		return "hash"
+	case task.Rebalance:
+		return "rebalance"
+	}
+	return "forward"
+}
+
+// SortedNames returns map keys sorted (for deterministic output).
+func SortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,326 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Problem is one thing wrong with a spec: where (file, line, field path),
+// what value, and what would be accepted.
+type Problem struct {
+	File  string
+	Line  int
+	Field string // e.g. sources[rides].eventTime.column
+	Msg   string
+}
+
+func (p Problem) Error() string {
+	var b strings.Builder
+	if p.File != "" {
+		b.WriteString(p.File)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+	} else if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Problems is every problem found in a spec. It is an error.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	msgs := make([]string, len(ps))
+	for i, p := range ps {
+		msgs[i] = p.Error()
+	}
+	if len(ps) == 1 {
+		return "invalid job spec: " + msgs[0]
+	}
+	return fmt.Sprintf("invalid job spec (%d problems):\n  %s", len(ps), strings.Join(msgs, "\n  "))
+}
+
+// AsProblems returns the problems inside err, if it holds any.
+func AsProblems(err error) (Problems, bool) {
+	var ps Problems
+	ok := errors.As(err, &ps)
+	return ps, ok
+}
+
+// Parse reads a YAML (or JSON) job spec strictly: unknown keys, wrong
+// shapes and structural mistakes are reported all at once as Problems, each
+// naming the file, line and field. file is used in messages only.
+func Parse(data []byte, file string) (*Job, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, Problems{{File: file, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, Problems{{File: file, Msg: "empty spec"}}
+	}
+	doc := root.Content[0]
+	var probs Problems
+	checkKeys(doc, reflect.TypeOf(Job{}), "", file, &probs)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	var job Job
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&job); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, e := range te.Errors {
+				probs = append(probs, Problem{File: file, Msg: strings.TrimPrefix(e, "yaml: ")})
+			}
+			return nil, probs
+		}
+		return nil, Problems{{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
+	}
+	if err := job.Validate(); err != nil {
+		ps, _ := AsProblems(err)
+		for i := range ps {
+			ps[i].File = file
+			if ps[i].Line == 0 {
+				ps[i].Line = lineOf(doc, ps[i].Field)
+			}
+		}
+		return &job, ps
+	}
+	return &job, nil
+}
+
+// checkKeys walks a YAML node against the Go type it will decode into and
+// reports keys that type does not have, with the accepted ones and a
+// suggestion. Free-form maps (Config, Fields, Schema) are not checked.
+func checkKeys(n *yaml.Node, t reflect.Type, path, file string, probs *Problems) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if t == reflect.TypeOf(OrderedMap{}) {
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+				return
+			}
+			*probs = append(*probs, Problem{File: file, Line: n.Line, Field: path, Msg: fmt.Sprintf("want a mapping, got %q", n.Value)})
+			return
+		}
+		fields := map[string]reflect.StructField{}
+		var names []string
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = f
+			names = append(names, name)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			f, ok := fields[k.Value]
+			sub := joinPath(path, k.Value)
+			if !ok {
+				msg := fmt.Sprintf("unknown field %q", k.Value)
+				if s := suggest(k.Value, names); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				sorted := append([]string(nil), names...)
+				sort.Strings(sorted)
+				msg += "; accepted: " + strings.Join(sorted, ", ")
+				*probs = append(*probs, Problem{File: file, Line: k.Line, Field: joinPath(path, k.Value), Msg: msg})
+				continue
+			}
+			checkKeys(v, f.Type, sub, file, probs)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return // the decoder reports the type error
+		}
+		for i, item := range n.Content {
+			checkKeys(item, t.Elem(), fmt.Sprintf("%s[%s]", path, itemName(item, i)), file, probs)
+		}
+	case reflect.Map:
+		if t.Elem().Kind() == reflect.Struct && n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				checkKeys(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value), file, probs)
+			}
+		}
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// itemName names a list item by its name field when it has one, so paths
+// read sources[rides] rather than sources[0].
+func itemName(n *yaml.Node, i int) string {
+	if n.Kind == yaml.MappingNode {
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == "name" && n.Content[j+1].Value != "" {
+				return n.Content[j+1].Value
+			}
+		}
+	}
+	return fmt.Sprint(i)
+}
+
+// lineOf finds the line of a field path in the document, or 0.
+func lineOf(doc *yaml.Node, path string) int {
+	if path == "" {
+		return 0
+	}
+	n := doc
+	line := 0
+	for _, part := range splitPath(path) {
+		key, idx, hasIdx := strings.Cut(part, "[")
+		next := mapValue(n, key)
+		if next == nil {
+			return line
+		}
+		line = next.Line
+		n = next
+		if hasIdx {
+			idx = strings.TrimSuffix(idx, "]")
+			item := seqItem(n, idx)
+			if item == nil {
+				return line
+			}
+			n, line = item, item.Line
+		}
+	}
+	return line
+}
+
+func splitPath(path string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i, c := range path {
+		switch c {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case '.':
+			if depth == 0 {
+				parts = append(parts, path[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, path[start:])
+}
+
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func seqItem(n *yaml.Node, idx string) *yaml.Node {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	for i, item := range n.Content {
+		if itemName(item, i) == idx {
+			return item
+		}
+	}
+	return nil
+}
+
+// suggest returns the accepted name closest to got, if close enough.
+func suggest(got string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(got), strings.ToLower(n)); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// UnmarshalYAML reads "5s", "1m30s", "7d".
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = v
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// WithLines fills in the file and line of each problem from the spec text
+// it was found in.
+func WithLines(ps Problems, data []byte, file string) Problems {
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	var doc *yaml.Node
+	if len(root.Content) > 0 {
+		doc = root.Content[0]
+	}
+	out := make(Problems, len(ps))
+	for i, p := range ps {
+		if p.File == "" {
+			p.File = file
+		}
+		if p.Line == 0 && doc != nil {
+			p.Line = lineOf(doc, p.Field)
+		}
+		out[i] = p
+	}
+	return out
+}

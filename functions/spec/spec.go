@@ -1,0 +1,239 @@
+// Package spec is the job spec: what a user deploys, as YAML (or the Go
+// builder in package functions), and what the coordinator stores as
+// jobs/<id>/spec.json. Parse reads it strictly (an unknown key is an error
+// naming the key, its line and what is accepted); Validate checks its
+// structure. Type checking against schemas happens in package plan, which
+// knows the operators.
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Job is a whole deployable job.
+type Job struct {
+	Name           string     `yaml:"job" json:"job"`
+	Parallelism    int        `yaml:"parallelism,omitempty" json:"parallelism,omitempty"`
+	MaxParallelism int        `yaml:"maxParallelism,omitempty" json:"maxParallelism,omitempty"`
+	Sources        []Source   `yaml:"sources" json:"sources"`
+	Operators      []Operator `yaml:"operators,omitempty" json:"operators,omitempty"`
+	Sinks          []Sink     `yaml:"sinks" json:"sinks"`
+	Exchange       *Exchange  `yaml:"exchange,omitempty" json:"exchange,omitempty"`
+}
+
+// Defaults used when a field is zero.
+const (
+	DefaultParallelism    = 1
+	DefaultMaxParallelism = 128
+)
+
+// Exchange tunes the channels between vertices.
+type Exchange struct {
+	// BatchRows flushes an output buffer at this many rows (default 8192).
+	BatchRows int `yaml:"batchRows,omitempty" json:"batchRows,omitempty"`
+	// BatchBytes flushes an output buffer at this many bytes (default 1 MiB).
+	BatchBytes int `yaml:"batchBytes,omitempty" json:"batchBytes,omitempty"`
+	// BufferTimeout bounds how long a row waits in an output buffer
+	// (default 100ms).
+	BufferTimeout Duration `yaml:"bufferTimeout,omitempty" json:"bufferTimeout,omitempty"`
+	// Credits per input channel (default 4).
+	Credits int `yaml:"credits,omitempty" json:"credits,omitempty"`
+}
+
+// Source types.
+const (
+	SourceDatagen = "datagen"
+	SourceFiles   = "files"
+	SourceRedis   = "redis"
+)
+
+// Source reads records into the job.
+type Source struct {
+	Name        string `yaml:"name" json:"name"`
+	Type        string `yaml:"type" json:"type"`
+	Parallelism int    `yaml:"parallelism,omitempty" json:"parallelism,omitempty"`
+	// Rate limits the source to this many events per second in total
+	// (split over its subtasks); 0 is unlimited.
+	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+	// Count bounds a datagen source to this many events in total.
+	Count  int64       `yaml:"count,omitempty" json:"count,omitempty"`
+	Schema Schema      `yaml:"schema" json:"schema"`
+	Event  *EventTime  `yaml:"eventTime,omitempty" json:"eventTime,omitempty"`
+	Gen    *DatagenOpt `yaml:"datagen,omitempty" json:"datagen,omitempty"`
+	// Path is a prefix in the store (files).
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	// Format of the records (files, redis): jsonl.
+	Format string `yaml:"format,omitempty" json:"format,omitempty"`
+	// Addr of the Redis server (redis; default: the job's Redis).
+	Addr string `yaml:"addr,omitempty" json:"addr,omitempty"`
+	// Stream is the Redis stream key (redis); each entry's field "data"
+	// holds one JSON record.
+	Stream string `yaml:"stream,omitempty" json:"stream,omitempty"`
+}
+
+// EventTime says where a source's event time comes from and how its
+// watermarks are generated.
+type EventTime struct {
+	Column            string   `yaml:"column" json:"column"`
+	MaxOutOfOrderness Duration `yaml:"maxOutOfOrderness,omitempty" json:"maxOutOfOrderness,omitempty"`
+	IdleTimeout       Duration `yaml:"idleTimeout,omitempty" json:"idleTimeout,omitempty"`
+}
+
+// DatagenOpt configures the datagen source. Values are a deterministic
+// function of (seed, field, event index), so the generated set does not
+// depend on parallelism.
+type DatagenOpt struct {
+	Seed int64 `yaml:"seed,omitempty" json:"seed,omitempty"`
+	// Start is the event time of the first event (RFC 3339; default
+	// 2026-01-01T00:00:00Z).
+	Start string `yaml:"start,omitempty" json:"start,omitempty"`
+	// EventsPerSecond of synthetic event time (default: rate, else 1000).
+	EventsPerSecond float64 `yaml:"eventsPerSecond,omitempty" json:"eventsPerSecond,omitempty"`
+	// OutOfOrderness shifts each event's timestamp back by a random amount
+	// in [0, OutOfOrderness].
+	OutOfOrderness Duration `yaml:"outOfOrderness,omitempty" json:"outOfOrderness,omitempty"`
+	// Fields configures value generation per column.
+	Fields map[string]FieldGen `yaml:"fields,omitempty" json:"fields,omitempty"`
+}
+
+// FieldGen configures one generated column. Defaults: int64 is the event
+// index, float64 uniform in [0,100), string one of 100 values "<name>-<i>",
+// bool uniform, timestamp_ms the synthetic event time.
+type FieldGen struct {
+	Min         *float64 `yaml:"min,omitempty" json:"min,omitempty"`
+	Max         *float64 `yaml:"max,omitempty" json:"max,omitempty"`
+	Values      []string `yaml:"values,omitempty" json:"values,omitempty"`
+	Cardinality int      `yaml:"cardinality,omitempty" json:"cardinality,omitempty"`
+	// NullRate is the fraction of nulls in [0,1).
+	NullRate float64 `yaml:"nullRate,omitempty" json:"nullRate,omitempty"`
+}
+
+// Operator transforms records. Exactly one of Filter, Select, Window or
+// Function is set.
+type Operator struct {
+	Name        string   `yaml:"name" json:"name"`
+	Input       string   `yaml:"input" json:"input"`
+	Parallelism int      `yaml:"parallelism,omitempty" json:"parallelism,omitempty"`
+	KeyBy       []string `yaml:"keyBy,omitempty" json:"keyBy,omitempty"`
+	// Filter keeps the rows for which the boolean expression is true.
+	Filter string `yaml:"filter,omitempty" json:"filter,omitempty"`
+	// Select computes the output columns, in order, from expressions.
+	Select    *OrderedMap `yaml:"select,omitempty" json:"select,omitempty"`
+	Window    *Window     `yaml:"window,omitempty" json:"window,omitempty"`
+	Aggregate *OrderedMap `yaml:"aggregate,omitempty" json:"aggregate,omitempty"`
+	// Function names a Go function registered with functions.Register.
+	Function string `yaml:"function,omitempty" json:"function,omitempty"`
+	// Config is passed to the function as is.
+	Config map[string]any `yaml:"config,omitempty" json:"config,omitempty"`
+}
+
+// Kind returns which kind of operator o is, or "" if none or several are set.
+func (o *Operator) Kind() string {
+	var kinds []string
+	if o.Filter != "" {
+		kinds = append(kinds, "filter")
+	}
+	if o.Select != nil {
+		kinds = append(kinds, "select")
+	}
+	if o.Window != nil || o.Aggregate != nil {
+		kinds = append(kinds, "window")
+	}
+	if o.Function != "" {
+		kinds = append(kinds, "function")
+	}
+	if len(kinds) != 1 {
+		return ""
+	}
+	return kinds[0]
+}
+
+// Window types.
+const (
+	WindowTumbling = "tumbling"
+	WindowSliding  = "sliding"
+	WindowSession  = "session"
+)
+
+// Window configures an event-time window.
+type Window struct {
+	Type            string   `yaml:"type" json:"type"`
+	Size            Duration `yaml:"size,omitempty" json:"size,omitempty"`
+	Slide           Duration `yaml:"slide,omitempty" json:"slide,omitempty"`
+	Gap             Duration `yaml:"gap,omitempty" json:"gap,omitempty"`
+	AllowedLateness Duration `yaml:"allowedLateness,omitempty" json:"allowedLateness,omitempty"`
+	// LateOutput names a side output that receives records too late even
+	// for AllowedLateness; when empty they are counted and dropped.
+	LateOutput string `yaml:"lateOutput,omitempty" json:"lateOutput,omitempty"`
+}
+
+// Sink types and formats.
+const (
+	SinkFiles   = "files"
+	SinkRedis   = "redis"
+	SinkStdout  = "stdout"
+	FormatJSONL = "jsonl"
+	FormatParq  = "parquet"
+)
+
+// Sink writes records out of the job.
+type Sink struct {
+	Name        string `yaml:"name" json:"name"`
+	Input       string `yaml:"input" json:"input"`
+	Type        string `yaml:"type" json:"type"`
+	Parallelism int    `yaml:"parallelism,omitempty" json:"parallelism,omitempty"`
+	Path        string `yaml:"path,omitempty" json:"path,omitempty"`
+	Format      string `yaml:"format,omitempty" json:"format,omitempty"`
+	Addr        string `yaml:"addr,omitempty" json:"addr,omitempty"`
+	Stream      string `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// Rate limits the sink to this many rows per second per subtask; 0 is
+	// unlimited. Mostly for testing backpressure.
+	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+}
+
+// Duration is a time.Duration written as "5s", "1m30s".
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads "5s" (or a number of nanoseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration %s: want a string like \"5s\"", b)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// ParseDuration parses a Go duration, and also "7d" for days.
+func ParseDuration(s string) (Duration, error) {
+	if n := len(s); n > 1 && s[n-1] == 'd' {
+		var days float64
+		if _, err := fmt.Sscanf(s[:n-1], "%g", &days); err == nil {
+			return Duration(days * float64(24*time.Hour)), nil
+		}
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 5s, 1m30s, 2h", s)
+	}
+	return Duration(v), nil
+}

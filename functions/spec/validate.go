@@ -1,0 +1,356 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,62}$`)
+
+// Validate checks the spec's structure: names, references, the shape of
+// each source, operator and sink, and that the graph has no cycle. It
+// reports every problem at once as Problems. Types are checked by package
+// plan, which knows schemas and operators.
+func (j *Job) Validate() error {
+	var ps Problems
+	add := func(field, format string, args ...any) {
+		ps = append(ps, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if !nameRE.MatchString(j.Name) {
+		add("job", "%q is not a valid job name: want a letter then letters, digits, '-' or '_' (at most 63)", j.Name)
+	}
+	maxP := j.MaxParallelism
+	if maxP == 0 {
+		maxP = DefaultMaxParallelism
+	}
+	if maxP < 1 || maxP > 32768 {
+		add("maxParallelism", "%d is out of range: want 1..32768", j.MaxParallelism)
+	}
+	checkPar := func(field string, p int) {
+		if p < 0 || p > maxP {
+			add(field, "%d is out of range: want 1..maxParallelism (%d)", p, maxP)
+		}
+	}
+	checkPar("parallelism", j.Parallelism)
+	if len(j.Sources) == 0 {
+		add("sources", "a job needs at least one source")
+	}
+	if len(j.Sinks) == 0 {
+		add("sinks", "a job needs at least one sink")
+	}
+
+	// Every name (node or side output) is unique; record what produces it.
+	produced := map[string]string{} // name -> where it is defined
+	define := func(field, name string) {
+		if !nameRE.MatchString(name) {
+			add(field, "%q is not a valid name: want a letter then letters, digits, '-' or '_'", name)
+			return
+		}
+		if prev, dup := produced[name]; dup {
+			add(field, "name %q is already used by %s", name, prev)
+			return
+		}
+		produced[name] = field
+	}
+	for _, s := range j.Sources {
+		define(fmt.Sprintf("sources[%s].name", s.Name), s.Name)
+	}
+	for _, o := range j.Operators {
+		define(fmt.Sprintf("operators[%s].name", o.Name), o.Name)
+		if o.Window != nil && o.Window.LateOutput != "" {
+			define(fmt.Sprintf("operators[%s].window.lateOutput", o.Name), o.Window.LateOutput)
+		}
+	}
+	sinkNames := map[string]bool{}
+	for _, s := range j.Sinks {
+		f := fmt.Sprintf("sinks[%s].name", s.Name)
+		if !nameRE.MatchString(s.Name) {
+			add(f, "%q is not a valid name", s.Name)
+		} else if prev, dup := produced[s.Name]; dup || sinkNames[s.Name] {
+			if prev == "" {
+				prev = "another sink"
+			}
+			add(f, "name %q is already used by %s", s.Name, prev)
+		}
+		sinkNames[s.Name] = true
+	}
+
+	for _, s := range j.Sources {
+		p := fmt.Sprintf("sources[%s]", s.Name)
+		checkPar(p+".parallelism", s.Parallelism)
+		if s.Rate < 0 {
+			add(p+".rate", "%g is negative", s.Rate)
+		}
+		if s.Count < 0 {
+			add(p+".count", "%d is negative", s.Count)
+		}
+		if s.Schema.Len() == 0 {
+			add(p+".schema", "a source needs a schema: {column: type, ...}")
+		}
+		if s.Event != nil {
+			if s.Event.Column == "" {
+				add(p+".eventTime.column", "missing: name the timestamp_ms column that holds event time")
+			} else if _, ok := s.Schema.Get(s.Event.Column); !ok && s.Schema.Len() > 0 {
+				add(p+".eventTime.column", "%q is not a column of the schema (%s)", s.Event.Column, strings.Join(s.Schema.Keys, ", "))
+			}
+			if s.Event.MaxOutOfOrderness < 0 {
+				add(p+".eventTime.maxOutOfOrderness", "%s is negative", s.Event.MaxOutOfOrderness)
+			}
+			if s.Event.IdleTimeout < 0 {
+				add(p+".eventTime.idleTimeout", "%s is negative", s.Event.IdleTimeout)
+			}
+		}
+		switch s.Type {
+		case SourceDatagen:
+			if s.Path != "" || s.Stream != "" {
+				add(p, "datagen takes no path or stream")
+			}
+			if s.Gen != nil {
+				for name, fg := range s.Gen.Fields {
+					if _, ok := s.Schema.Get(name); !ok {
+						add(p+".datagen.fields."+name, "%q is not a column of the schema", name)
+					}
+					if fg.NullRate < 0 || fg.NullRate >= 1 {
+						add(p+".datagen.fields."+name+".nullRate", "%g is out of range: want [0,1)", fg.NullRate)
+					}
+					if fg.Min != nil && fg.Max != nil && *fg.Min >= *fg.Max {
+						add(p+".datagen.fields."+name, "min %g must be below max %g", *fg.Min, *fg.Max)
+					}
+				}
+				if s.Gen.OutOfOrderness < 0 {
+					add(p+".datagen.outOfOrderness", "%s is negative", s.Gen.OutOfOrderness)
+				}
+			}
+		case SourceFiles:
+			if s.Path == "" {
+				add(p+".path", "missing: a files source reads the objects under this prefix of the store")
+			}
+			if s.Format != FormatJSONL {
+				add(p+".format", "%q is not supported: want jsonl", s.Format)
+			}
+			if s.Gen != nil {
+				add(p+".datagen", "only a datagen source takes datagen options")
+			}
+		case SourceRedis:
+			if s.Stream == "" {
+				add(p+".stream", "missing: the Redis stream to read")
+			}
+			if s.Format != "" && s.Format != FormatJSONL {
+				add(p+".format", "%q is not supported: want jsonl", s.Format)
+			}
+			if s.Gen != nil {
+				add(p+".datagen", "only a datagen source takes datagen options")
+			}
+		default:
+			add(p+".type", "%q is not a source type: want datagen, files or redis", s.Type)
+		}
+	}
+
+	for _, o := range j.Operators {
+		p := fmt.Sprintf("operators[%s]", o.Name)
+		checkPar(p+".parallelism", o.Parallelism)
+		checkInput(p+".input", o.Input, produced, sinkNames, add)
+		switch o.Kind() {
+		case "":
+			add(p, "an operator needs exactly one of filter, select, window (with aggregate) or function")
+		case "window":
+			if o.Window == nil {
+				add(p+".window", "aggregate needs a window: {type: tumbling|sliding|session, ...}")
+				break
+			}
+			if o.Aggregate.Len() == 0 {
+				add(p+".aggregate", "a window needs aggregates, e.g. {requests: count(), avg_fare: avg(fare)}")
+			}
+			if len(o.KeyBy) == 0 {
+				add(p+".keyBy", "a window needs keyBy columns")
+			}
+			w := o.Window
+			wp := p + ".window"
+			switch w.Type {
+			case WindowTumbling:
+				if w.Size <= 0 {
+					add(wp+".size", "a tumbling window needs a positive size")
+				}
+				if w.Slide != 0 || w.Gap != 0 {
+					add(wp, "a tumbling window takes size only")
+				}
+			case WindowSliding:
+				if w.Size <= 0 || w.Slide <= 0 {
+					add(wp, "a sliding window needs a positive size and slide")
+				} else if w.Slide > w.Size {
+					add(wp+".slide", "slide %s is longer than size %s", w.Slide, w.Size)
+				}
+				if w.Gap != 0 {
+					add(wp+".gap", "a sliding window takes size and slide")
+				}
+			case WindowSession:
+				if w.Gap <= 0 {
+					add(wp+".gap", "a session window needs a positive gap")
+				}
+				if w.Size != 0 || w.Slide != 0 {
+					add(wp, "a session window takes gap only")
+				}
+			default:
+				add(wp+".type", "%q is not a window type: want tumbling, sliding or session", w.Type)
+			}
+			if w.AllowedLateness < 0 {
+				add(wp+".allowedLateness", "%s is negative", w.AllowedLateness)
+			}
+		case "function":
+			if len(o.KeyBy) == 0 {
+				add(p+".keyBy", "a function operator needs keyBy columns (its state is per key)")
+			}
+		}
+	}
+
+	for _, s := range j.Sinks {
+		p := fmt.Sprintf("sinks[%s]", s.Name)
+		checkPar(p+".parallelism", s.Parallelism)
+		checkInput(p+".input", s.Input, produced, sinkNames, add)
+		if s.Rate < 0 {
+			add(p+".rate", "%g is negative", s.Rate)
+		}
+		switch s.Type {
+		case SinkFiles:
+			if s.Path == "" {
+				add(p+".path", "missing: a files sink writes objects under this prefix of the store")
+			}
+			if s.Format != FormatJSONL && s.Format != FormatParq {
+				add(p+".format", "%q is not supported: want jsonl or parquet", s.Format)
+			}
+		case SinkRedis:
+			if s.Stream == "" {
+				add(p+".stream", "missing: the Redis stream to append to")
+			}
+		case SinkStdout:
+		default:
+			add(p+".type", "%q is not a sink type: want files, redis or stdout", s.Type)
+		}
+	}
+	if e := j.Exchange; e != nil {
+		if e.BatchRows < 0 || e.BatchBytes < 0 || e.Credits < 0 || e.BufferTimeout < 0 {
+			add("exchange", "batchRows, batchBytes, credits and bufferTimeout must not be negative")
+		}
+	}
+	if cyc := j.cycle(); cyc != "" {
+		add("operators", "the graph has a cycle: %s", cyc)
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
+
+func checkInput(field, input string, produced map[string]string, sinks map[string]bool, add func(string, string, ...any)) {
+	switch {
+	case input == "":
+		add(field, "missing: name a source, operator or side output")
+	case sinks[input]:
+		add(field, "%q is a sink; sinks produce nothing to read", input)
+	case produced[input] == "":
+		names := make([]string, 0, len(produced))
+		for n := range produced {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		msg := fmt.Sprintf("%q is not a source, operator or side output", input)
+		if s := suggest(input, names); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		add(field, "%s; known: %s", msg, strings.Join(names, ", "))
+	}
+}
+
+// cycle returns a description of a cycle among operators, or "".
+func (j *Job) cycle() string {
+	owner := map[string]string{} // side output name -> operator
+	input := map[string]string{}
+	for _, o := range j.Operators {
+		input[o.Name] = o.Input
+		if o.Window != nil && o.Window.LateOutput != "" {
+			owner[o.Window.LateOutput] = o.Name
+		}
+	}
+	resolve := func(n string) string {
+		if o, ok := owner[n]; ok {
+			return o
+		}
+		return n
+	}
+	for _, o := range j.Operators {
+		seen := map[string]bool{o.Name: true}
+		path := []string{o.Name}
+		cur := resolve(input[o.Name])
+		for {
+			if _, isOp := input[cur]; !isOp {
+				break
+			}
+			path = append(path, cur)
+			if seen[cur] {
+				for i, n := range path {
+					if n == cur {
+						path = path[i:]
+						break
+					}
+				}
+				// Report in data-flow order.
+				for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
+					path[l], path[r] = path[r], path[l]
+				}
+				return strings.Join(path, " -> ")
+			}
+			seen[cur] = true
+			cur = resolve(input[cur])
+		}
+	}
+	return ""
+}
+
+// Effective returns a copy of the job with defaults filled in.
+func (j *Job) Effective() *Job {
+	c := *j
+	if c.Parallelism == 0 {
+		c.Parallelism = DefaultParallelism
+	}
+	if c.MaxParallelism == 0 {
+		c.MaxParallelism = DefaultMaxParallelism
+	}
+	c.Sources = append([]Source(nil), j.Sources...)
+	for i := range c.Sources {
+		if c.Sources[i].Parallelism == 0 {
+			c.Sources[i].Parallelism = c.Parallelism
+		}
+	}
+	c.Operators = append([]Operator(nil), j.Operators...)
+	for i := range c.Operators {
+		if c.Operators[i].Parallelism == 0 {
+			c.Operators[i].Parallelism = c.Parallelism
+		}
+	}
+	c.Sinks = append([]Sink(nil), j.Sinks...)
+	for i := range c.Sinks {
+		if c.Sinks[i].Parallelism == 0 {
+			c.Sinks[i].Parallelism = c.Parallelism
+		}
+	}
+	ex := Exchange{}
+	if j.Exchange != nil {
+		ex = *j.Exchange
+	}
+	if ex.BatchRows == 0 {
+		ex.BatchRows = 8192
+	}
+	if ex.BatchBytes == 0 {
+		ex.BatchBytes = 1 << 20
+	}
+	if ex.BufferTimeout == 0 {
+		ex.BufferTimeout = Duration(100e6)
+	}
+	if ex.Credits == 0 {
+		ex.Credits = 4
+	}
+	c.Exchange = &ex
+	return &c
+}

@@ -1,0 +1,147 @@
+package task
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// Watermark values with a special meaning.
+const (
+	// MinWatermark is the watermark before any event: nothing is complete.
+	MinWatermark int64 = math.MinInt64 + 1
+	// MaxWatermark is the watermark at the end of a bounded input: every
+	// window is complete.
+	MaxWatermark int64 = math.MaxInt64
+	// IdleWatermark, sent as a watermark entry, marks the channel idle: it
+	// is left out of the minimum until it sends a real watermark again.
+	IdleWatermark int64 = math.MinInt64
+)
+
+// Output receives batches from an operator.
+type Output interface {
+	// Emit passes b downstream. It does not take ownership of b: a
+	// receiver that keeps b past the call retains it.
+	Emit(b arrow.RecordBatch) error
+}
+
+// Context is what the runtime gives an operator, source or sink when it
+// opens. It stays valid until Close.
+type Context struct {
+	Job            string
+	Node           string // the operator's name in the spec
+	Subtask        int
+	Parallelism    int
+	MaxParallelism int
+	// KeyGroups is the half-open range of key groups this subtask owns.
+	KeyGroupStart, KeyGroupEnd int
+
+	Mem    memory.Allocator
+	Logger *slog.Logger
+	// Now is processing time.
+	Now func() time.Time
+
+	// Out is the main output (nil for sinks).
+	Out Output
+	// Side returns the side output with the given name; records emitted to
+	// a side output nobody consumes are discarded.
+	Side func(name string) Output
+	// Counters the operator adds to; the runtime reports them.
+	Counters *Counters
+}
+
+// Counters are per-subtask counts an operator, source or sink adds to. They
+// are read concurrently by the metrics reporter.
+type Counters struct {
+	LateDropped   atomic.Int64 // records too late for any window, dropped
+	LateSide      atomic.Int64 // records too late, sent to the late output
+	DeadLetters   atomic.Int64 // malformed input records sent to the dead-letter output
+	SinkRows      atomic.Int64 // rows written by a sink
+	WindowsFired  atomic.Int64
+	WindowsRefire atomic.Int64 // windows fired again because of allowed lateness
+}
+
+// Operator transforms batches. The runtime calls it from one goroutine.
+type Operator interface {
+	// Open prepares the operator; ctx.Out and ctx.Side are ready.
+	Open(ctx *Context) error
+	// ProcessBatch processes one input batch. The operator does not own b
+	// (retain what you keep).
+	ProcessBatch(b arrow.RecordBatch) error
+	// ProcessWatermark tells the operator that event time has advanced to
+	// wm: it emits what became due (windows, event-time timers). The
+	// runtime forwards the watermark downstream after it returns.
+	ProcessWatermark(wm int64) error
+	// Finish is called once when every input has ended (after the final
+	// ProcessWatermark(MaxWatermark)): emit anything still held.
+	Finish() error
+	// Close releases resources; it is called once after Open, also on
+	// failure, and may return an error from releasing.
+	Close() error
+}
+
+// ProcessingTimer is implemented by operators with processing-time timers.
+type ProcessingTimer interface {
+	// NextProcessingTime is when OnProcessingTime should next be called;
+	// ok=false when no timer is set.
+	NextProcessingTime() (t time.Time, ok bool)
+	// OnProcessingTime fires every timer due at now.
+	OnProcessingTime(now time.Time) error
+}
+
+// SourceContext is a source's Context plus what sources need.
+type SourceContext struct {
+	Context
+	// Bucket is the job's store (files sources read from it).
+	Bucket blob.BucketReader
+	// RedisAddr is the job's Redis, for redis sources without an address.
+	RedisAddr string
+	// DeadLetter records one malformed input record with where it came
+	// from and why it was refused. The job goes on.
+	DeadLetter func(raw []byte, origin, reason string)
+}
+
+// Source produces batches. The runtime calls it from one goroutine; it
+// handles rate limits, event-time watermarks and idleness, so a source only
+// reads.
+type Source interface {
+	Open(ctx *SourceContext) error
+	// Poll returns the next batch of at most maxRows rows. It returns
+	// (nil, nil) when nothing is available within wait (unbounded sources)
+	// and (nil, io.EOF) once the source is exhausted. The caller owns and
+	// releases the batch.
+	Poll(ctx context.Context, maxRows int, wait time.Duration) (arrow.RecordBatch, error)
+	Close() error
+}
+
+// SinkContext is a sink's Context plus what sinks need.
+type SinkContext struct {
+	Context
+	// Bucket is the job's store (files sinks write to it).
+	Bucket blob.Bucket
+	// RedisAddr is the job's Redis, for redis sinks without an address.
+	RedisAddr string
+	// Attempt is the job attempt; output object names carry it so that
+	// attempts never overwrite each other.
+	Attempt int
+}
+
+// Sink writes batches out of the job. The runtime calls it from one
+// goroutine.
+type Sink interface {
+	Open(ctx *SinkContext) error
+	// Write writes b (the sink does not own it). It may buffer.
+	Write(ctx context.Context, b arrow.RecordBatch) error
+	// Finish is called once at the end of a bounded input: flush and make
+	// everything written visible.
+	Finish(ctx context.Context) error
+	Close() error
+}
+

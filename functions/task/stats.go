@@ -1,0 +1,85 @@
+package task
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats are one subtask's cumulative counters. The task goroutine writes
+// them; the reporter reads them concurrently.
+type Stats struct {
+	RecordsIn  atomic.Int64
+	RecordsOut atomic.Int64 // rows written to network outputs and sinks
+	BytesOut   atomic.Int64 // encoded bytes written to channels
+
+	idleNanos atomic.Int64
+	bpNanos   atomic.Int64
+	started   atomic.Int64 // unix nanos
+
+	Watermark atomic.Int64
+	Counters  Counters
+}
+
+// Snapshot is a point-in-time copy of Stats.
+type StatsSnapshot struct {
+	RecordsIn       int64   `json:"recordsIn"`
+	RecordsOut      int64   `json:"recordsOut"`
+	BytesOut        int64   `json:"bytesOut"`
+	BusySeconds     float64 `json:"busySeconds"`
+	IdleSeconds     float64 `json:"idleSeconds"`
+	BackpressureSec float64 `json:"backpressuredSeconds"`
+	Watermark       int64   `json:"watermark"`
+	LateDropped     int64   `json:"lateDropped"`
+	LateSide        int64   `json:"lateSide"`
+	DeadLetters     int64   `json:"deadLetters"`
+	SinkRows        int64   `json:"sinkRows"`
+	WindowsFired    int64   `json:"windowsFired"`
+}
+
+func (s *Stats) addIdle(d time.Duration)         { s.idleNanos.Add(int64(d)) }
+func (s *Stats) addBackpressure(d time.Duration) { s.bpNanos.Add(int64(d)) }
+
+// Snapshot reads the counters. Busy time is wall time since start minus
+// idle and backpressured time.
+func (s *Stats) Snapshot() StatsSnapshot {
+	idle := time.Duration(s.idleNanos.Load())
+	bp := time.Duration(s.bpNanos.Load())
+	var wall time.Duration
+	if st := s.started.Load(); st != 0 {
+		wall = time.Since(time.Unix(0, st))
+	}
+	busy := max(wall-idle-bp, 0)
+	return StatsSnapshot{
+		RecordsIn:       s.RecordsIn.Load(),
+		RecordsOut:      s.RecordsOut.Load(),
+		BytesOut:        s.BytesOut.Load(),
+		BusySeconds:     busy.Seconds(),
+		IdleSeconds:     idle.Seconds(),
+		BackpressureSec: bp.Seconds(),
+		Watermark:       s.Watermark.Load(),
+		LateDropped:     s.Counters.LateDropped.Load(),
+		LateSide:        s.Counters.LateSide.Load(),
+		DeadLetters:     s.Counters.DeadLetters.Load(),
+		SinkRows:        s.Counters.SinkRows.Load(),
+		WindowsFired:    s.Counters.WindowsFired.Load(),
+	}
+}
+
+// Add sums two snapshots (for per-vertex and per-job totals).
+func (a StatsSnapshot) Add(b StatsSnapshot) StatsSnapshot {
+	a.RecordsIn += b.RecordsIn
+	a.RecordsOut += b.RecordsOut
+	a.BytesOut += b.BytesOut
+	a.BusySeconds += b.BusySeconds
+	a.IdleSeconds += b.IdleSeconds
+	a.BackpressureSec += b.BackpressureSec
+	a.LateDropped += b.LateDropped
+	a.LateSide += b.LateSide
+	a.DeadLetters += b.DeadLetters
+	a.SinkRows += b.SinkRows
+	a.WindowsFired += b.WindowsFired
+	if b.Watermark < a.Watermark || a.Watermark == 0 {
+		a.Watermark = b.Watermark
+	}
+	return a
+}

@@ -1,0 +1,598 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// Config is everything one task needs: which subtask of which vertex it is,
+// its head (a source, or network inputs), the chain of operators and sinks
+// it runs, and its outgoing edges.
+type Config struct {
+	Job            string
+	Attempt        int
+	Vertex         string
+	Subtask        int
+	Parallelism    int
+	MaxParallelism int
+
+	// Source is set when the chain starts with a source; otherwise Inputs
+	// are the network channels that feed Nodes[0].
+	Source  *SourceHead
+	Inputs  []exchange.Channel
+	Credits int
+
+	// Nodes are the chained operators and sinks in topological order.
+	Nodes []*Node
+	// Edges are the outgoing network edges Targets refer to.
+	Edges []EdgeOut
+
+	Transport exchange.Transport
+	Batching  Batching
+	Bucket    blob.Bucket
+	RedisAddr string
+
+	Mem    memory.Allocator // default memory.DefaultAllocator
+	Logger *slog.Logger     // default discards
+	Now    func() time.Time // default time.Now
+
+	// Tap, if set, sees every batch a chained sink receives, before the
+	// sink writes it. It runs on the task goroutine and must not retain b.
+	// The embedded mode's live views use it.
+	Tap func(sink string, b arrow.RecordBatch)
+}
+
+// SourceHead is the source at the head of a chain and how the runtime
+// drives it: rate limit, event-time watermarks and idleness.
+type SourceHead struct {
+	Name   string
+	Source Source
+	// Rate is this subtask's share of the source's events per second; 0 is
+	// unlimited.
+	Rate float64
+	// TimeColumn is the event-time column, or -1 for none (then the source
+	// sends no watermarks until it ends).
+	TimeColumn        int
+	MaxOutOfOrderness time.Duration
+	IdleTimeout       time.Duration
+	// WatermarkInterval is how often watermarks are emitted (default 200ms).
+	WatermarkInterval time.Duration
+	Out               []Target
+}
+
+// Node is one chained operator or sink.
+type Node struct {
+	Name string
+	Op   Operator // exactly one of Op and Sink
+	Sink Sink
+	Out  []Target            // main output
+	Side map[string][]Target // side outputs by name
+}
+
+// Target is where an output goes: a chained node (by index in Nodes) or a
+// network edge (by index in Edges).
+type Target struct {
+	Node int
+	Edge int
+}
+
+// ChainTo and EdgeTo build Targets.
+func ChainTo(node int) Target { return Target{Node: node, Edge: -1} }
+func EdgeTo(edge int) Target  { return Target{Node: -1, Edge: edge} }
+
+// Task runs one subtask.
+type Task struct {
+	cfg   Config
+	stats Stats
+}
+
+// New returns a task for cfg; Run runs it.
+func New(cfg Config) *Task {
+	if cfg.Mem == nil {
+		cfg.Mem = memory.DefaultAllocator
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Batching.Rows <= 0 {
+		cfg.Batching.Rows = 8192
+	}
+	if cfg.Batching.Bytes <= 0 {
+		cfg.Batching.Bytes = 1 << 20
+	}
+	if cfg.Batching.Timeout <= 0 {
+		cfg.Batching.Timeout = 100 * time.Millisecond
+	}
+	if cfg.Source != nil && cfg.Source.WatermarkInterval <= 0 {
+		cfg.Source.WatermarkInterval = 200 * time.Millisecond
+	}
+	t := &Task{cfg: cfg}
+	t.stats.Watermark.Store(MinWatermark)
+	return t
+}
+
+// Stats returns the task's live counters.
+func (t *Task) Stats() *Stats { return &t.stats }
+
+// Run runs the task until its inputs end (nil: every output got its end
+// entry and every sink finished), ctx is cancelled (ctx.Err()), or it fails.
+func (t *Task) Run(ctx context.Context) (err error) {
+	r := &runner{cfg: &t.cfg, stats: &t.stats, ctx: ctx, mem: t.cfg.Mem, now: t.cfg.Now}
+	t.stats.started.Store(time.Now().UnixNano())
+	defer func() {
+		if cerr := r.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := r.open(); err != nil {
+		return err
+	}
+	if t.cfg.Source != nil {
+		return r.runSource()
+	}
+	return r.runInputs()
+}
+
+// runner is the state of one Run.
+type runner struct {
+	cfg   *Config
+	stats *Stats
+	ctx   context.Context
+	mem   memory.Allocator
+	now   func() time.Time
+
+	nets      []*netOutput
+	outs      []Output // per node: its main output
+	headOut   Output   // a source's output
+	timers    []ProcessingTimer
+	opened    []int // nodes opened, to close
+	wm        int64
+	idle      bool
+	dead      *deadLetters
+	srcOpened bool
+}
+
+func (r *runner) open() error {
+	cfg := r.cfg
+	r.wm = MinWatermark
+	for _, e := range cfg.Edges {
+		n, err := newNetOutput(r, e)
+		if err != nil {
+			return err
+		}
+		r.nets = append(r.nets, n)
+	}
+	r.outs = make([]Output, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		r.outs[i] = r.targets(n.Out)
+	}
+	base := Context{
+		Job: cfg.Job, Subtask: cfg.Subtask, Parallelism: cfg.Parallelism, MaxParallelism: cfg.MaxParallelism,
+		Mem: r.mem, Logger: cfg.Logger, Now: r.now, Counters: &r.stats.Counters,
+	}
+	base.KeyGroupStart, base.KeyGroupEnd = arrowfmt.KeyGroupRange(cfg.Subtask, cfg.MaxParallelism, cfg.Parallelism)
+	for i, n := range cfg.Nodes {
+		c := base
+		c.Node = n.Name
+		c.Logger = cfg.Logger.With("node", n.Name, "subtask", cfg.Subtask)
+		c.Out = r.outs[i]
+		side := n.Side
+		c.Side = func(name string) Output {
+			if ts, ok := side[name]; ok {
+				return r.targets(ts)
+			}
+			return discard{}
+		}
+		var err error
+		if n.Sink != nil {
+			sc := &SinkContext{Context: c, Bucket: cfg.Bucket, RedisAddr: cfg.RedisAddr, Attempt: cfg.Attempt}
+			err = n.Sink.Open(sc)
+		} else {
+			err = n.Op.Open(&c)
+			if pt, ok := n.Op.(ProcessingTimer); ok {
+				r.timers = append(r.timers, pt)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("open %s[%d]: %w", n.Name, cfg.Subtask, err)
+		}
+		r.opened = append(r.opened, i)
+	}
+	if s := cfg.Source; s != nil {
+		r.headOut = r.targets(s.Out)
+		r.dead = newDeadLetters(cfg, s.Name, &r.stats.Counters)
+		c := base
+		c.Node = s.Name
+		c.Logger = cfg.Logger.With("node", s.Name, "subtask", cfg.Subtask)
+		c.Out = r.headOut
+		c.Side = func(string) Output { return discard{} }
+		sc := &SourceContext{Context: c, Bucket: cfg.Bucket, RedisAddr: cfg.RedisAddr, DeadLetter: r.dead.add}
+		if err := s.Source.Open(sc); err != nil {
+			return fmt.Errorf("open %s[%d]: %w", s.Name, cfg.Subtask, err)
+		}
+		r.srcOpened = true
+	}
+	return nil
+}
+
+// targets builds the Output for a list of targets.
+func (r *runner) targets(ts []Target) Output {
+	var f fanout
+	for _, t := range ts {
+		if t.Edge >= 0 {
+			f = append(f, r.nets[t.Edge])
+		} else {
+			f = append(f, &nodeInput{r: r, n: r.cfg.Nodes[t.Node]})
+		}
+	}
+	switch len(f) {
+	case 0:
+		return discard{}
+	case 1:
+		return f[0]
+	}
+	return f
+}
+
+// nodeInput feeds a chained node.
+type nodeInput struct {
+	r *runner
+	n *Node
+}
+
+func (in *nodeInput) Emit(b arrow.RecordBatch) error {
+	if in.n.Sink != nil {
+		if in.r.cfg.Tap != nil {
+			in.r.cfg.Tap(in.n.Name, b)
+		}
+		if err := in.n.Sink.Write(in.r.ctx, b); err != nil {
+			return fmt.Errorf("sink %s: %w", in.n.Name, err)
+		}
+		in.r.stats.RecordsOut.Add(b.NumRows())
+		return nil
+	}
+	if err := in.n.Op.ProcessBatch(b); err != nil {
+		return fmt.Errorf("operator %s: %w", in.n.Name, err)
+	}
+	return nil
+}
+
+func (r *runner) runInputs() error {
+	cfg := r.cfg
+	reader, err := cfg.Transport.NewReader(r.ctx, cfg.Inputs, exchange.ReaderOptions{Credits: cfg.Credits})
+	if err != nil {
+		return fmt.Errorf("open inputs: %w", err)
+	}
+	defer reader.Close()
+	valve := NewValve(len(cfg.Inputs))
+	decoders := make([]*arrowfmt.Decoder, len(cfg.Inputs))
+	defer func() {
+		for _, d := range decoders {
+			if d != nil {
+				d.Close()
+			}
+		}
+	}()
+	head := &nodeInput{r: r, n: cfg.Nodes[0]}
+	ended := 0
+	for ended < len(cfg.Inputs) {
+		wait := r.untilWake(r.now())
+		t0 := time.Now()
+		in, e, ok, err := reader.Read(r.ctx, wait)
+		r.stats.addIdle(time.Since(t0))
+		if err != nil {
+			return fmt.Errorf("read input: %w", err)
+		}
+		if ok {
+			switch e.Kind {
+			case exchange.KindData:
+				if decoders[in] == nil {
+					decoders[in] = arrowfmt.NewDecoder(r.mem)
+				}
+				rec, err := decoders[in].Decode(e.Payload)
+				if err != nil {
+					return fmt.Errorf("decode entry of %s: %w", cfg.Inputs[in], err)
+				}
+				r.stats.RecordsIn.Add(rec.NumRows())
+				err = head.Emit(rec)
+				rec.Release()
+				if err != nil {
+					return err
+				}
+			case exchange.KindWatermark:
+				if wm, adv := valve.Update(in, e.Value); adv {
+					if err := r.advance(wm); err != nil {
+						return err
+					}
+				} else if valve.Idle() != r.idle {
+					if err := r.setIdle(valve.Idle()); err != nil {
+						return err
+					}
+				}
+			case exchange.KindEnd:
+				ended++
+				if wm, adv := valve.End(in); adv {
+					if err := r.advance(wm); err != nil {
+						return err
+					}
+				}
+			case exchange.KindBarrier:
+				return fmt.Errorf("input %s: barrier %d: checkpoints are not enabled for this job", cfg.Inputs[in], e.Value)
+			default:
+				return fmt.Errorf("input %s: unknown entry kind %d", cfg.Inputs[in], e.Kind)
+			}
+		}
+		if err := r.tick(r.now()); err != nil {
+			return err
+		}
+	}
+	return r.finish()
+}
+
+func (r *runner) runSource() error {
+	s := r.cfg.Source
+	var (
+		maxTs    = MinWatermark
+		lastWm   = r.now()
+		lastData = r.now()
+		tokens   float64
+		lastFill = r.now()
+	)
+	burst := max(s.Rate/20, 1) // at most 50ms worth of events at once
+	for {
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		now := r.now()
+		maxRows := r.cfg.Batching.Rows
+		if s.Rate > 0 {
+			tokens = min(tokens+now.Sub(lastFill).Seconds()*s.Rate, burst)
+			lastFill = now
+			if tokens < 1 {
+				d := time.Duration((1 - tokens) / s.Rate * float64(time.Second))
+				if err := r.sleep(min(d, r.untilWake(now))); err != nil {
+					return err
+				}
+				if err := r.tick(r.now()); err != nil {
+					return err
+				}
+				continue
+			}
+			maxRows = min(maxRows, int(tokens))
+		}
+		t0 := time.Now()
+		b, err := s.Source.Poll(r.ctx, maxRows, min(r.untilWake(now), 100*time.Millisecond))
+		if errors.Is(err, io.EOF) {
+			return r.finish()
+		}
+		if err != nil {
+			return fmt.Errorf("source %s[%d]: %w", s.Name, r.cfg.Subtask, err)
+		}
+		now = r.now()
+		if b == nil || b.NumRows() == 0 {
+			r.stats.addIdle(time.Since(t0))
+			if b != nil {
+				b.Release()
+			}
+		} else {
+			n := b.NumRows()
+			tokens -= float64(n)
+			lastData = now
+			r.stats.RecordsIn.Add(n)
+			if s.TimeColumn >= 0 {
+				maxTs = max(maxTs, maxTimestamp(b.Column(s.TimeColumn)))
+			}
+			err := r.headOut.Emit(b)
+			b.Release()
+			if err != nil {
+				return err
+			}
+			if r.idle {
+				if err := r.setIdle(false); err != nil {
+					return err
+				}
+			}
+		}
+		if s.TimeColumn >= 0 && now.Sub(lastWm) >= s.WatermarkInterval {
+			lastWm = now
+			if maxTs > MinWatermark {
+				if wm := maxTs - s.MaxOutOfOrderness.Milliseconds() - 1; wm > r.wm {
+					if err := r.advance(wm); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if s.IdleTimeout > 0 && !r.idle && now.Sub(lastData) >= s.IdleTimeout {
+			if err := r.setIdle(true); err != nil {
+				return err
+			}
+		}
+		if err := r.tick(now); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits d or until ctx is done, counting the time as idle.
+func (r *runner) sleep(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	r.stats.addIdle(d)
+	select {
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// maxTimestamp returns the largest non-null value of a timestamp column.
+func maxTimestamp(col arrow.Array) int64 {
+	m := MinWatermark
+	ts, ok := col.(interface {
+		Len() int
+		IsNull(int) bool
+		Value(int) arrow.Timestamp
+	})
+	if !ok {
+		return m
+	}
+	for i := 0; i < ts.Len(); i++ {
+		if !ts.IsNull(i) {
+			m = max(m, int64(ts.Value(i)))
+		}
+	}
+	return m
+}
+
+// advance moves event time to wm through the chain, then downstream.
+func (r *runner) advance(wm int64) error {
+	if wm <= r.wm {
+		return nil
+	}
+	r.wm = wm
+	r.idle = false
+	r.stats.Watermark.Store(wm)
+	for _, n := range r.cfg.Nodes {
+		if n.Op != nil {
+			if err := n.Op.ProcessWatermark(wm); err != nil {
+				return fmt.Errorf("operator %s: watermark: %w", n.Name, err)
+			}
+		}
+	}
+	return r.control(exchange.Entry{Kind: exchange.KindWatermark, Value: wm})
+}
+
+// setIdle tells downstream that this task has become idle (or active).
+func (r *runner) setIdle(idle bool) error {
+	r.idle = idle
+	if idle {
+		return r.control(exchange.Entry{Kind: exchange.KindWatermark, Value: IdleWatermark})
+	}
+	if r.wm > MinWatermark {
+		return r.control(exchange.Entry{Kind: exchange.KindWatermark, Value: r.wm})
+	}
+	return nil
+}
+
+func (r *runner) control(e exchange.Entry) error {
+	for _, n := range r.nets {
+		if err := n.control(r.ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tick does the time-driven work: flushing output buffers that waited long
+// enough and firing processing-time timers.
+func (r *runner) tick(now time.Time) error {
+	for _, pt := range r.timers {
+		if t, ok := pt.NextProcessingTime(); ok && !now.Before(t) {
+			if err := pt.OnProcessingTime(now); err != nil {
+				return fmt.Errorf("processing-time timer: %w", err)
+			}
+		}
+	}
+	for _, n := range r.nets {
+		if _, err := n.flushDue(now); err != nil {
+			return err
+		}
+	}
+	if r.dead != nil {
+		return r.dead.flushDue(r.ctx, now)
+	}
+	return nil
+}
+
+// untilWake is how long the task may block before time-driven work is due,
+// at most 100ms.
+func (r *runner) untilWake(now time.Time) time.Duration {
+	next := now.Add(100 * time.Millisecond)
+	for _, pt := range r.timers {
+		if t, ok := pt.NextProcessingTime(); ok && t.Before(next) {
+			next = t
+		}
+	}
+	for _, n := range r.nets {
+		for i := range n.bufs {
+			if len(n.bufs[i].recs) > 0 {
+				if due := n.bufs[i].since.Add(r.cfg.Batching.Timeout); due.Before(next) {
+					next = due
+				}
+			}
+		}
+	}
+	return max(next.Sub(now), time.Millisecond)
+}
+
+// finish ends a bounded run: event time goes to the end, every node
+// finishes in order, and every output gets its end entry.
+func (r *runner) finish() error {
+	if err := r.advance(MaxWatermark); err != nil {
+		return err
+	}
+	for _, n := range r.cfg.Nodes {
+		var err error
+		if n.Sink != nil {
+			err = n.Sink.Finish(r.ctx)
+		} else {
+			err = n.Op.Finish()
+		}
+		if err != nil {
+			return fmt.Errorf("finish %s[%d]: %w", n.Name, r.cfg.Subtask, err)
+		}
+	}
+	if r.dead != nil {
+		if err := r.dead.flush(r.ctx); err != nil {
+			return err
+		}
+	}
+	return r.control(exchange.Entry{Kind: exchange.KindEnd})
+}
+
+func (r *runner) close() error {
+	var errs []error
+	if r.dead != nil {
+		// Malformed records are never dropped silently, not even when the
+		// task is cancelled.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, r.dead.flush(ctx))
+		cancel()
+	}
+	if r.srcOpened {
+		errs = append(errs, r.cfg.Source.Source.Close())
+	}
+	for _, i := range r.opened {
+		n := r.cfg.Nodes[i]
+		if n.Sink != nil {
+			errs = append(errs, n.Sink.Close())
+		} else {
+			errs = append(errs, n.Op.Close())
+		}
+	}
+	for _, n := range r.nets {
+		errs = append(errs, n.close())
+	}
+	return joinErrs(errs)
+}
+
+func joinErrs(errs []error) error { return errors.Join(errs...) }
