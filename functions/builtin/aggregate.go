@@ -1,0 +1,408 @@
+package builtin
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
+)
+
+// AggFunc is an aggregate function of a window.
+type AggFunc uint8
+
+// The aggregate functions. They follow SQL: nulls are ignored, count()
+// counts rows, and sum, min, max and avg over no non-null value are null.
+const (
+	AggCount AggFunc = iota + 1 // count() or count(col)
+	AggSum
+	AggMin
+	AggMax
+	AggAvg
+)
+
+var aggNames = [...]string{AggCount: "count", AggSum: "sum", AggMin: "min", AggMax: "max", AggAvg: "avg"}
+
+func (f AggFunc) String() string {
+	if int(f) < len(aggNames) && aggNames[f] != "" {
+		return aggNames[f]
+	}
+	return fmt.Sprintf("AggFunc(%d)", uint8(f))
+}
+
+const aggAccepted = "count(), count(col), sum(col), min(col), max(col) or avg(col)"
+
+// Aggregate is one parsed entry of an operator's aggregate map.
+type Aggregate struct {
+	Name string // output column
+	Expr string // as written in the spec
+	Func AggFunc
+	// Column is the input column, "" for count().
+	Column string
+	// In is the input column's type ("" for count()), Out the result's.
+	In, Out arrowfmt.Type
+
+	col int // index of Column in the input, -1 for count()
+}
+
+// ParseAggregates parses the aggregate map of an operator against the
+// operator's input schema, in order. It reports every problem at once;
+// each error names the aggregate, its expression and what is accepted.
+func ParseAggregates(aggs *spec.OrderedMap, in *arrow.Schema) ([]Aggregate, error) {
+	out := make([]Aggregate, 0, aggs.Len())
+	var errs []error
+	for i, name := range aggs.Keys {
+		a, err := parseAggregate(name, aggs.Values[i], in)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("aggregate %s: %w", name, err))
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+func parseAggregate(name, expr string, in *arrow.Schema) (Aggregate, error) {
+	a := Aggregate{Name: name, Expr: expr, col: -1}
+	e := strings.TrimSpace(expr)
+	open := strings.IndexByte(e, '(')
+	if open < 0 || !strings.HasSuffix(e, ")") {
+		return a, fmt.Errorf("%q is not an aggregate: want %s", expr, aggAccepted)
+	}
+	fn := strings.ToLower(strings.TrimSpace(e[:open]))
+	arg := strings.TrimSpace(e[open+1 : len(e)-1])
+	if strings.ContainsAny(arg, "(),") {
+		return a, fmt.Errorf("%q: want one column name as the argument, as in %s", expr, aggAccepted)
+	}
+	switch fn {
+	case "count":
+		a.Func = AggCount
+	case "sum":
+		a.Func = AggSum
+	case "min":
+		a.Func = AggMin
+	case "max":
+		a.Func = AggMax
+	case "avg":
+		a.Func = AggAvg
+	default:
+		return a, fmt.Errorf("%q: unknown function %q: want %s", expr, fn, aggAccepted)
+	}
+	if arg == "*" && a.Func == AggCount { // SQL's count(*)
+		arg = ""
+	}
+	if arg == "" {
+		if a.Func != AggCount {
+			return a, fmt.Errorf("%q: %s needs a column, as in %s(fare)", expr, fn, fn)
+		}
+		a.Out = arrowfmt.Int64
+		return a, nil
+	}
+	idx := in.FieldIndices(arg)
+	if len(idx) == 0 {
+		return a, fmt.Errorf("%s(%s): %q is not a column of the input (columns: %s)", fn, arg, arg, columnList(in))
+	}
+	t, err := arrowfmt.TypeOf(in.Field(idx[0]).Type)
+	if err != nil {
+		return a, fmt.Errorf("%s(%s): %w", fn, arg, err)
+	}
+	a.Column, a.In, a.col = arg, t, idx[0]
+	var want string
+	switch a.Func {
+	case AggCount:
+		a.Out = arrowfmt.Int64
+	case AggSum:
+		if t == arrowfmt.Int64 || t == arrowfmt.Float64 {
+			a.Out = t
+		}
+		want = "int64 or float64"
+	case AggMin, AggMax:
+		if t == arrowfmt.Int64 || t == arrowfmt.Float64 || t == arrowfmt.TimestampMs {
+			a.Out = t
+		}
+		want = "int64, float64 or timestamp_ms"
+	case AggAvg:
+		if t == arrowfmt.Int64 || t == arrowfmt.Float64 {
+			a.Out = arrowfmt.Float64
+		}
+		want = "int64 or float64"
+	}
+	if a.Out == "" {
+		return a, fmt.Errorf("%s(%s): column %s is %s, want %s", fn, arg, arg, t, want)
+	}
+	return a, nil
+}
+
+// accumulators holds the state of every aggregate of an operator for many
+// windows. It is column-wise: a window owns a slot, and slot s's state of
+// aggregate i sits at index s of cols[i]'s slices. Updating a batch is then
+// a tight loop per aggregate over (row, slot) pairs with no interface call
+// or allocation per row, and the state is plain slices of numbers that a
+// snapshot can write out as columns.
+//
+// The state per aggregate:
+//
+//	count:   n = rows (count()) or non-null values (count(col))
+//	sum:     n = non-null values, i or f = sum
+//	min/max: n = non-null values, i or f = extreme so far
+//	avg:     n = non-null values, i (int64 input) or f (float64) = sum
+//
+// sum, min, max and avg are null when n is 0. Integer sums wrap on overflow
+// like Java's long (and Flink's BIGINT SUM). Float min and max treat NaN as
+// larger than every number (as PostgreSQL does), so the result does not
+// depend on arrival order: min ignores NaN unless every value is NaN, and
+// max of anything with a NaN is NaN.
+type accumulators struct {
+	aggs []Aggregate
+	cols []accColumn
+	size int32   // slots the slices hold
+	free []int32 // released slots, reused before the slices grow
+	used int     // slots handed out and not released
+}
+
+type accColumn struct {
+	n []int64
+	i []int64   // int64 and timestamp_ms inputs
+	f []float64 // float64 inputs
+}
+
+func newAccumulators(aggs []Aggregate) *accumulators {
+	return &accumulators{aggs: aggs, cols: make([]accColumn, len(aggs))}
+}
+
+// float reports whether aggregate a keeps a value in f, and ints whether
+// it keeps one in i; count keeps only n.
+func (a *Aggregate) float() bool { return a.Func != AggCount && a.In == arrowfmt.Float64 }
+func (a *Aggregate) ints() bool  { return a.Func != AggCount && a.In != arrowfmt.Float64 }
+
+// alloc returns a slot holding the empty state of every aggregate.
+func (acc *accumulators) alloc() int32 {
+	acc.used++
+	var s int32
+	if k := len(acc.free); k > 0 {
+		s = acc.free[k-1]
+		acc.free = acc.free[:k-1]
+	} else {
+		s = acc.size
+		acc.size++
+		for i := range acc.cols {
+			c := &acc.cols[i]
+			c.n = append(c.n, 0)
+			if acc.aggs[i].float() {
+				c.f = append(c.f, 0)
+			} else if acc.aggs[i].ints() {
+				c.i = append(c.i, 0)
+			}
+		}
+	}
+	acc.reset(s)
+	return s
+}
+
+// reset sets slot s to the empty state: zero sums and counts, and the
+// identity of min and max so that updates need not test for a first value.
+func (acc *accumulators) reset(s int32) {
+	for i := range acc.cols {
+		a, c := &acc.aggs[i], &acc.cols[i]
+		c.n[s] = 0
+		switch {
+		case a.Func == AggCount:
+		case a.float() && a.Func == AggMin:
+			c.f[s] = math.NaN() // gives way to the first value; see minOf
+		case a.float() && a.Func == AggMax:
+			c.f[s] = math.Inf(-1)
+		case a.float():
+			c.f[s] = 0
+		case a.Func == AggMin:
+			c.i[s] = math.MaxInt64
+		case a.Func == AggMax:
+			c.i[s] = math.MinInt64
+		default:
+			c.i[s] = 0
+		}
+	}
+}
+
+// release gives slot s back for reuse.
+func (acc *accumulators) release(s int32) {
+	acc.used--
+	acc.free = append(acc.free, s)
+}
+
+// merge folds the state of slot src into slot dst (session windows).
+func (acc *accumulators) merge(dst, src int32) {
+	for i := range acc.cols {
+		a, c := &acc.aggs[i], &acc.cols[i]
+		if c.n[src] == 0 && a.Func != AggCount {
+			continue
+		}
+		c.n[dst] += c.n[src]
+		switch {
+		case a.Func == AggCount:
+		case a.float() && a.Func == AggMin:
+			c.f[dst] = minOf(c.f[dst], c.f[src])
+		case a.float() && a.Func == AggMax:
+			c.f[dst] = maxOf(c.f[dst], c.f[src])
+		case a.float():
+			c.f[dst] += c.f[src]
+		case a.Func == AggMin:
+			c.i[dst] = min(c.i[dst], c.i[src])
+		case a.Func == AggMax:
+			c.i[dst] = max(c.i[dst], c.i[src])
+		default:
+			c.i[dst] += c.i[src]
+		}
+	}
+}
+
+// update adds row rows[j] of rec to slot slots[j] for every j, for every
+// aggregate.
+func (acc *accumulators) update(rec arrow.RecordBatch, rows, slots []int32) {
+	for i := range acc.aggs {
+		a, c := &acc.aggs[i], &acc.cols[i]
+		if a.col < 0 {
+			for _, s := range slots {
+				c.n[s]++
+			}
+			continue
+		}
+		col := rec.Column(a.col)
+		if a.Func == AggCount {
+			countValid(c.n, col, rows, slots)
+			continue
+		}
+		switch arr := col.(type) {
+		case *array.Int64:
+			updateColumn(a.Func, c.n, c.i, arr.Int64Values(), arr, rows, slots)
+		case *array.Timestamp:
+			updateColumn(a.Func, c.n, c.i, timestampInt64s(arr.TimestampValues()), arr, rows, slots)
+		case *array.Float64:
+			updateColumn(a.Func, c.n, c.f, arr.Float64Values(), arr, rows, slots)
+		default:
+			// ParseAggregates checked the schema; a batch of another schema
+			// is a bug of the caller.
+			panic(fmt.Sprintf("builtin: aggregate %s over a %v column", a.Name, col.DataType()))
+		}
+	}
+}
+
+func countValid(n []int64, col arrow.Array, rows, slots []int32) {
+	if col.NullN() == 0 {
+		for _, s := range slots {
+			n[s]++
+		}
+		return
+	}
+	for j, r := range rows {
+		if col.IsValid(int(r)) {
+			n[slots[j]]++
+		}
+	}
+}
+
+// updateColumn is the hot loop: one aggregate over one column. It is
+// generic so that int64 and float64 each get their own compiled loop.
+func updateColumn[T int64 | float64](fn AggFunc, n []int64, acc, vals []T, col arrow.Array, rows, slots []int32) {
+	nulls := col.NullN() > 0
+	switch fn {
+	case AggSum, AggAvg:
+		for j, r := range rows {
+			if nulls && col.IsNull(int(r)) {
+				continue
+			}
+			s := slots[j]
+			n[s]++
+			acc[s] += vals[r]
+		}
+	case AggMin:
+		for j, r := range rows {
+			if nulls && col.IsNull(int(r)) {
+				continue
+			}
+			s := slots[j]
+			n[s]++
+			acc[s] = minOf(acc[s], vals[r])
+		}
+	case AggMax:
+		for j, r := range rows {
+			if nulls && col.IsNull(int(r)) {
+				continue
+			}
+			s := slots[j]
+			n[s]++
+			acc[s] = maxOf(acc[s], vals[r])
+		}
+	}
+}
+
+// minOf is min with NaN above every number: a NaN current value (the empty
+// state, or only NaNs so far) gives way to anything.
+func minOf[T int64 | float64](cur, v T) T {
+	if v < cur || cur != cur {
+		return v
+	}
+	return cur
+}
+
+// maxOf is max with NaN above every number.
+func maxOf[T int64 | float64](cur, v T) T {
+	if v > cur || v != v {
+		return v
+	}
+	return cur
+}
+
+// appendResults appends the result of aggregate i for each of slots to b,
+// which has the aggregate's output type.
+func (acc *accumulators) appendResults(i int, b array.Builder, slots []int32) {
+	a, c := &acc.aggs[i], &acc.cols[i]
+	switch b := b.(type) {
+	case *array.Int64Builder:
+		for _, s := range slots {
+			switch {
+			case a.Func == AggCount:
+				b.Append(c.n[s])
+			case c.n[s] == 0:
+				b.AppendNull()
+			default:
+				b.Append(c.i[s])
+			}
+		}
+	case *array.TimestampBuilder:
+		for _, s := range slots {
+			if c.n[s] == 0 {
+				b.AppendNull()
+			} else {
+				b.Append(arrow.Timestamp(c.i[s]))
+			}
+		}
+	case *array.Float64Builder:
+		for _, s := range slots {
+			switch {
+			case c.n[s] == 0:
+				b.AppendNull()
+			case a.Func == AggAvg && a.float():
+				b.Append(c.f[s] / float64(c.n[s]))
+			case a.Func == AggAvg:
+				b.Append(float64(c.i[s]) / float64(c.n[s]))
+			default:
+				b.Append(c.f[s])
+			}
+		}
+	default:
+		panic(fmt.Sprintf("builtin: aggregate %s into a %T", a.Name, b))
+	}
+}
+
+// timestampInt64s views timestamps as int64 milliseconds without copying.
+func timestampInt64s(ts []arrow.Timestamp) []int64 {
+	return arrow.Int64Traits.CastFromBytes(arrow.TimestampTraits.CastToBytes(ts))
+}

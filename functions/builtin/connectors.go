@@ -1,0 +1,168 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// SourceSchema returns the stream a source produces: its schema from
+// src.Schema, in order, and its event-time column from src.Event, which
+// must be a timestamp_ms column. It reports every problem at once.
+func SourceSchema(src *spec.Source) (Stream, error) {
+	p := fmt.Sprintf("sources[%s]", src.Name)
+	var errs []error
+	if src.Schema.Len() == 0 {
+		errs = append(errs, fmt.Errorf("%s.schema: a source needs a schema: {column: type, ...}", p))
+	}
+	fields := make([]arrowfmt.Field, 0, src.Schema.Len())
+	for i, name := range src.Schema.Keys {
+		t, err := arrowfmt.ParseType(src.Schema.Values[i])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.schema.%s: %w", p, name, err))
+			continue
+		}
+		fields = append(fields, arrowfmt.Field{Name: name, Type: t})
+	}
+	if len(errs) > 0 {
+		return Stream{}, errors.Join(errs...)
+	}
+	schema, err := arrowfmt.NewSchema(fields)
+	if err != nil {
+		return Stream{}, fmt.Errorf("%s.schema: %w", p, err)
+	}
+	s := Stream{Schema: schema, TimeColumn: -1}
+	if src.Event == nil {
+		return s, nil
+	}
+	col := src.Event.Column
+	idx := schema.FieldIndices(col)
+	switch {
+	case col == "":
+		return Stream{}, fmt.Errorf("%s.eventTime.column: missing: name the timestamp_ms column that holds event time", p)
+	case len(idx) == 0:
+		return Stream{}, fmt.Errorf("%s.eventTime.column: %q is not a column of the schema (columns: %s)", p, col, columnList(schema))
+	case fields[idx[0]].Type != arrowfmt.TimestampMs:
+		return Stream{}, fmt.Errorf("%s.eventTime.column: column %q is %s: event time needs a %s column", p, col, fields[idx[0]].Type, arrowfmt.TimestampMs)
+	}
+	s.TimeColumn = idx[0]
+	return s, nil
+}
+
+// NewSource returns the source src describes, producing out (from
+// SourceSchema). The source only reads: the runtime that wraps it limits
+// its rate and generates watermarks.
+func NewSource(src *spec.Source, out Stream) (task.Source, error) {
+	p := fmt.Sprintf("sources[%s]", src.Name)
+	switch src.Type {
+	case spec.SourceDatagen:
+		return newDatagen(src, out)
+	case spec.SourceFiles:
+		if src.Path == "" {
+			return nil, fmt.Errorf("%s.path: missing: a files source reads the objects under this prefix of the store", p)
+		}
+		if src.Format != spec.FormatJSONL {
+			return nil, fmt.Errorf("%s.format: %q is not supported: want %s", p, src.Format, spec.FormatJSONL)
+		}
+		return newFileSource(src, out), nil
+	case spec.SourceRedis:
+		if src.Stream == "" {
+			return nil, fmt.Errorf("%s.stream: missing: the Redis stream to read", p)
+		}
+		if src.Format != "" && src.Format != spec.FormatJSONL {
+			return nil, fmt.Errorf("%s.format: %q is not supported: want %s", p, src.Format, spec.FormatJSONL)
+		}
+		return newRedisSource(src, out), nil
+	}
+	return nil, fmt.Errorf("%s.type: %q is not a source type: want %s, %s or %s", p, src.Type, spec.SourceDatagen, spec.SourceFiles, spec.SourceRedis)
+}
+
+// NewSink returns the sink snk describes, consuming in. A sink with a Rate
+// is wrapped to write at most that many rows per second per subtask.
+func NewSink(snk *spec.Sink, in Stream) (task.Sink, error) {
+	p := fmt.Sprintf("sinks[%s]", snk.Name)
+	if snk.Rate < 0 {
+		return nil, fmt.Errorf("%s.rate: %g is negative", p, snk.Rate)
+	}
+	var s task.Sink
+	switch snk.Type {
+	case spec.SinkFiles:
+		if snk.Path == "" {
+			return nil, fmt.Errorf("%s.path: missing: a files sink writes objects under this prefix of the store", p)
+		}
+		if snk.Format != spec.FormatJSONL && snk.Format != spec.FormatParq {
+			return nil, fmt.Errorf("%s.format: %q is not supported: want %s or %s", p, snk.Format, spec.FormatJSONL, spec.FormatParq)
+		}
+		s = newFileSink(snk, in)
+	case spec.SinkRedis:
+		if snk.Stream == "" {
+			return nil, fmt.Errorf("%s.stream: missing: the Redis stream to append to", p)
+		}
+		s = newRedisSink(snk, in)
+	case spec.SinkStdout:
+		s = NewStdoutSink(in)
+	default:
+		return nil, fmt.Errorf("%s.type: %q is not a sink type: want %s, %s or %s", p, snk.Type, spec.SinkFiles, spec.SinkRedis, spec.SinkStdout)
+	}
+	if snk.Rate > 0 {
+		s = &rateLimitedSink{Sink: s, rate: snk.Rate}
+	}
+	return s, nil
+}
+
+// rateLimitedSink delays each Write so that the sink writes at most rate
+// rows per second. This is deliberate throttling, for backpressure tests.
+type rateLimitedSink struct {
+	task.Sink
+	rate float64
+	now  func() time.Time
+	th   throttle
+}
+
+func (s *rateLimitedSink) Open(ctx *task.SinkContext) error {
+	s.now = ctx.Now
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.th = throttle{rate: s.rate}
+	return s.Sink.Open(ctx)
+}
+
+func (s *rateLimitedSink) Write(ctx context.Context, b arrow.RecordBatch) error {
+	if d := s.th.delay(s.now(), b.NumRows()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("throttle sink: %w", ctx.Err())
+		}
+	}
+	return s.Sink.Write(ctx, b)
+}
+
+// throttle schedules writes at a fixed rate: a batch of n rows may be
+// written once the rows before it and the batch itself have been paid for
+// at rate rows per second. Time the sink spent idle is not saved up, so
+// there is no burst after a pause.
+type throttle struct {
+	rate float64   // rows per second
+	due  time.Time // when everything reserved so far is paid for
+}
+
+// delay reserves n rows at now and returns how long to wait before writing
+// them.
+func (t *throttle) delay(now time.Time, n int64) time.Duration {
+	if t.due.Before(now) {
+		t.due = now
+	}
+	t.due = t.due.Add(time.Duration(float64(n) * float64(time.Second) / t.rate))
+	return t.due.Sub(now)
+}

@@ -1,0 +1,139 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// redisSource reads an external Redis stream from its beginning: each
+// entry's field "data" holds one JSON record. It never ends.
+//
+// A stream is one sequence, so only subtask 0 reads it; the other subtasks
+// of a redis source end at once (their Poll returns io.EOF). Parallelism is
+// not known when the source is constructed, so this is not an error: give
+// a redis source parallelism 1 to avoid idle subtasks.
+type redisSource struct {
+	node   string
+	addr   string
+	stream string
+	out    Stream
+
+	client *redis.Client
+	dec    *arrowfmt.JSONDecoder
+	dead   func(raw []byte, origin, reason string)
+	lastID string // the id of the last entry read; "0-0" before the first
+	idle   bool   // a subtask other than 0
+}
+
+var _ task.Source = (*redisSource)(nil)
+
+func newRedisSource(src *spec.Source, out Stream) *redisSource {
+	return &redisSource{node: src.Name, addr: src.Addr, stream: src.Stream, out: out, lastID: "0-0"}
+}
+
+// newRedisClient returns a client whose blocking calls end when their
+// context does.
+func newRedisClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+}
+
+func (s *redisSource) Open(ctx *task.SourceContext) error {
+	if ctx.Subtask != 0 {
+		s.idle = true
+		return nil
+	}
+	if s.addr == "" {
+		s.addr = ctx.RedisAddr
+	}
+	if s.addr == "" {
+		return fmt.Errorf("open redis source %s: no address: set addr, or run the job with a Redis", s.node)
+	}
+	s.client = newRedisClient(s.addr)
+	s.dead = ctx.DeadLetter
+	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, ctx.Mem)
+	return nil
+}
+
+// Position returns the id of the last entry read ("0-0" before the first).
+// Reading resumes after it.
+func (s *redisSource) Position() string { return s.lastID }
+
+// Poll reads up to maxRows entries after the last one read, waiting up to
+// wait for the first. An entry without a "data" field or whose data is not
+// a record of the schema goes to the dead-letter output with origin
+// "<stream>:<entry id>".
+func (s *redisSource) Poll(ctx context.Context, maxRows int, wait time.Duration) (arrow.RecordBatch, error) {
+	if s.idle {
+		return nil, io.EOF
+	}
+	if maxRows < 1 {
+		return nil, fmt.Errorf("poll redis source: maxRows %d is not positive", maxRows)
+	}
+	args := &redis.XReadArgs{Streams: []string{s.stream, s.lastID}, Count: int64(maxRows), Block: -1}
+	if wait > 0 {
+		// BLOCK 0 would wait forever: never round a short wait down to it.
+		args.Block = max(wait, time.Millisecond)
+	}
+	streams, err := s.client.XRead(ctx, args).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read redis stream %q at %s: %w", s.stream, s.addr, err)
+	}
+	for _, st := range streams {
+		for _, m := range st.Messages {
+			s.lastID = m.ID
+			s.append(m)
+		}
+	}
+	if s.dec.Len() == 0 {
+		return nil, nil
+	}
+	return s.dec.NewBatch(), nil
+}
+
+func (s *redisSource) append(m redis.XMessage) {
+	data, ok := m.Values["data"].(string)
+	if !ok {
+		raw, _ := json.Marshal(m.Values)
+		s.deadLetter(raw, m.ID, `entry has no "data" field holding a JSON record`)
+		return
+	}
+	if err := s.dec.Append([]byte(data)); err != nil {
+		s.deadLetter([]byte(data), m.ID, recordReason(err))
+	}
+}
+
+func (s *redisSource) deadLetter(raw []byte, id, reason string) {
+	if s.dead != nil {
+		s.dead(raw, s.stream+":"+id, reason)
+	}
+}
+
+func (s *redisSource) Close() error {
+	var err error
+	if s.client != nil {
+		err = s.client.Close()
+		s.client = nil
+	}
+	if s.dec != nil {
+		s.dec.Release()
+		s.dec = nil
+	}
+	if err != nil {
+		return fmt.Errorf("close redis source %s: %w", s.node, err)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/integration/testenv"
+)
+
+func connRedisSpec(stream string) *spec.Source {
+	return &spec.Source{Name: "events", Type: spec.SourceRedis, Stream: stream,
+		Schema: connSchema("id", "int64", "fare", "float64", "at", "timestamp_ms"),
+		Event:  &spec.EventTime{Column: "at"}}
+}
+
+func connXAdd(t *testing.T, r *testenv.Redis, stream string, fields ...string) string {
+	t.Helper()
+	id, err := r.Do(append([]string{"XADD", stream, "*"}, fields...)...)
+	if err != nil {
+		t.Fatalf("XADD %v: %v", fields, err)
+	}
+	return id
+}
+
+func connOpenRedisSource(t *testing.T, src *spec.Source, out Stream, addr string, mem memory.Allocator, subtask int, dl *connDeadLetters) *redisSource {
+	t.Helper()
+	s, err := NewSource(src, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := connSourceContext(mem, subtask, 2)
+	ctx.RedisAddr = addr
+	if dl != nil {
+		ctx.DeadLetter = dl.add
+	}
+	if err := s.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+	})
+	return s.(*redisSource)
+}
+
+// connPollRows polls an unbounded source until it has n rows (or fails after
+// a deadline).
+func connPollRows(t *testing.T, s task.Source, n, maxRows int) [][]any {
+	t.Helper()
+	var rows [][]any
+	deadline := time.Now().Add(20 * time.Second)
+	for len(rows) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows within 20s, want %d", len(rows), n)
+		}
+		rec, err := s.Poll(context.Background(), maxRows, 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec == nil {
+			continue
+		}
+		if rec.NumRows() > int64(maxRows) {
+			t.Errorf("poll returned %d rows, want at most %d", rec.NumRows(), maxRows)
+		}
+		rows = append(rows, connRowsOf(rec)...)
+		rec.Release()
+	}
+	return rows
+}
+
+func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
+	connCheckLeaks(t)
+	r := testenv.StartRedis(t)
+	mem := connMem(t)
+	connXAdd(t, r, "in", "data", `{"id":1,"fare":1.5,"at":1000}`)
+	noData := connXAdd(t, r, "in", "payload", `{"id":2}`)
+	connXAdd(t, r, "in", "data", `{"id":3,"at":"2026-01-01T00:00:00Z"}`)
+	badJSON := connXAdd(t, r, "in", "data", `{"id":4,`)
+	last := connXAdd(t, r, "in", "data", `{"id":5,"fare":2,"at":5000}`, "extra", "ignored")
+
+	src := connRedisSpec("in")
+	out := connSourceSchema(t, src)
+	dl := &connDeadLetters{}
+	s := connOpenRedisSource(t, src, out, r.Addr, mem, 0, dl)
+	if s.Position() != "0-0" {
+		t.Errorf("position before reading: %s", s.Position())
+	}
+	rows := connPollRows(t, s, 3, 2)
+	want := [][]any{
+		{int64(1), 1.5, time.UnixMilli(1000).UTC()},
+		{int64(3), nil, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{int64(5), 2.0, time.UnixMilli(5000).UTC()},
+	}
+	connSameRows(t, rows, want)
+	if s.Position() != last {
+		t.Errorf("position %s, want the last id %s", s.Position(), last)
+	}
+	wantDead := []connDeadLetter{
+		{`{"payload":"{\"id\":2}"}`, "in:" + noData, `no "data" field`},
+		{`{"id":4,`, "in:" + badJSON, "invalid JSON"},
+	}
+	if len(dl.got) != len(wantDead) {
+		t.Fatalf("dead letters %q, want %q", dl.got, wantDead)
+	}
+	for i, w := range wantDead {
+		if d := dl.got[i]; d.raw != w.raw || d.origin != w.origin || !strings.Contains(d.reason, w.reason) {
+			t.Errorf("dead letter %q, want %q", d, w)
+		}
+	}
+
+	// Nothing new: an empty poll, not the end.
+	rec, err := s.Poll(context.Background(), 10, 20*time.Millisecond)
+	if rec != nil || err != nil {
+		t.Fatalf("poll of a drained stream: %v, %v; want nil, nil", rec, err)
+	}
+	// New entries are read after the position.
+	for i := 6; i < 9; i++ {
+		connXAdd(t, r, "in", "data", fmt.Sprintf(`{"id":%d}`, i))
+	}
+	rows = connPollRows(t, s, 3, 100)
+	for i, row := range rows {
+		if row[0] != int64(6+i) {
+			t.Errorf("new row %d: %v", i, row)
+		}
+	}
+
+	// Only subtask 0 reads a stream.
+	other := connOpenRedisSource(t, src, out, r.Addr, mem, 1, nil)
+	if _, err := other.Poll(context.Background(), 10, time.Second); !errors.Is(err, io.EOF) {
+		t.Errorf("subtask 1: %v, want io.EOF", err)
+	}
+}
+
+// TestRedisSourceCancel checks that a blocked read ends with its context.
+func TestRedisSourceCancel(t *testing.T) {
+	connCheckLeaks(t)
+	r := testenv.StartRedis(t)
+	mem := connMem(t)
+	src := connRedisSpec("empty")
+	s := connOpenRedisSource(t, src, connSourceSchema(t, src), r.Addr, mem, 0, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Poll(ctx, 10, time.Hour)
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled poll: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a cancelled poll still blocks after 30s")
+	}
+}
+
+func TestRedisSourceNoAddress(t *testing.T) {
+	src := connRedisSpec("in")
+	s, err := NewSource(src, connSourceSchema(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Open(connSourceContext(memory.NewGoAllocator(), 0, 1)); err == nil || !strings.Contains(err.Error(), "no address") {
+		t.Errorf("open without an address: %v", err)
+	}
+	s.Close()
+}

@@ -1,0 +1,81 @@
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// stdoutMu serialises the writes of every stdout sink in the process, so
+// the lines of concurrent subtasks never interleave.
+var stdoutMu sync.Mutex
+
+// stdoutSink writes each row as a JSON line to a writer, os.Stdout by
+// default. A batch is written with one Write call.
+type stdoutSink struct {
+	w        io.Writer
+	counters *task.Counters
+	buf      []byte
+}
+
+var _ task.Sink = (*stdoutSink)(nil)
+
+// StdoutOption configures NewStdoutSink.
+type StdoutOption func(*stdoutSink)
+
+// StdoutTo makes the sink write to w instead of os.Stdout. Writes to w are
+// serialised with those of every other stdout sink.
+func StdoutTo(w io.Writer) StdoutOption {
+	return func(s *stdoutSink) { s.w = w }
+}
+
+// NewStdoutSink returns a sink that prints its input as JSON lines.
+// NewSink builds one with the defaults.
+func NewStdoutSink(_ Stream, opts ...StdoutOption) task.Sink {
+	s := &stdoutSink{w: os.Stdout}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func (s *stdoutSink) Open(ctx *task.SinkContext) error {
+	s.counters = ctx.Counters
+	return nil
+}
+
+func (s *stdoutSink) Write(_ context.Context, b arrow.RecordBatch) error {
+	n := int(b.NumRows())
+	if n == 0 {
+		return nil
+	}
+	s.buf = s.buf[:0]
+	for row := range n {
+		s.buf = arrowfmt.AppendJSONRow(s.buf, b, row)
+		s.buf = append(s.buf, '\n')
+	}
+	stdoutMu.Lock()
+	_, err := s.w.Write(s.buf)
+	stdoutMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("write stdout sink: %w", err)
+	}
+	if s.counters != nil {
+		s.counters.SinkRows.Add(int64(n))
+	}
+	return nil
+}
+
+func (s *stdoutSink) Finish(context.Context) error { return nil }
+
+func (s *stdoutSink) Close() error {
+	s.buf = nil
+	return nil
+}

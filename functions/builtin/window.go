@@ -1,0 +1,952 @@
+package builtin
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// windowBatchRows caps the rows of one emitted batch.
+const windowBatchRows = 1 << 16
+
+// windowConfig is what WindowSchema and NewWindow derive from the spec.
+type windowConfig struct {
+	name       string
+	kind       windowKind
+	size       int64 // ms; tumbling and sliding
+	slide      int64 // ms; sliding
+	gap        int64 // ms; session
+	lateness   int64 // ms
+	lateOutput string
+
+	in       Stream
+	keyCols  []int
+	keyTypes []arrowfmt.Type
+	aggs     []Aggregate
+	out      Stream
+}
+
+type windowKind uint8
+
+const (
+	tumbling windowKind = iota + 1
+	sliding
+	session
+)
+
+// WindowSchema returns what a window operator emits for input in:
+// window_start and window_end (timestamp_ms), the keyBy columns in order
+// and with their input types, then the aggregates in order. Event time of
+// the output is window_end - 1, the last millisecond of the window, as in
+// Flink.
+func WindowSchema(op *spec.Operator, in Stream) (Stream, error) {
+	cfg, err := newWindowConfig(op, in)
+	if err != nil {
+		return Stream{}, err
+	}
+	return cfg.out, nil
+}
+
+// WindowLateSchema returns what a window operator sends to its late output:
+// the input rows unchanged.
+func WindowLateSchema(in Stream) Stream { return in }
+
+func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
+	cfg := &windowConfig{name: op.Name, in: in}
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	if !in.HasTime() {
+		add("the input has no event time: a window needs the source to set eventTime (the timestamp_ms column of each record)")
+	} else if in.TimeColumn >= in.Schema.NumFields() {
+		add("event time column %d is out of range: the input has %d columns", in.TimeColumn, in.Schema.NumFields())
+	} else if t := in.Schema.Field(in.TimeColumn).Type; t.ID() != arrow.TIMESTAMP && t.ID() != arrow.INT64 {
+		add("event time column %q is %v, want timestamp_ms", in.Schema.Field(in.TimeColumn).Name, t)
+	}
+	w := op.Window
+	if w == nil {
+		add("window: missing: want {type: tumbling|sliding|session, ...}")
+	} else {
+		cfg.lateOutput = w.LateOutput
+		ms := func(field string, d spec.Duration, positive bool) int64 {
+			switch {
+			case d < 0 || (positive && d < spec.Duration(time.Millisecond)):
+				add("window.%s: %s: want at least 1ms", field, d)
+			case d%spec.Duration(time.Millisecond) != 0:
+				add("window.%s: %s is not a whole number of milliseconds", field, d)
+			}
+			return int64(d.D() / time.Millisecond)
+		}
+		switch w.Type {
+		case spec.WindowTumbling:
+			cfg.kind = tumbling
+			cfg.size = ms("size", w.Size, true)
+		case spec.WindowSliding:
+			cfg.kind = sliding
+			cfg.size = ms("size", w.Size, true)
+			cfg.slide = ms("slide", w.Slide, true)
+			if cfg.slide > cfg.size {
+				add("window.slide: %s is longer than size %s", w.Slide, w.Size)
+			}
+		case spec.WindowSession:
+			cfg.kind = session
+			cfg.gap = ms("gap", w.Gap, true)
+		default:
+			add("window.type: %q is not a window type: want tumbling, sliding or session", w.Type)
+		}
+		cfg.lateness = ms("allowedLateness", w.AllowedLateness, false)
+	}
+
+	if len(op.KeyBy) == 0 {
+		add("keyBy: missing: a window needs key columns")
+	}
+	names := map[string]string{
+		"window_start": "the window_start column",
+		"window_end":   "the window_end column",
+	}
+	if idx, err := in.Columns("keyBy", op.KeyBy); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.keyCols = idx
+		for i, c := range idx {
+			name := op.KeyBy[i]
+			t, err := arrowfmt.TypeOf(in.Schema.Field(c).Type)
+			if err != nil {
+				add("keyBy: column %q: %w", name, err)
+				continue
+			}
+			if prev, dup := names[name]; dup {
+				add("keyBy: %q collides with %s", name, prev)
+			}
+			names[name] = fmt.Sprintf("key column %q", name)
+			cfg.keyTypes = append(cfg.keyTypes, t)
+		}
+	}
+	if op.Aggregate.Len() == 0 {
+		add("aggregate: missing: a window needs aggregates, e.g. {requests: count(), avg_fare: avg(fare)}")
+	} else if aggs, err := ParseAggregates(op.Aggregate, in.Schema); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.aggs = aggs
+		for _, a := range aggs {
+			if prev, dup := names[a.Name]; dup {
+				add("aggregate %s: the name collides with %s", a.Name, prev)
+			}
+			names[a.Name] = fmt.Sprintf("aggregate %q", a.Name)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("window %s: %w", op.Name, errors.Join(errs...))
+	}
+
+	fields := []arrowfmt.Field{{Name: "window_start", Type: arrowfmt.TimestampMs}, {Name: "window_end", Type: arrowfmt.TimestampMs}}
+	for i, name := range op.KeyBy {
+		fields = append(fields, arrowfmt.Field{Name: name, Type: cfg.keyTypes[i]})
+	}
+	for _, a := range cfg.aggs {
+		fields = append(fields, arrowfmt.Field{Name: a.Name, Type: a.Out})
+	}
+	schema, err := arrowfmt.NewSchema(fields)
+	if err != nil {
+		return nil, fmt.Errorf("window %s: build output schema: %w", op.Name, err)
+	}
+	cfg.out = Stream{Schema: schema, TimeColumn: 1, TimeOffset: -1}
+	return cfg, nil
+}
+
+// NewWindow returns the keyed event-time window operator of op for input
+// in. The runtime routes rows by the key groups of op.KeyBy (see
+// arrowfmt.HashKeys), so each subtask sees only its keys; a row of a key
+// group outside ctx.KeyGroupStart..KeyGroupEnd is an error.
+//
+// The operator is Flink's WindowOperator with an EventTimeTrigger
+// and an incremental aggregate, applied to batches:
+//
+//   - A row's windows come from its event time: tumbling [k*size, +size)
+//     aligned to the epoch (floor, also for negative times), sliding every
+//     [k*slide, k*slide+size) that contains it, session [ts, ts+gap).
+//   - A window is late once cleanupTime = end-1+allowedLateness <= the
+//     watermark; a late window takes no rows. A row that no window took,
+//     and whose ts+allowedLateness <= watermark, goes to the late output
+//     (Counters.LateSide) or is counted in Counters.LateDropped. A row with
+//     a null event time belongs to no window and is treated the same way.
+//   - A window fires (emits one row) when the watermark reaches end-1. A row
+//     added to a window that has already fired, within allowedLateness,
+//     fires it again with the updated result (Counters.WindowsRefire). Flink
+//     fires once per such row; weir fires once per input batch, at the end
+//     of ProcessBatch, with the result that includes every row of the batch.
+//     Counters.WindowsFired counts every firing, re-fires included.
+//   - A window's state is dropped when the watermark reaches cleanupTime.
+//   - Session windows merge like Flink's MergingWindowSet: windows of a key
+//     that overlap or touch (TimeWindow.intersects is inclusive, so two rows
+//     exactly gap apart are one session) merge into one spanning both, with
+//     their accumulators merged. Merging can extend a session that already
+//     fired: if the merged window's end-1 is still at or below the watermark
+//     it re-fires at the end of the batch; otherwise it fires when the
+//     watermark reaches its new end, as a new row with the new window_end
+//     (the earlier row is not retracted) and counts as a re-fire. A row
+//     whose own window [ts, ts+gap) is late but overlaps a live session
+//     joins that session, as in Flink, because lateness is judged on the
+//     merged window. A session whose state was dropped is forgotten: a
+//     later, not yet late row that would have touched it starts a new one.
+//     Since a batch's rows all go in before anything re-fires, a session
+//     that gets a late row and is then extended past the watermark by
+//     another row of the same batch emits only its final state, when the
+//     watermark reaches its new end (Flink would also emit the
+//     intermediate one).
+//
+// Output order is deterministic: each ProcessWatermark and each re-firing
+// batch emits its windows ordered by (window_end, key, window_start), where
+// keys compare by their arrowfmt key encoding.
+//
+// State is grouped by key group so that it can be snapshotted and moved by
+// key group range: per key, its typed key values and its windows (bounds,
+// accumulator slot, whether it has fired and whether it has rows not yet
+// emitted). Accumulators live column-wise in one accumulators value. The
+// timers (fire and cleanup times per window) are derived from the windows
+// and need not be saved: restore re-registers them.
+func NewWindow(op *spec.Operator, in Stream) (task.Operator, error) {
+	cfg, err := newWindowConfig(op, in)
+	if err != nil {
+		return nil, err
+	}
+	return &windowOperator{cfg: cfg, wm: task.MinWatermark}, nil
+}
+
+// window is one window of one key.
+type window struct {
+	start, end int64
+	slot       int32 // accumulator slot
+	// emitted: a result of this window (or of a session merged into it)
+	// went downstream. pending: rows were added since the last result.
+	emitted, pending bool
+}
+
+// keyState is the state of one key.
+type keyState struct {
+	key   string    // arrowfmt key encoding
+	hash  uint64    // arrowfmt key hash
+	next  *keyState // next key with the same hash
+	group int       // key group
+	vals  []keyValue
+	// wins is sorted by start. Session windows are disjoint and do not
+	// touch, so their ends are sorted too.
+	wins []window
+}
+
+// keyValue is one typed key column value, as in the first row of the key.
+type keyValue struct {
+	null bool
+	b    bool
+	i    int64 // int64, timestamp_ms
+	f    float64
+	s    string
+}
+
+// timer is a pending fire or cleanup of window [start, end) of key. A
+// window whose bounds changed (session merge) or that is gone leaves stale
+// timers behind; they are recognised by the bounds and skipped.
+type timer struct {
+	at         int64
+	key        *keyState
+	start, end int64
+	cleanup    bool // drop the window's state (after firing it if due)
+}
+
+// timerQueue holds timers in buckets by time, with a min-heap of the
+// times. Many windows share a time (every key's window of a tumbling
+// period ends together), so registering a timer is a map lookup and an
+// append, and the heap only orders distinct times.
+type timerQueue struct {
+	times   []int64 // min-heap
+	buckets map[int64][]timer
+	spare   [][]timer // emptied buckets, reused
+}
+
+func (q *timerQueue) push(t timer) {
+	if b, ok := q.buckets[t.at]; ok {
+		q.buckets[t.at] = append(b, t)
+		return
+	}
+	if q.buckets == nil {
+		q.buckets = map[int64][]timer{}
+	}
+	var b []timer
+	if k := len(q.spare); k > 0 {
+		b, q.spare = q.spare[k-1], q.spare[:k-1]
+	}
+	q.buckets[t.at] = append(b, t)
+	h := append(q.times, t.at)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p] <= h[i] {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	q.times = h
+}
+
+// popDue removes and returns the timers of the earliest time if it is at
+// or before wm. The caller gives the slice back with recycle.
+func (q *timerQueue) popDue(wm int64) ([]timer, bool) {
+	h := q.times
+	if len(h) == 0 || h[0] > wm {
+		return nil, false
+	}
+	at := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		if r := l + 1; r < n && h[r] < h[l] {
+			l = r
+		}
+		if h[i] <= h[l] {
+			break
+		}
+		h[i], h[l] = h[l], h[i]
+		i = l
+	}
+	q.times = h
+	b := q.buckets[at]
+	delete(q.buckets, at)
+	return b, true
+}
+
+func (q *timerQueue) recycle(b []timer) {
+	clear(b) // drop the key pointers
+	q.spare = append(q.spare, b[:0])
+}
+
+// firing is one window result to emit.
+type firing struct {
+	key        *keyState
+	start, end int64
+	slot       int32
+	refire     bool
+}
+
+type windowOperator struct {
+	cfg      *windowConfig
+	ctx      *task.Context
+	counters *task.Counters
+	late     task.Output // nil without a late output
+	maxPar   int
+	kgStart  int
+	acc      *accumulators
+	// groups holds the keys of each key group (index: key group - kgStart)
+	// by key hash. Keys whose 64-bit hashes collide chain through next.
+	groups  []map[uint64]*keyState
+	timers  timerQueue
+	wm      int64
+	out     *array.RecordBuilder
+	lateOut *array.RecordBuilder
+
+	// Scratch reused across batches.
+	hashes   []uint64
+	keyBuf   []byte
+	rows     []int32 // (rows[j], slots[j]): row rows[j] goes into slot slots[j]
+	slots    []int32
+	lateRows []int32
+	refire   []timer // windows to re-fire at the end of the batch (at unused)
+	fwd      map[int32]int32
+	released []int32 // slots merged away in this batch, released at its end
+	fire     []firing
+	fireSlot []int32
+	cleanups []timer
+}
+
+var _ task.Operator = (*windowOperator)(nil)
+
+func (w *windowOperator) Open(ctx *task.Context) error {
+	if ctx.Out == nil {
+		return fmt.Errorf("window %s: open: no output", w.cfg.name)
+	}
+	w.ctx = ctx
+	w.counters = ctx.Counters
+	if w.counters == nil {
+		w.counters = new(task.Counters)
+	}
+	if w.cfg.lateOutput != "" {
+		if ctx.Side == nil {
+			return fmt.Errorf("window %s: open late output %q: the runtime gave no side outputs", w.cfg.name, w.cfg.lateOutput)
+		}
+		w.late = ctx.Side(w.cfg.lateOutput)
+		w.lateOut = array.NewRecordBuilder(ctx.Mem, w.cfg.in.Schema)
+	}
+	w.maxPar = ctx.MaxParallelism
+	if w.maxPar <= 0 {
+		w.maxPar = arrowfmt.DefaultMaxParallelism
+	}
+	start, end := ctx.KeyGroupStart, ctx.KeyGroupEnd
+	if end <= start { // not set: every key group
+		start, end = 0, w.maxPar
+	}
+	w.kgStart = start
+	w.groups = make([]map[uint64]*keyState, end-start)
+	w.acc = newAccumulators(w.cfg.aggs)
+	w.fwd = map[int32]int32{}
+	w.out = array.NewRecordBuilder(ctx.Mem, w.cfg.out.Schema)
+	return nil
+}
+
+func (w *windowOperator) Close() error {
+	if w.out != nil {
+		w.out.Release()
+		w.out = nil
+	}
+	if w.lateOut != nil {
+		w.lateOut.Release()
+		w.lateOut = nil
+	}
+	w.groups, w.timers, w.acc = nil, timerQueue{}, nil
+	return nil
+}
+
+// satAdd is a+b for b >= 0, saturating at math.MaxInt64 (Flink's
+// cleanupTime does the same).
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// windowLate reports whether a window ending at end is past its cleanup
+// time: it takes no more rows.
+func (w *windowOperator) windowLate(end int64) bool {
+	return satAdd(end-1, w.cfg.lateness) <= w.wm
+}
+
+func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
+	n := int(b.NumRows())
+	if n == 0 {
+		return nil
+	}
+	if int(b.NumCols()) != w.cfg.in.Schema.NumFields() {
+		return fmt.Errorf("window %s: process batch: %d columns, want %d (%s)", w.cfg.name, b.NumCols(), w.cfg.in.Schema.NumFields(), columnList(w.cfg.in.Schema))
+	}
+	tcol := b.Column(w.cfg.in.TimeColumn)
+	var times []int64
+	switch a := tcol.(type) {
+	case *array.Timestamp:
+		times = timestampInt64s(a.TimestampValues())
+	case *array.Int64:
+		times = a.Int64Values()
+	default:
+		return fmt.Errorf("window %s: process batch: event time column is %v, want timestamp_ms", w.cfg.name, tcol.DataType())
+	}
+	timeNulls := tcol.NullN() > 0
+	offset := w.cfg.in.TimeOffset
+
+	w.hashes = arrowfmt.HashKeys(b, w.cfg.keyCols, w.hashes)
+	if w.kgStart > 0 || len(w.groups) < w.maxPar {
+		// Check the routing before changing any state.
+		for r, h := range w.hashes {
+			if kg := arrowfmt.KeyGroup(h, w.maxPar); kg < w.kgStart || kg >= w.kgStart+len(w.groups) {
+				return fmt.Errorf("window %s: process batch: row %d has key group %d, outside this subtask's key groups [%d, %d): the input is not partitioned by the keyBy columns",
+					w.cfg.name, r, kg, w.kgStart, w.kgStart+len(w.groups))
+			}
+		}
+	}
+	w.rows, w.slots, w.lateRows, w.refire = w.rows[:0], w.slots[:0], w.lateRows[:0], w.refire[:0]
+	var last *keyState
+	for r := range n {
+		if timeNulls && tcol.IsNull(r) {
+			w.lateRows = append(w.lateRows, int32(r))
+			continue
+		}
+		ts := times[r] + offset
+
+		kg := arrowfmt.KeyGroup(w.hashes[r], w.maxPar)
+		g := kg - w.kgStart
+		w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], b, w.cfg.keyCols, r)
+		ks := last
+		if ks == nil || ks.hash != w.hashes[r] || ks.key != string(w.keyBuf) {
+			ks = w.groups[g][w.hashes[r]]
+			for ks != nil && ks.key != string(w.keyBuf) {
+				ks = ks.next
+			}
+			if ks == nil {
+				ks = w.newKey(b, r, kg, w.hashes[r])
+			}
+			last = ks
+		}
+
+		var taken bool
+		switch w.cfg.kind {
+		case tumbling:
+			start := ts - floorMod(ts, w.cfg.size)
+			taken = w.addToWindow(ks, int32(r), start, start+w.cfg.size)
+		case sliding:
+			for start := ts - floorMod(ts, w.cfg.slide); start > ts-w.cfg.size; start -= w.cfg.slide {
+				if w.addToWindow(ks, int32(r), start, start+w.cfg.size) {
+					taken = true
+				}
+			}
+		case session:
+			taken = w.addToSession(ks, int32(r), ts)
+		}
+		if !taken && satAdd(ts, w.cfg.lateness) <= w.wm {
+			w.lateRows = append(w.lateRows, int32(r))
+		}
+		if len(ks.wins) == 0 { // a new key whose only row was late
+			w.removeKey(ks)
+			last = nil
+		}
+	}
+
+	if len(w.fwd) > 0 { // sessions merged in this batch: rows go to the survivor
+		for j, s := range w.slots {
+			for {
+				t, ok := w.fwd[s]
+				if !ok {
+					break
+				}
+				s = t
+			}
+			w.slots[j] = s
+		}
+		clear(w.fwd)
+	}
+	w.acc.update(b, w.rows, w.slots)
+	for _, s := range w.released {
+		w.acc.release(s)
+	}
+	w.released = w.released[:0]
+
+	if len(w.refire) > 0 {
+		w.fire = w.fire[:0]
+		for _, t := range w.refire {
+			if i, ok := t.key.find(t.start, t.end); ok && t.key.wins[i].pending {
+				w.fire = w.takeFiring(w.fire, t.key, i)
+			}
+		}
+		if err := w.emit(w.fire); err != nil {
+			return err
+		}
+	}
+	return w.emitLate(b)
+}
+
+func floorMod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+// newKey adds the state of the key of row r, taking its typed values.
+func (w *windowOperator) newKey(b arrow.RecordBatch, r, kg int, hash uint64) *keyState {
+	ks := &keyState{key: string(w.keyBuf), hash: hash, group: kg, vals: make([]keyValue, len(w.cfg.keyCols))}
+	for i, c := range w.cfg.keyCols {
+		col := b.Column(c)
+		v := &ks.vals[i]
+		if col.IsNull(r) {
+			v.null = true
+			continue
+		}
+		switch a := col.(type) {
+		case *array.Int64:
+			v.i = a.Value(r)
+		case *array.Timestamp:
+			v.i = int64(a.Value(r))
+		case *array.Float64:
+			v.f = a.Value(r)
+		case *array.Boolean:
+			v.b = a.Value(r)
+		case *array.String:
+			v.s = strings.Clone(a.Value(r)) // do not pin the batch's buffer
+		}
+	}
+	g := kg - w.kgStart
+	if w.groups[g] == nil {
+		w.groups[g] = map[uint64]*keyState{}
+	}
+	ks.next = w.groups[g][hash]
+	w.groups[g][hash] = ks
+	return ks
+}
+
+// removeKey drops the state of ks, which has no windows left.
+func (w *windowOperator) removeKey(ks *keyState) {
+	m := w.groups[ks.group-w.kgStart]
+	p := m[ks.hash]
+	switch {
+	case p == ks && ks.next == nil:
+		delete(m, ks.hash)
+	case p == ks:
+		m[ks.hash] = ks.next
+	default:
+		for p.next != ks {
+			p = p.next
+		}
+		p.next = ks.next
+	}
+	ks.next = nil
+}
+
+// find returns the index of window [start, end) of ks.
+func (ks *keyState) find(start, end int64) (int, bool) {
+	i, ok := ks.search(start)
+	return i, ok && ks.wins[i].end == end
+}
+
+// search returns the index of the first window starting at or after start,
+// and whether it starts at start.
+func (ks *keyState) search(start int64) (int, bool) {
+	wins := ks.wins
+	n := len(wins)
+	// Most rows go to the newest window.
+	if n == 0 || wins[n-1].start < start {
+		return n, false
+	}
+	if wins[n-1].start == start {
+		return n - 1, true
+	}
+	lo, hi := 0, n-1
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if wins[m].start < start {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, wins[lo].start == start
+}
+
+// addToWindow adds row r to the (tumbling or sliding) window [start, end)
+// of ks, creating it if needed. It returns false if the window is late.
+func (w *windowOperator) addToWindow(ks *keyState, r int32, start, end int64) bool {
+	i, ok := ks.search(start)
+	if !ok {
+		if w.windowLate(end) {
+			return false
+		}
+		ks.wins = slices.Insert(ks.wins, i, window{start: start, end: end, slot: w.acc.alloc()})
+		w.addTimers(ks, start, end)
+	}
+	w.addRow(ks, i, r, false)
+	return true
+}
+
+// addToSession adds row r with event time ts to the sessions of ks,
+// merging as Flink's MergingWindowSet does. It returns false if the row's
+// session is late.
+func (w *windowOperator) addToSession(ks *keyState, r int32, ts int64) bool {
+	start, end := ts, satAdd(ts, w.cfg.gap)
+	wins := ks.wins
+	// Windows [s, e) that intersect [start, end), bounds included: e >=
+	// start and s <= end. They are contiguous from the first with e >= start.
+	lo, hi := 0, len(wins)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if wins[m].end < start {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	i, j := lo, lo
+	for j < len(wins) && wins[j].start <= end {
+		j++
+	}
+	merged := false
+	switch {
+	case i == j: // a new session
+		if w.windowLate(end) {
+			return false
+		}
+		ks.wins = slices.Insert(ks.wins, i, window{start: start, end: end, slot: w.acc.alloc()})
+		w.addTimers(ks, start, end)
+	case j == i+1 && wins[i].start <= start && end <= wins[i].end:
+		// Inside an existing session.
+	default:
+		// The new window bridges or extends sessions i..j-1. The first
+		// survives with the merged bounds and accumulators. It cannot be
+		// late: it ends no earlier than a live session.
+		t := &wins[i]
+		t.start, t.end = min(t.start, start), max(wins[j-1].end, end)
+		for k := i + 1; k < j; k++ {
+			m := &wins[k]
+			w.acc.merge(t.slot, m.slot)
+			w.fwd[m.slot] = t.slot
+			w.released = append(w.released, m.slot)
+			t.emitted = t.emitted || m.emitted
+			t.pending = t.pending || m.pending
+		}
+		ks.wins = slices.Delete(wins, i+1, j)
+		w.addTimers(ks, ks.wins[i].start, ks.wins[i].end)
+		merged = true
+	}
+	w.addRow(ks, i, r, merged)
+	return true
+}
+
+// addRow queues row r for window i of ks. A window that is already due
+// (its end-1 at or below the watermark) fires again at the end of the
+// batch; force queues it even if it had pending rows (its bounds changed,
+// so an earlier queue entry no longer finds it).
+func (w *windowOperator) addRow(ks *keyState, i int, r int32, force bool) {
+	win := &ks.wins[i]
+	w.rows = append(w.rows, r)
+	w.slots = append(w.slots, win.slot)
+	if (!win.pending || force) && win.end-1 <= w.wm {
+		w.refire = append(w.refire, timer{key: ks, start: win.start, end: win.end})
+	}
+	win.pending = true
+}
+
+// addTimers registers the fire and cleanup timers of window [start, end)
+// of ks. A window already due needs no fire timer: addRow queues it.
+func (w *windowOperator) addTimers(ks *keyState, start, end int64) {
+	fireAt, cleanAt := end-1, satAdd(end-1, w.cfg.lateness)
+	if fireAt > w.wm && fireAt != cleanAt {
+		w.timers.push(timer{at: fireAt, key: ks, start: start, end: end})
+	}
+	w.timers.push(timer{at: cleanAt, key: ks, start: start, end: end, cleanup: true})
+}
+
+// takeFiring appends window i of ks to fs and marks it emitted.
+func (w *windowOperator) takeFiring(fs []firing, ks *keyState, i int) []firing {
+	win := &ks.wins[i]
+	fs = append(fs, firing{key: ks, start: win.start, end: win.end, slot: win.slot, refire: win.emitted})
+	win.pending, win.emitted = false, true
+	return fs
+}
+
+// ProcessWatermark fires every window whose end-1 is at or below wm, in
+// order of (window_end, key), then drops the windows whose cleanup time
+// has come.
+func (w *windowOperator) ProcessWatermark(wm int64) error {
+	if wm <= w.wm {
+		return nil
+	}
+	w.wm = wm
+	w.fire, w.cleanups = w.fire[:0], w.cleanups[:0]
+	for {
+		due, ok := w.timers.popDue(wm)
+		if !ok {
+			break
+		}
+		for _, t := range due {
+			i, ok := t.key.find(t.start, t.end)
+			if !ok {
+				continue // stale: merged into another session, or gone
+			}
+			if t.key.wins[i].pending {
+				w.fire = w.takeFiring(w.fire, t.key, i)
+			}
+			if t.cleanup {
+				w.cleanups = append(w.cleanups, t)
+			}
+		}
+		w.timers.recycle(due)
+	}
+	if err := w.emit(w.fire); err != nil {
+		return err
+	}
+	for _, t := range w.cleanups {
+		ks := t.key
+		i, ok := ks.find(t.start, t.end)
+		if !ok {
+			continue
+		}
+		w.acc.release(ks.wins[i].slot)
+		ks.wins = slices.Delete(ks.wins, i, i+1)
+		if len(ks.wins) == 0 {
+			w.removeKey(ks)
+		}
+	}
+	return nil
+}
+
+// Finish fires what is left. The runtime has already called
+// ProcessWatermark(MaxWatermark), so usually nothing is.
+func (w *windowOperator) Finish() error {
+	return w.ProcessWatermark(task.MaxWatermark)
+}
+
+// emit sorts fs and sends their results downstream in as few batches as
+// windowBatchRows allows.
+func (w *windowOperator) emit(fs []firing) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	slices.SortFunc(fs, func(a, b firing) int {
+		if c := cmp.Compare(a.end, b.end); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.key.key, b.key.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.start, b.start)
+	})
+	for len(fs) > 0 {
+		k := min(len(fs), windowBatchRows)
+		if err := w.emitBatch(fs[:k]); err != nil {
+			return err
+		}
+		fs = fs[k:]
+	}
+	return nil
+}
+
+func (w *windowOperator) emitBatch(fs []firing) error {
+	rb := w.out
+	rb.Reserve(len(fs))
+	starts := rb.Field(0).(*array.TimestampBuilder)
+	ends := rb.Field(1).(*array.TimestampBuilder)
+	w.fireSlot = w.fireSlot[:0]
+	refires := 0
+	for _, f := range fs {
+		starts.Append(arrow.Timestamp(f.start))
+		ends.Append(arrow.Timestamp(f.end))
+		w.fireSlot = append(w.fireSlot, f.slot)
+		if f.refire {
+			refires++
+		}
+	}
+	for c := range w.cfg.keyCols {
+		appendKeyColumn(rb.Field(2+c), fs, c)
+	}
+	base := 2 + len(w.cfg.keyCols)
+	for i := range w.cfg.aggs {
+		w.acc.appendResults(i, rb.Field(base+i), w.fireSlot)
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	w.counters.WindowsFired.Add(int64(len(fs)))
+	w.counters.WindowsRefire.Add(int64(refires))
+	if err := w.ctx.Out.Emit(rec); err != nil {
+		return fmt.Errorf("window %s: emit results: %w", w.cfg.name, err)
+	}
+	return nil
+}
+
+// appendKeyColumn appends key column c of every firing to b.
+func appendKeyColumn(b array.Builder, fs []firing, c int) {
+	for _, f := range fs {
+		v := &f.key.vals[c]
+		if v.null {
+			b.AppendNull()
+			continue
+		}
+		switch b := b.(type) {
+		case *array.Int64Builder:
+			b.Append(v.i)
+		case *array.TimestampBuilder:
+			b.Append(arrow.Timestamp(v.i))
+		case *array.Float64Builder:
+			b.Append(v.f)
+		case *array.BooleanBuilder:
+			b.Append(v.b)
+		case *array.StringBuilder:
+			b.Append(v.s)
+		}
+	}
+}
+
+// emitLate sends the rows of b listed in w.lateRows to the late output, or
+// counts them as dropped.
+func (w *windowOperator) emitLate(b arrow.RecordBatch) error {
+	n := len(w.lateRows)
+	if n == 0 {
+		return nil
+	}
+	if w.late == nil {
+		w.counters.LateDropped.Add(int64(n))
+		return nil
+	}
+	w.counters.LateSide.Add(int64(n))
+	if n == int(b.NumRows()) {
+		if err := w.late.Emit(b); err != nil {
+			return fmt.Errorf("window %s: emit late rows: %w", w.cfg.name, err)
+		}
+		return nil
+	}
+	rec := takeRows(w.lateOut, b, w.lateRows)
+	defer rec.Release()
+	if err := w.late.Emit(rec); err != nil {
+		return fmt.Errorf("window %s: emit late rows: %w", w.cfg.name, err)
+	}
+	return nil
+}
+
+// takeRows returns the rows of rec at rows, built with rb (whose schema is
+// rec's).
+func takeRows(rb *array.RecordBuilder, rec arrow.RecordBatch, rows []int32) arrow.RecordBatch {
+	rb.Reserve(len(rows))
+	for c, col := range rec.Columns() {
+		switch b := rb.Field(c).(type) {
+		case *array.Int64Builder:
+			a := col.(*array.Int64)
+			for _, r := range rows {
+				if a.IsNull(int(r)) {
+					b.AppendNull()
+				} else {
+					b.Append(a.Value(int(r)))
+				}
+			}
+		case *array.TimestampBuilder:
+			a := col.(*array.Timestamp)
+			for _, r := range rows {
+				if a.IsNull(int(r)) {
+					b.AppendNull()
+				} else {
+					b.Append(a.Value(int(r)))
+				}
+			}
+		case *array.Float64Builder:
+			a := col.(*array.Float64)
+			for _, r := range rows {
+				if a.IsNull(int(r)) {
+					b.AppendNull()
+				} else {
+					b.Append(a.Value(int(r)))
+				}
+			}
+		case *array.BooleanBuilder:
+			a := col.(*array.Boolean)
+			for _, r := range rows {
+				if a.IsNull(int(r)) {
+					b.AppendNull()
+				} else {
+					b.Append(a.Value(int(r)))
+				}
+			}
+		case *array.StringBuilder:
+			a := col.(*array.String)
+			for _, r := range rows {
+				if a.IsNull(int(r)) {
+					b.AppendNull()
+				} else {
+					b.Append(a.Value(int(r)))
+				}
+			}
+		default:
+			panic(fmt.Sprintf("builtin: take rows of a %v column", col.DataType()))
+		}
+	}
+	return rb.NewRecordBatch()
+}
