@@ -1,0 +1,160 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirstream/weir/functions/spec"
+)
+
+// APIError is the body of every error response.
+type APIError struct {
+	Error    string         `json:"error"`
+	Problems []spec.Problem `json:"problems,omitempty"`
+}
+
+// SubmitResponse is the body of a successful POST /api/v1/jobs.
+type SubmitResponse struct {
+	ID string `json:"id"`
+}
+
+// Handler serves the coordinator's JSON API:
+//
+//	POST /api/v1/jobs              submit a spec (YAML or JSON body) -> {"id"}
+//	GET  /api/v1/jobs              list jobs
+//	GET  /api/v1/jobs/{id}         one job, with vertices and tasks
+//	POST /api/v1/jobs/{id}/cancel  cancel a job
+//	GET  /api/v1/workers           live workers
+//	GET  /healthz, GET /metrics
+func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/jobs", c.handleSubmit)
+	mux.HandleFunc("GET /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.List())
+	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := c.Status(r.PathValue("id"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Cancel(r.Context(), r.PathValue("id")); err != nil {
+			writeErr(w, err)
+			return
+		}
+		st, _ := c.Status(r.PathValue("id"))
+		writeJSON(w, http.StatusAccepted, st)
+	})
+	mux.HandleFunc("GET /api/v1/workers", func(w http.ResponseWriter, r *http.Request) {
+		ws, err := c.cfg.Plane.Workers(r.Context())
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ws)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	if reg != nil {
+		reg.MustRegister(c.collector())
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+func (c *Coordinator) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, APIError{Error: "read spec: " + err.Error()})
+		return
+	}
+	name := r.URL.Query().Get("file")
+	if name == "" {
+		name = "spec"
+	}
+	js, err := spec.Parse(body, name)
+	if err == nil {
+		var id string
+		id, err = c.Submit(r.Context(), js)
+		if err == nil {
+			writeJSON(w, http.StatusCreated, SubmitResponse{ID: id})
+			return
+		}
+	}
+	if ps, ok := spec.AsProblems(err); ok {
+		ps = spec.WithLines(ps, body, name)
+		writeJSON(w, http.StatusBadRequest, APIError{Error: ps.Error(), Problems: ps})
+		return
+	}
+	writeErr(w, err)
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrEnded):
+		code = http.StatusConflict
+	}
+	writeJSON(w, code, APIError{Error: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// collector exports job states and per-vertex counters.
+func (c *Coordinator) collector() prometheus.Collector { return &jobCollector{c: c} }
+
+type jobCollector struct{ c *Coordinator }
+
+var (
+	descJobs = prometheus.NewDesc("weir_jobs", "Jobs by state.", []string{"state"}, nil)
+	descIn   = prometheus.NewDesc("weir_vertex_records_in_total", "Records read by a vertex's subtasks.", []string{"job", "vertex"}, nil)
+	descOut  = prometheus.NewDesc("weir_vertex_records_out_total", "Records written by a vertex's subtasks.", []string{"job", "vertex"}, nil)
+	descBP   = prometheus.NewDesc("weir_vertex_backpressured_seconds_total", "Time a vertex's subtasks waited for credit.", []string{"job", "vertex"}, nil)
+)
+
+func (jc *jobCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descJobs
+	ch <- descIn
+	ch <- descOut
+	ch <- descBP
+}
+
+func (jc *jobCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[string]int{}
+	for _, s := range jc.c.List() {
+		counts[s.State]++
+		if s.State != JobRunning {
+			continue
+		}
+		full, err := jc.c.Status(s.ID)
+		if err != nil {
+			continue
+		}
+		for _, v := range full.Vertices {
+			ch <- prometheus.MustNewConstMetric(descIn, prometheus.CounterValue, float64(v.Totals.RecordsIn), s.ID, v.Name)
+			ch <- prometheus.MustNewConstMetric(descOut, prometheus.CounterValue, float64(v.Totals.RecordsOut), s.ID, v.Name)
+			ch <- prometheus.MustNewConstMetric(descBP, prometheus.CounterValue, v.Totals.BackpressureSec, s.ID, v.Name)
+		}
+	}
+	for _, st := range []string{JobCreated, JobRunning, JobCanceling, JobFinished, JobFailed, JobCanceled} {
+		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(counts[st]), st)
+	}
+}

@@ -1,0 +1,100 @@
+// Package control is how the coordinator and workers talk: workers register
+// and heartbeat, the coordinator sends them commands (deploy a subtask,
+// cancel one), and tasks report their state and metrics back as events.
+//
+// Two planes implement it with the same semantics: Redis (workers are
+// separate processes; the coordinator can restart and find them again) and
+// in-process (the embedded single-process mode).
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/weirstream/weir/functions/task"
+)
+
+// ErrUnknownWorker is returned by Send for a worker that is not registered.
+var ErrUnknownWorker = errors.New("control: unknown worker")
+
+// WorkerInfo is what a worker says about itself.
+type WorkerInfo struct {
+	ID      string    `json:"id"`
+	Slots   int       `json:"slots"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+}
+
+// Command kinds.
+const (
+	CmdDeploy = "deploy"
+	CmdCancel = "cancel"
+)
+
+// TaskID names one subtask of one attempt of a job.
+type TaskID struct {
+	Job     string `json:"job"`
+	Attempt int    `json:"attempt"`
+	Vertex  string `json:"vertex"`
+	Subtask int    `json:"subtask"`
+}
+
+// Command is what the coordinator asks a worker to do.
+type Command struct {
+	Kind string `json:"kind"`
+	Task TaskID `json:"task"`
+	// Spec is the job spec (JSON) for deploy; workers plan it themselves.
+	Spec json.RawMessage `json:"spec,omitempty"`
+}
+
+// Task states.
+const (
+	StateCreated  = "CREATED"
+	StateRunning  = "RUNNING"
+	StateFinished = "FINISHED"
+	StateFailed   = "FAILED"
+	StateCanceled = "CANCELED"
+)
+
+// Event is a task's report: a state change, or (State RUNNING again) fresh
+// metrics.
+type Event struct {
+	Task   TaskID             `json:"task"`
+	Worker string             `json:"worker"`
+	State  string             `json:"state"`
+	Error  string             `json:"error,omitempty"`
+	Stats  task.StatsSnapshot `json:"stats"`
+	Time   time.Time          `json:"time"`
+}
+
+// Plane is the control channel between one coordinator and its workers.
+// Methods are safe for concurrent use.
+type Plane interface {
+	// Register announces a worker; it is live until its heartbeat lapses
+	// (ttl) or it deregisters.
+	Register(ctx context.Context, w WorkerInfo, ttl time.Duration) error
+	// Heartbeat keeps a worker live for another ttl.
+	Heartbeat(ctx context.Context, workerID string, ttl time.Duration) error
+	// Deregister removes a worker at once.
+	Deregister(ctx context.Context, workerID string) error
+	// Workers returns the live workers, sorted by ID.
+	Workers(ctx context.Context) ([]WorkerInfo, error)
+
+	// Send queues a command for a worker.
+	Send(ctx context.Context, workerID string, c Command) error
+	// Receive returns the worker's next command, waiting up to wait
+	// (ok=false when none came).
+	Receive(ctx context.Context, workerID string, wait time.Duration) (c Command, ok bool, err error)
+
+	// Report publishes a task event.
+	Report(ctx context.Context, e Event) error
+	// Events returns the events reported since the previous call, waiting
+	// up to wait for the first. Only one consumer (the coordinator) reads.
+	Events(ctx context.Context, wait time.Duration) ([]Event, error)
+
+	// Close releases the plane; safe to call twice.
+	Close() error
+}

@@ -1,0 +1,230 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis keys of the control plane. They carry no job attempt: workers and
+// the event stream outlive jobs.
+const (
+	keyWorkers = "weir:ctl:workers" // hash: worker id -> WorkerInfo JSON
+	keyAlive   = "weir:ctl:alive:"  // + id: expires with the heartbeat
+	keyInbox   = "weir:ctl:inbox:"  // + id: list of commands
+	keyEvents  = "weir:ctl:events"  // stream of task events
+	maxEvents  = 100000             // approximate cap of the event stream
+	fieldEvent = "e"
+)
+
+// RedisOptions locate the Redis server of the control plane.
+type RedisOptions struct {
+	Addr     string
+	Password string
+	DB       int
+}
+
+type redisPlane struct {
+	rdb *redis.Client
+	mu  struct {
+		sync.Mutex
+		lastEvent string
+	}
+	closeOnce sync.Once
+}
+
+// NewRedis returns a control plane on Redis. The event cursor starts at the
+// end of the stream: a coordinator reads the events reported after it
+// started.
+func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("connect to redis at %s: %w", opts.Addr, err)
+	}
+	p := &redisPlane{rdb: rdb}
+	p.mu.lastEvent = "$"
+	return p, nil
+}
+
+var _ Plane = (*redisPlane)(nil)
+
+func (p *redisPlane) Register(ctx context.Context, w WorkerInfo, ttl time.Duration) error {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	_, err = p.rdb.TxPipelined(ctx, func(pp redis.Pipeliner) error {
+		pp.HSet(ctx, keyWorkers, w.ID, b)
+		pp.Set(ctx, keyAlive+w.ID, 1, ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("register worker %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
+	ok, err := p.rdb.HExists(ctx, keyWorkers, id).Result()
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("heartbeat %s: %w", id, ErrUnknownWorker)
+	}
+	if err := p.rdb.Set(ctx, keyAlive+id, 1, ttl).Err(); err != nil {
+		return fmt.Errorf("heartbeat %s: %w", id, err)
+	}
+	return nil
+}
+
+func (p *redisPlane) Deregister(ctx context.Context, id string) error {
+	_, err := p.rdb.TxPipelined(ctx, func(pp redis.Pipeliner) error {
+		pp.HDel(ctx, keyWorkers, id)
+		pp.Del(ctx, keyAlive+id, keyInbox+id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deregister worker %s: %w", id, err)
+	}
+	return nil
+}
+
+func (p *redisPlane) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	all, err := p.rdb.HGetAll(ctx, keyWorkers).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(all))
+	for id := range all {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = keyAlive + id
+	}
+	alive, err := p.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	var out []WorkerInfo
+	for i, id := range ids {
+		if alive[i] == nil {
+			// Heartbeat lapsed: the worker is gone.
+			p.rdb.HDel(ctx, keyWorkers, id)
+			p.rdb.Del(ctx, keyInbox+id)
+			continue
+		}
+		var w WorkerInfo
+		if err := json.Unmarshal([]byte(all[id]), &w); err != nil {
+			return nil, fmt.Errorf("decode worker %s: %w", id, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func (p *redisPlane) Send(ctx context.Context, id string, c Command) error {
+	ok, err := p.rdb.Exists(ctx, keyAlive+id).Result()
+	if err != nil {
+		return fmt.Errorf("send to %s: %w", id, err)
+	}
+	if ok == 0 {
+		return fmt.Errorf("send to %s: %w", id, ErrUnknownWorker)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := p.rdb.RPush(ctx, keyInbox+id, b).Err(); err != nil {
+		return fmt.Errorf("send to %s: %w", id, err)
+	}
+	return nil
+}
+
+func (p *redisPlane) Receive(ctx context.Context, id string, wait time.Duration) (Command, bool, error) {
+	res, err := p.rdb.BLPop(ctx, max(wait, 10*time.Millisecond), keyInbox+id).Result()
+	if errors.Is(err, redis.Nil) {
+		return Command{}, false, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return Command{}, false, ctx.Err()
+		}
+		return Command{}, false, fmt.Errorf("receive for %s: %w", id, err)
+	}
+	var c Command
+	if err := json.Unmarshal([]byte(res[1]), &c); err != nil {
+		return Command{}, false, fmt.Errorf("decode command for %s: %w", id, err)
+	}
+	return c, true, nil
+}
+
+func (p *redisPlane) Report(ctx context.Context, e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	err = p.rdb.XAdd(ctx, &redis.XAddArgs{Stream: keyEvents, MaxLen: maxEvents, Approx: true, Values: []any{fieldEvent, b}}).Err()
+	if err != nil {
+		return fmt.Errorf("report %s/%d %s[%d]: %w", e.Task.Job, e.Task.Attempt, e.Task.Vertex, e.Task.Subtask, err)
+	}
+	return nil
+}
+
+func (p *redisPlane) Events(ctx context.Context, wait time.Duration) ([]Event, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.lastEvent == "$" {
+		// Pin the cursor to the current end so nothing reported between
+		// two calls is missed.
+		last, err := p.rdb.XRevRangeN(ctx, keyEvents, "+", "-", 1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		p.mu.lastEvent = "0-0"
+		if len(last) > 0 {
+			p.mu.lastEvent = last[0].ID
+		}
+	}
+	res, err := p.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{keyEvents, p.mu.lastEvent}, Count: 1000, Block: max(wait, time.Millisecond)}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	var out []Event
+	for _, s := range res {
+		for _, m := range s.Messages {
+			p.mu.lastEvent = m.ID
+			raw, _ := m.Values[fieldEvent].(string)
+			var e Event
+			if err := json.Unmarshal([]byte(raw), &e); err != nil {
+				return out, fmt.Errorf("decode event %s: %w", m.ID, err)
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (p *redisPlane) Close() error {
+	var err error
+	p.closeOnce.Do(func() { err = p.rdb.Close() })
+	return err
+}

@@ -1,0 +1,96 @@
+package coordinator
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weirstream/weir/functions/plan"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// JobStatus is what the API returns about a job.
+type JobStatus struct {
+	ID       string             `json:"id"`
+	Name     string             `json:"name"`
+	State    string             `json:"state"`
+	Attempt  int                `json:"attempt"`
+	Created  time.Time          `json:"created"`
+	Started  time.Time          `json:"started,omitzero"`
+	Ended    time.Time          `json:"ended,omitzero"`
+	Error    string             `json:"error,omitempty"`
+	Vertices []VertexStatus     `json:"vertices,omitempty"`
+	Totals   task.StatsSnapshot `json:"totals"`
+}
+
+// VertexStatus sums a vertex's subtasks.
+type VertexStatus struct {
+	plan.VertexInfo
+	Tasks  []TaskStatus       `json:"tasks"`
+	Totals task.StatsSnapshot `json:"totals"`
+}
+
+// TaskStatus is one subtask.
+type TaskStatus struct {
+	Subtask int                `json:"subtask"`
+	Worker  string             `json:"worker"`
+	State   string             `json:"state"`
+	Error   string             `json:"error,omitempty"`
+	Stats   task.StatsSnapshot `json:"stats"`
+}
+
+// Status returns one job's status.
+func (c *Coordinator) Status(id string) (JobStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.mu.jobs[id]
+	if j == nil {
+		return JobStatus{}, fmt.Errorf("status of %s: %w", id, ErrNotFound)
+	}
+	return c.statusLocked(j), nil
+}
+
+// List returns every job's status (without per-task detail), newest first.
+func (c *Coordinator) List() []JobStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]JobStatus, 0, len(c.mu.jobs))
+	for _, j := range c.mu.jobs {
+		st := c.statusLocked(j)
+		st.Vertices = nil
+		out = append(out, st)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Created.After(out[b].Created) })
+	return out
+}
+
+func (c *Coordinator) statusLocked(j *job) JobStatus {
+	st := JobStatus{ID: j.id, Name: j.spec.Name, State: j.state, Attempt: j.attempt,
+		Created: j.created, Started: j.started, Ended: j.ended, Error: j.errMsg}
+	var sinks, sources task.StatsSnapshot
+	for _, vi := range j.plan.Describe() {
+		vs := VertexStatus{VertexInfo: vi}
+		v := j.plan.Vertex(vi.Name)
+		for s := 0; s < vi.Parallelism; s++ {
+			ts := TaskStatus{Subtask: s, State: stateCreated}
+			for id, t := range j.tasks {
+				if id.Vertex == vi.Name && id.Subtask == s {
+					ts.Worker, ts.State, ts.Error, ts.Stats = t.worker, t.state, t.errMsg, t.stats
+				}
+			}
+			vs.Tasks = append(vs.Tasks, ts)
+			vs.Totals = vs.Totals.Add(ts.Stats)
+		}
+		if v != nil && v.Nodes[0].Kind == plan.KindSource {
+			sources = sources.Add(vs.Totals)
+		}
+		sinks = sinks.Add(vs.Totals)
+		st.Vertices = append(st.Vertices, vs)
+	}
+	// Job totals: events in are what the sources read; the rest sums.
+	st.Totals = sinks
+	st.Totals.RecordsIn = sources.RecordsIn
+	return st
+}
+
+const stateCreated = JobCreated

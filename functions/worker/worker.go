@@ -1,0 +1,268 @@
+// Package worker is the process that runs tasks: it registers with the
+// control plane, heartbeats, receives deploy and cancel commands, runs each
+// assigned subtask's chain (package task) in its own goroutine, and reports
+// task states and metrics back. A worker keeps nothing of its own: any
+// worker can run any task.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/functions/plan"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// Config configures a worker.
+type Config struct {
+	ID        string // default: <hostname>-<pid>
+	Slots     int    // subtasks it runs at once (default 4)
+	Plane     control.Plane
+	Transport exchange.Transport
+	Bucket    blob.Bucket
+	RedisAddr string
+	// HeartbeatTTL is how long the worker stays live without a heartbeat
+	// (default 6s; it heartbeats every third of it).
+	HeartbeatTTL time.Duration
+	// StatsInterval is how often running tasks report metrics (default 1s).
+	StatsInterval time.Duration
+	Logger        *slog.Logger
+	Mem           memory.Allocator
+	// Tap is passed to every task (see task.Config.Tap).
+	Tap func(sink string, b arrow.RecordBatch)
+}
+
+// Worker runs tasks.
+type Worker struct {
+	cfg Config
+	mu  struct {
+		sync.Mutex
+		tasks map[control.TaskID]*running
+	}
+	wg sync.WaitGroup
+}
+
+type running struct {
+	cancel context.CancelFunc
+	task   *task.Task
+	done   chan struct{}
+}
+
+// New returns a worker; Run starts it.
+func New(cfg Config) *Worker {
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.Slots <= 0 {
+		cfg.Slots = 4
+	}
+	if cfg.HeartbeatTTL <= 0 {
+		cfg.HeartbeatTTL = 6 * time.Second
+	}
+	if cfg.StatsInterval <= 0 {
+		cfg.StatsInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Mem == nil {
+		cfg.Mem = memory.DefaultAllocator
+	}
+	w := &Worker{cfg: cfg}
+	w.mu.tasks = map[control.TaskID]*running{}
+	return w
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Run registers the worker and serves commands until ctx is done; then it
+// cancels its tasks, waits for them and deregisters.
+func (w *Worker) Run(ctx context.Context) error {
+	host, _ := os.Hostname()
+	info := control.WorkerInfo{ID: w.cfg.ID, Slots: w.cfg.Slots, Host: host, PID: os.Getpid(), Started: time.Now()}
+	if err := w.cfg.Plane.Register(ctx, info, w.cfg.HeartbeatTTL); err != nil {
+		return err
+	}
+	w.cfg.Logger.Info("worker registered", "worker", w.cfg.ID, "slots", w.cfg.Slots)
+	defer func() {
+		w.cancelAll()
+		w.wg.Wait()
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = w.cfg.Plane.Deregister(dctx, w.cfg.ID)
+	}()
+
+	hb := time.NewTicker(w.cfg.HeartbeatTTL / 3)
+	defer hb.Stop()
+	stats := time.NewTicker(w.cfg.StatsInterval)
+	defer stats.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hb.C:
+			if err := w.cfg.Plane.Heartbeat(ctx, w.cfg.ID, w.cfg.HeartbeatTTL); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if errors.Is(err, control.ErrUnknownWorker) {
+					// Our registration lapsed (e.g. Redis restarted):
+					// register again.
+					err = w.cfg.Plane.Register(ctx, info, w.cfg.HeartbeatTTL)
+				}
+				if err != nil {
+					w.cfg.Logger.Warn("heartbeat failed", "err", err)
+				}
+			}
+		case <-stats.C:
+			w.reportStats(ctx)
+		default:
+		}
+		c, ok, err := w.cfg.Plane.Receive(ctx, w.cfg.ID, 200*time.Millisecond)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			w.cfg.Logger.Warn("receive command failed", "err", err)
+			if sleep(ctx, 200*time.Millisecond) != nil {
+				return nil
+			}
+			continue
+		}
+		if ok {
+			w.handle(ctx, c)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (w *Worker) handle(ctx context.Context, c control.Command) {
+	switch c.Kind {
+	case control.CmdDeploy:
+		if err := w.deploy(ctx, c); err != nil {
+			w.report(ctx, c.Task, control.StateFailed, err.Error(), task.StatsSnapshot{})
+		}
+	case control.CmdCancel:
+		w.mu.Lock()
+		r := w.mu.tasks[c.Task]
+		w.mu.Unlock()
+		if r != nil {
+			r.cancel()
+		}
+	default:
+		w.cfg.Logger.Warn("unknown command", "kind", c.Kind)
+	}
+}
+
+func (w *Worker) deploy(ctx context.Context, c control.Command) error {
+	var job spec.Job
+	if err := json.Unmarshal(c.Spec, &job); err != nil {
+		return fmt.Errorf("decode spec of %s: %w", c.Task.Job, err)
+	}
+	p, err := plan.Build(&job)
+	if err != nil {
+		return fmt.Errorf("plan %s: %w", c.Task.Job, err)
+	}
+	v := p.Vertex(c.Task.Vertex)
+	if v == nil {
+		return fmt.Errorf("plan %s: no vertex %q", c.Task.Job, c.Task.Vertex)
+	}
+	cfg, err := p.TaskConfig(c.Task.Job, c.Task.Attempt, v, c.Task.Subtask)
+	if err != nil {
+		return err
+	}
+	cfg.Transport = w.cfg.Transport
+	cfg.Bucket = w.cfg.Bucket
+	cfg.RedisAddr = w.cfg.RedisAddr
+	cfg.Mem = w.cfg.Mem
+	cfg.Tap = w.cfg.Tap
+	cfg.Logger = w.cfg.Logger.With("job", c.Task.Job, "attempt", c.Task.Attempt, "vertex", c.Task.Vertex, "subtask", c.Task.Subtask)
+	t := task.New(cfg)
+	tctx, cancel := context.WithCancel(ctx)
+	r := &running{cancel: cancel, task: t, done: make(chan struct{})}
+	w.mu.Lock()
+	if _, dup := w.mu.tasks[c.Task]; dup {
+		w.mu.Unlock()
+		cancel()
+		return fmt.Errorf("task %v is already running here", c.Task)
+	}
+	w.mu.tasks[c.Task] = r
+	w.mu.Unlock()
+	w.report(ctx, c.Task, control.StateRunning, "", task.StatsSnapshot{})
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer close(r.done)
+		err := t.Run(tctx)
+		state, msg := control.StateFinished, ""
+		switch {
+		case err == nil:
+		case tctx.Err() != nil:
+			state = control.StateCanceled
+		default:
+			state, msg = control.StateFailed, err.Error()
+			cfg.Logger.Error("task failed", "err", err)
+		}
+		cancel()
+		w.mu.Lock()
+		delete(w.mu.tasks, c.Task)
+		w.mu.Unlock()
+		// Report even when the worker is stopping.
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		w.report(rctx, c.Task, state, msg, t.Stats().Snapshot())
+	}()
+	return nil
+}
+
+func (w *Worker) report(ctx context.Context, id control.TaskID, state, msg string, st task.StatsSnapshot) {
+	e := control.Event{Task: id, Worker: w.cfg.ID, State: state, Error: msg, Stats: st, Time: time.Now()}
+	if err := w.cfg.Plane.Report(ctx, e); err != nil {
+		w.cfg.Logger.Warn("report task state failed", "task", id, "state", state, "err", err)
+	}
+}
+
+func (w *Worker) reportStats(ctx context.Context) {
+	w.mu.Lock()
+	snaps := make(map[control.TaskID]task.StatsSnapshot, len(w.mu.tasks))
+	for id, r := range w.mu.tasks {
+		snaps[id] = r.task.Stats().Snapshot()
+	}
+	w.mu.Unlock()
+	for id, s := range snaps {
+		w.report(ctx, id, control.StateRunning, "", s)
+	}
+}
+
+func (w *Worker) cancelAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.mu.tasks {
+		r.cancel()
+	}
+}
