@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir/coordinator"
+)
+
+// client talks to the coordinator's HTTP API.
+type client struct {
+	base string
+	http *http.Client
+}
+
+func (a *app) client() *client {
+	return &client{base: strings.TrimRight(a.v.GetString("coordinator"), "/"), http: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// do sends a request and decodes a JSON response into out; an API error
+// comes back as an error carrying its message.
+func (c *client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach coordinator at %s: %w (is `weir coordinator` or `weir up` running? set --coordinator or WEIR_COORDINATOR)", c.base, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var ae coordinator.APIError
+		if json.Unmarshal(raw, &ae) == nil && ae.Error != "" {
+			return fmt.Errorf("%s", ae.Error)
+		}
+		return fmt.Errorf("coordinator answered %s: %s", resp.Status, bytes.TrimSpace(raw))
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("decode coordinator response: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *app) deployCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "deploy SPEC.yaml",
+		Short: "Validate a job spec and deploy it to the coordinator; prints the job id",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			// Validate here first, so problems name this file and its
+			// lines; the coordinator validates again before it stores.
+			if _, err := parseSpec(data, args[0]); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			var resp coordinator.SubmitResponse
+			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs?file="+url.QueryEscape(args[0]), data, &resp); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, resp)
+			}
+			fmt.Fprintln(a.stdout, resp.ID)
+			return nil
+		},
+	}
+}
+
+func (a *app) jobsCmd() *cobra.Command {
+	jobs := &cobra.Command{Use: "jobs", Short: "List, inspect and cancel jobs"}
+	jobs.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List jobs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var list []coordinator.JobStatus
+			if err := a.client().do(cmd.Context(), http.MethodGet, "/api/v1/jobs", nil, &list); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, list)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tCREATED\tEVENTS IN\tROWS OUT")
+			for _, j := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", j.ID, j.State, j.Created.Local().Format(time.DateTime), j.Totals.RecordsIn, j.Totals.SinkRows)
+			}
+			return tw.Flush()
+		},
+	})
+	jobs.AddCommand(&cobra.Command{
+		Use:   "status ID",
+		Short: "Show a job's state, vertices and tasks",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st coordinator.JobStatus
+			if err := a.client().do(cmd.Context(), http.MethodGet, "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &st); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, st)
+			}
+			a.printStatus(st)
+			return nil
+		},
+	})
+	jobs.AddCommand(&cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st coordinator.JobStatus
+			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/cancel", nil, &st); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, st)
+			}
+			fmt.Fprintf(a.stdout, "%s %s\n", st.ID, st.State)
+			return nil
+		},
+	})
+	return jobs
+}
+
+func (a *app) printStatus(st coordinator.JobStatus) {
+	w := a.stdout
+	fmt.Fprintf(w, "job %s (%s): %s, attempt %d\n", st.ID, st.Name, st.State, st.Attempt)
+	if st.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", st.Error)
+	}
+	fmt.Fprintf(w, "events in %d, rows to sinks %d, dead letters %d, late %d (dropped %d)\n",
+		st.Totals.RecordsIn, st.Totals.SinkRows, st.Totals.DeadLetters, st.Totals.LateSide+st.Totals.LateDropped, st.Totals.LateDropped)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERTEX\tSUBTASK\tWORKER\tSTATE\tIN\tOUT\tBUSY s\tIDLE s\tBACKPRESSURED s")
+	for _, v := range st.Vertices {
+		for _, t := range v.Tasks {
+			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\n", strings.Join(v.Nodes, "->"), t.Subtask, v.Parallelism,
+				t.Worker, t.State, t.Stats.RecordsIn, t.Stats.RecordsOut, t.Stats.BusySeconds, t.Stats.IdleSeconds, t.Stats.BackpressureSec)
+		}
+	}
+	tw.Flush()
+}

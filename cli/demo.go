@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/examples"
+	_ "github.com/weirstream/weir/examples/surge" // registers surge-multiplier
+)
+
+func (a *app) demoCmd() *cobra.Command {
+	var duration time.Duration
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the surge-pricing example in this process with a live view",
+		Long: `Run examples/surge-pricing.yaml on the embedded default (in-process
+exchange, local directory store) with a live terminal view: events per second
+in and out, the watermark, and the latest surge multiplier per zone. It runs
+until the job finishes, Ctrl-C, or --duration.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			js, err := parseSpec(examples.SurgePricing, "examples/surge-pricing.yaml")
+			if err != nil {
+				return err
+			}
+			if a.v.GetString("store") == "" {
+				abs, err := filepath.Abs(dir)
+				if err != nil {
+					return err
+				}
+				a.v.Set("store", "file://"+abs)
+				fmt.Fprintf(a.stdout, "weir demo: output files go to %s\n", filepath.Join(abs, "output"))
+			} else {
+				fmt.Fprintf(a.stdout, "weir demo: output files go to %s/output\n", a.v.GetString("store"))
+			}
+			isTTY := false
+			if f, ok := a.stdout.(*os.File); ok {
+				isTTY = term.IsTerminal(int(f.Fd()))
+			}
+			return a.runEmbedded(cmd.Context(), js, duration, newDemoView(a, isTTY))
+		},
+	}
+	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (0: until the job finishes or Ctrl-C)")
+	cmd.Flags().StringVar(&dir, "dir", "weir-demo-output", "local directory for the demo's store when --store is not set")
+	return cmd
+}
+
+// demoView draws the live terminal view of the surge-pricing demo.
+type demoView struct {
+	a     *app
+	tty   bool
+	start time.Time
+	mu    struct {
+		sync.Mutex
+		surge map[string]float64
+		at    map[string]int64
+	}
+	lastIn, lastOut int64
+	lastT           time.Time
+	lines           int
+}
+
+func newDemoView(a *app, tty bool) *demoView {
+	v := &demoView{a: a, tty: tty, start: time.Now(), lastT: time.Now()}
+	v.mu.surge = map[string]float64{}
+	v.mu.at = map[string]int64{}
+	return v
+}
+
+// tap keeps the latest multiplier per zone from the rows sent to the "out"
+// sink.
+func (v *demoView) tap(sink string, b arrow.RecordBatch) {
+	if sink != "out" {
+		return
+	}
+	zi, mi, ti := b.Schema().FieldIndices("zone"), b.Schema().FieldIndices("multiplier"), b.Schema().FieldIndices("window_end")
+	if len(zi) == 0 || len(mi) == 0 {
+		return
+	}
+	zones, ok1 := b.Column(zi[0]).(*array.String)
+	mult, ok2 := b.Column(mi[0]).(*array.Float64)
+	if !ok1 || !ok2 {
+		return
+	}
+	var ends *array.Timestamp
+	if len(ti) > 0 {
+		ends, _ = b.Column(ti[0]).(*array.Timestamp)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i := 0; i < int(b.NumRows()); i++ {
+		if zones.IsNull(i) || mult.IsNull(i) {
+			continue
+		}
+		z := zones.Value(i)
+		var end int64
+		if ends != nil && !ends.IsNull(i) {
+			end = int64(ends.Value(i))
+		}
+		if end >= v.mu.at[z] {
+			v.mu.at[z] = end
+			v.mu.surge[z] = mult.Value(i)
+		}
+	}
+}
+
+func (v *demoView) update(st coordinator.JobStatus, final bool) {
+	now := time.Now()
+	dt := now.Sub(v.lastT).Seconds()
+	in, out := st.Totals.RecordsIn, st.Totals.SinkRows
+	var inRate, outRate float64
+	if dt > 0 {
+		inRate, outRate = float64(in-v.lastIn)/dt, float64(out-v.lastOut)/dt
+	}
+	v.lastIn, v.lastOut, v.lastT = in, out, now
+
+	var b strings.Builder
+	wm := "-"
+	if st.Totals.Watermark > 0 && st.Totals.Watermark < 1<<62 {
+		wm = time.UnixMilli(st.Totals.Watermark).UTC().Format("2006-01-02 15:04:05")
+	} else if st.Totals.Watermark >= 1<<62 {
+		wm = "end of input"
+	}
+	fmt.Fprintf(&b, "surge-pricing  %-9s  %6s elapsed\n", st.State, time.Since(v.start).Round(time.Second))
+	fmt.Fprintf(&b, "events in  %9.0f/s  (total %d)\n", inRate, in)
+	fmt.Fprintf(&b, "rows out   %9.0f/s  (total %d)\n", outRate, out)
+	fmt.Fprintf(&b, "watermark  %s\n", wm)
+	v.mu.Lock()
+	zones := make([]string, 0, len(v.mu.surge))
+	for z := range v.mu.surge {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	b.WriteString("zone         surge\n")
+	for _, z := range zones {
+		fmt.Fprintf(&b, "%-12s %5.2fx\n", z, v.mu.surge[z])
+	}
+	v.mu.Unlock()
+
+	text := b.String()
+	if v.tty {
+		if v.lines > 0 {
+			fmt.Fprintf(v.a.stdout, "\x1b[%dA\x1b[J", v.lines)
+		}
+		fmt.Fprint(v.a.stdout, text)
+		v.lines = strings.Count(text, "\n")
+	} else if final || int(time.Since(v.start).Seconds())%5 == 0 {
+		fmt.Fprint(v.a.stdout, text)
+	}
+	if final {
+		v.a.printSummary(st)
+	}
+}

@@ -1,0 +1,155 @@
+// Package cli is the weir command. Main runs it; a user who adds Go
+// functions builds their own binary with:
+//
+//	func main() {
+//		functions.Register("my-func", functions.Definition{...})
+//		cli.Main()
+//	}
+//
+// Configuration comes from flags, then WEIR_* environment variables, then a
+// config file (--config, or ./weir.yaml, or ~/.config/weir/config.yaml),
+// then defaults.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+// Version is set at build time with -ldflags "-X github.com/weirstream/weir/cli.Version=...".
+var Version = "dev"
+
+// exitError carries a process exit status.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// Main runs the weir command and exits.
+func Main() {
+	os.Exit(Execute(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Execute runs the weir command with args and returns the exit status.
+func Execute(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(stderr, "weir:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "weir:", err)
+	return 1
+}
+
+// app holds the configuration of one invocation.
+type app struct {
+	v      *viper.Viper
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	a := &app{v: viper.New(), stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "weir",
+		Short:         "weir is a stateful stream processor on Arrow, Redis and object storage",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return a.loadConfig(cmd)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.String("config", "", "config file (default ./weir.yaml or ~/.config/weir/config.yaml)")
+	pf.String("store", "", "object store URL: s3://bucket/prefix or file:///path (default file://./weir-data)")
+	pf.String("s3-endpoint", "", "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO (default: AWS_ENDPOINT_URL or AWS)")
+	pf.String("s3-region", "", "S3 region (default: the AWS chain's, else us-east-1)")
+	pf.String("redis-addr", "", "Redis address host:port (default: none; embedded exchange)")
+	pf.String("coordinator", "http://127.0.0.1:8081", "coordinator URL for client commands")
+	pf.StringP("output", "o", "text", "output format of read commands: text or json")
+	pf.String("log-level", "info", "log level: debug, info, warn, error")
+	for _, name := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "coordinator", "output", "log-level"} {
+		_ = a.v.BindPFlag(name, pf.Lookup(name))
+	}
+	root.AddCommand(
+		a.demoCmd(), a.runCmd(), a.upCmd(), a.coordinatorCmd(), a.workerCmd(),
+		a.deployCmd(), a.jobsCmd(), a.bucketCmd(), a.versionCmd(),
+	)
+	root.CompletionOptions.HiddenDefaultCmd = false
+	return root
+}
+
+func (a *app) loadConfig(cmd *cobra.Command) error {
+	a.v.SetEnvPrefix("WEIR")
+	a.v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	a.v.AutomaticEnv()
+	file, _ := cmd.Flags().GetString("config")
+	if file == "" {
+		file = os.Getenv("WEIR_CONFIG")
+	}
+	if file != "" {
+		a.v.SetConfigFile(file)
+	} else {
+		a.v.SetConfigName("weir")
+		a.v.SetConfigType("yaml")
+		a.v.AddConfigPath(".")
+		if home, err := os.UserHomeDir(); err == nil {
+			a.v.AddConfigPath(home + "/.config/weir")
+		}
+	}
+	if err := a.v.ReadInConfig(); err != nil {
+		var nf viper.ConfigFileNotFoundError
+		if file != "" || !errors.As(err, &nf) {
+			return fmt.Errorf("read config %s: %w", a.v.ConfigFileUsed(), err)
+		}
+	}
+	switch o := a.v.GetString("output"); o {
+	case "text", "json":
+	default:
+		return fmt.Errorf("--output %q: want text or json", o)
+	}
+	return nil
+}
+
+func (a *app) logger() *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(a.v.GetString("log-level"))); err != nil {
+		lvl = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the weir version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, map[string]string{"version": Version})
+			}
+			fmt.Fprintln(a.stdout, "weir", Version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/functions/plan"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/worker"
+)
+
+func (a *app) runCmd() *cobra.Command {
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "run SPEC.yaml",
+		Short: "Run one job in this process until it finishes (exit 0), fails (exit 1) or is interrupted",
+		Long: `Run one job in this process: a coordinator and a worker share it, with the
+in-process exchange and the local store unless --redis-addr / --store say
+otherwise. The exit status tells FINISHED (0) from FAILED (1); a job stopped
+by Ctrl-C exits 130, one stopped by --duration exits 0.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			js, err := parseSpec(data, args[0])
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			return a.runEmbedded(cmd.Context(), js, duration, nil)
+		},
+	}
+	cmd.Flags().DurationVar(&duration, "duration", 0, "stop the job after this long (0: run until it ends)")
+	return cmd
+}
+
+// parseSpec parses and fully validates a spec file, with file:line in
+// every problem.
+func parseSpec(data []byte, file string) (*spec.Job, error) {
+	js, err := spec.Parse(data, file)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := plan.Build(js); err != nil {
+		if ps, ok := spec.AsProblems(err); ok {
+			return nil, spec.WithLines(ps, data, file)
+		}
+		return nil, err
+	}
+	return js, nil
+}
+
+// view observes an embedded run: it is called once a second with the
+// job's status, and gets the batches written to sinks.
+type view interface {
+	tap(sink string, b arrow.RecordBatch)
+	update(st coordinator.JobStatus, final bool)
+}
+
+// runEmbedded runs one job on an in-process coordinator and worker.
+func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Duration, v view) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	sigCtx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	log := a.logger()
+	e, err := a.openEnv(sigCtx, false)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+
+	p, err := plan.Build(js)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	slots := 0 // slot sharing: the largest parallelism
+	for _, vx := range p.Vertices {
+		slots = max(slots, vx.Parallelism)
+	}
+	svcCtx, stopSvcs := context.WithCancel(context.Background())
+	defer stopSvcs()
+	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, Logger: log})
+	wcfg := worker.Config{ID: "embedded", Slots: slots, Plane: e.plane, Transport: e.transport,
+		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log}
+	if v != nil {
+		wcfg.Tap = v.tap
+	}
+	w := worker.New(wcfg)
+	g, gctx := errgroup.WithContext(svcCtx)
+	g.Go(func() error { return coord.Run(gctx) })
+	g.Go(func() error { return w.Run(gctx) })
+	defer func() {
+		stopSvcs()
+		_ = g.Wait()
+	}()
+	if err := waitForWorker(sigCtx, e, w.ID()); err != nil {
+		return err
+	}
+	id, err := coord.Submit(sigCtx, js)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+
+	runCtx := sigCtx
+	if duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(sigCtx, duration)
+		defer cancel()
+	}
+	var st coordinator.JobStatus
+	for {
+		wctx, cancel := context.WithTimeout(runCtx, time.Second)
+		st, err = coord.Wait(wctx, id)
+		cancel()
+		if err == nil {
+			break
+		}
+		if runCtx.Err() != nil {
+			break
+		}
+		if v != nil {
+			v.update(st, false)
+		}
+	}
+	interrupted := sigCtx.Err() != nil
+	if runCtx.Err() != nil && !isTerminal(st.State) {
+		if err := coord.Cancel(context.Background(), id); err != nil && !errors.Is(err, coordinator.ErrEnded) {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		st, _ = coord.Wait(wctx, id)
+		cancel()
+	}
+	if v != nil {
+		v.update(st, true)
+	} else {
+		a.printSummary(st)
+	}
+	switch {
+	case st.State == coordinator.JobFinished:
+		return nil
+	case st.State == coordinator.JobFailed:
+		return &exitError{code: 1, err: fmt.Errorf("job %s failed: %s", id, st.Error)}
+	case interrupted:
+		return &exitError{code: 130, err: fmt.Errorf("job %s interrupted (%s)", id, st.State)}
+	case st.State == coordinator.JobCanceled:
+		return nil // stopped by --duration, as asked
+	}
+	return &exitError{code: 1, err: fmt.Errorf("job %s ended in state %s", id, st.State)}
+}
+
+func isTerminal(s string) bool {
+	return s == coordinator.JobFinished || s == coordinator.JobFailed || s == coordinator.JobCanceled
+}
+
+func waitForWorker(ctx context.Context, e *env, id string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ws, err := e.plane.Workers(ctx)
+		if err == nil {
+			for _, w := range ws {
+				if w.ID == id {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("worker %s did not register: %v", id, err)
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (a *app) printSummary(st coordinator.JobStatus) {
+	if a.v.GetString("output") == "json" {
+		_ = writeJSON(a.stdout, st)
+		return
+	}
+	d := st.Ended.Sub(st.Created).Round(time.Millisecond)
+	fmt.Fprintf(a.stdout, "job %s %s in %s: %d events in, %d rows to sinks",
+		st.ID, st.State, d, st.Totals.RecordsIn, st.Totals.SinkRows)
+	if st.Totals.DeadLetters > 0 {
+		fmt.Fprintf(a.stdout, ", %d dead letters", st.Totals.DeadLetters)
+	}
+	if st.Totals.LateDropped > 0 || st.Totals.LateSide > 0 {
+		fmt.Fprintf(a.stdout, ", %d late (%d dropped)", st.Totals.LateSide+st.Totals.LateDropped, st.Totals.LateDropped)
+	}
+	fmt.Fprintln(a.stdout)
+	if st.Error != "" {
+		fmt.Fprintln(a.stdout, "error:", st.Error)
+	}
+}
