@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// TestBadSpecsRefused deploys broken specs: each is refused with a message
+// naming the file, line and field, and nothing reaches the bucket, whether
+// the CLI catches it or the coordinator's API does.
+func TestBadSpecsRefused(t *testing.T) {
+	c := startCluster(t, 1, 1)
+	cases := []struct {
+		file string
+		want []string
+	}{
+		{"unknown-key.yaml", []string{"unknown-key.yaml:5", "sources[rides].rat", `unknown field "rat"`, `did you mean "rate"`}},
+		{"missing-input.yaml", []string{"missing-input.yaml:", "operators[stats].input", `"ridez"`, `did you mean "rides"`}},
+		{"cycle.yaml", []string{"cycle", "a -> b -> a"}},
+		{"unknown-function.yaml", []string{"operators[surge]", "no-such-function"}},
+		{"wrong-type.yaml", []string{"operators[stats]", "avg(zone)", "string"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			path := "testdata/bad/" + tc.file
+			out, err := c.weir("deploy", path)
+			if err == nil {
+				t.Fatalf("weir deploy %s succeeded (%q), want refusal", tc.file, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message does not contain %q:\n%v", w, err)
+				}
+			}
+			// The coordinator refuses it too, on its own.
+			data, _ := os.ReadFile(path)
+			resp, err := http.Post(c.api+"/api/v1/jobs?file="+tc.file, "application/yaml", bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ae coordinator.APIError
+			_ = json.NewDecoder(resp.Body).Decode(&ae)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || len(ae.Problems) == 0 {
+				t.Errorf("API answered %s %+v, want 400 with problems", resp.Status, ae)
+			}
+		})
+	}
+	objs, err := c.bucket.List(t.Context(), "jobs/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 0 {
+		t.Errorf("refused specs stored objects: %v", objs)
+	}
+}
+
+// TestDeadLetters feeds malformed JSON records through a files source and a
+// redis source: they go to the dead-letter output with the raw record and
+// the reason, the job keeps running, and the count is reported.
+func TestDeadLetters(t *testing.T) {
+	c := startCluster(t, 2, 4)
+	ctx := t.Context()
+	good := func(i int) string { return fmt.Sprintf(`{"id": %d, "name": "n%d", "ts": %d}`, i, i, 1700000000000+int64(i)*1000) }
+	var f1, f2 strings.Builder
+	for i := 0; i < 50; i++ {
+		fmt.Fprintln(&f1, good(i))
+		fmt.Fprintln(&f2, good(100+i))
+	}
+	bad := []string{`{"id": "seven", "name": "x"}`, `{"id": 1, "name": `, `[1,2,3]`, `{"id": 1.5}`}
+	for _, b := range bad[:2] {
+		fmt.Fprintln(&f1, b)
+	}
+	for _, b := range bad[2:] {
+		fmt.Fprintln(&f2, b)
+	}
+	for k, v := range map[string]string{"in/a.jsonl": f1.String(), "in/b.jsonl": f2.String()} {
+		if err := c.bucket.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specPath := writeSpec(t, `
+job: dead-letters-it
+parallelism: 2
+sources:
+  - {name: files-in, type: files, path: in/, format: jsonl, schema: {id: int64, name: string, ts: timestamp_ms}}
+sinks:
+  - {name: out, input: files-in, type: files, path: out/dl/, format: jsonl}
+`)
+	id := c.deploy(specPath)
+	st := c.waitState(id, coordinator.JobFinished, 2*time.Minute)
+	if st.Totals.DeadLetters != int64(len(bad)) {
+		t.Errorf("dead letters counted = %d, want %d", st.Totals.DeadLetters, len(bad))
+	}
+	if got := readOutput(t, c.bucket, "out/dl/"); len(got) != 100 {
+		t.Errorf("output has %d rows, want the 100 good ones", len(got))
+	}
+	letters := readDeadLetters(t, c.bucket, "jobs/"+id+"/deadletters/files-in/")
+	if len(letters) != len(bad) {
+		t.Fatalf("dead-letter files hold %d records, want %d: %v", len(letters), len(bad), letters)
+	}
+	for _, b := range bad {
+		found := false
+		for _, l := range letters {
+			if l["raw"] == b && l["reason"] != "" && strings.HasPrefix(l["origin"], "in/") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no dead letter with raw record %q (origin and reason set): %v", b, letters)
+		}
+	}
+
+	// A redis source is unbounded: malformed entries are counted while it
+	// runs.
+	const stream = "dl-in"
+	for i := 0; i < 20; i++ {
+		if _, err := c.redis.Do("XADD", stream, "*", "data", good(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"data", "{broken"}, {"other", "1"}} {
+		if _, err := c.redis.Do(append([]string{"XADD", stream, "*"}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specPath = writeSpec(t, `
+job: dead-letters-redis-it
+sources:
+  - {name: redis-in, type: redis, stream: dl-in, schema: {id: int64, name: string, ts: timestamp_ms}}
+sinks:
+  - {name: out, input: redis-in, type: redis, stream: dl-out}
+exchange: {bufferTimeout: 20ms}
+`)
+	id = c.deploy(specPath)
+	testenv.WaitFor(t, time.Minute, "20 rows through the redis job", func() error {
+		n, err := c.redis.Do("XLEN", "dl-out")
+		if err != nil {
+			return err
+		}
+		if n != "20" {
+			return fmt.Errorf("XLEN dl-out = %s", n)
+		}
+		return nil
+	})
+	testenv.WaitFor(t, 30*time.Second, "2 dead letters reported", func() error {
+		st, err := c.status(id)
+		if err != nil {
+			return err
+		}
+		if st.State != coordinator.JobRunning || st.Totals.DeadLetters != 2 {
+			return fmt.Errorf("state %s, %d dead letters", st.State, st.Totals.DeadLetters)
+		}
+		return nil
+	})
+	if _, err := c.weir("jobs", "cancel", id); err != nil {
+		t.Fatal(err)
+	}
+	c.waitState(id, coordinator.JobCanceled, 30*time.Second)
+	letters = readDeadLetters(t, c.bucket, "jobs/"+id+"/deadletters/redis-in/")
+	if len(letters) != 2 {
+		t.Errorf("redis dead letters written: %v, want 2", letters)
+	}
+}
+
+func readDeadLetters(t *testing.T, b blob.BucketReader, prefix string) []map[string]string {
+	t.Helper()
+	objs, err := b.List(t.Context(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, o := range objs {
+		data, err := b.Get(t.Context(), o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var m map[string]string
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("%s: %v", o.Key, err)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func writeSpec(t *testing.T, text string) string {
+	t.Helper()
+	p := t.TempDir() + "/spec.yaml"
+	if err := os.WriteFile(p, []byte(strings.TrimLeft(text, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

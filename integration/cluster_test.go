@@ -1,0 +1,236 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// weirBin is the weir binary built once for the package's tests.
+var weirBin string
+
+// buildWeir builds cli/weir into dir.
+func buildWeir(dir string) (string, error) {
+	bin := filepath.Join(dir, "weir")
+	cmd := exec.Command("go", "build", "-race", "-o", bin, "github.com/weirstream/weir/cli/weir")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build weir: %w", err)
+	}
+	return bin, nil
+}
+
+// cluster is a coordinator and workers, each a weir process, on a real
+// Redis and a real MinIO.
+type cluster struct {
+	t       *testing.T
+	redis   *testenv.Redis
+	minio   *testenv.MinIO
+	env     []string
+	api     string // coordinator URL
+	bucket  blob.Bucket
+	mu      sync.Mutex
+	procs   map[string]*proc
+	logDir  string
+	workerN int
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+// startCluster starts Redis, MinIO, `weir coordinator` and n `weir worker`
+// processes with the given slots each.
+func startCluster(t *testing.T, workers, slots int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, procs: map[string]*proc{}, logDir: t.TempDir()}
+	c.redis = testenv.StartRedis(t)
+	c.minio = testenv.StartMinIO(t)
+	c.env = append(c.minio.Env(),
+		"WEIR_REDIS_ADDR="+c.redis.Addr,
+		"WEIR_STORE=s3://"+c.minio.Bucket,
+		"WEIR_S3_ENDPOINT="+c.minio.Endpoint,
+		"WEIR_LOG_LEVEL=debug",
+		"PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"),
+		"GORACE=halt_on_error=1",
+	)
+	b, err := blob.NewS3(context.Background(), c.minio.S3Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.bucket = b
+	t.Cleanup(func() { b.Close() })
+	port := testenv.FreePort(t)
+	c.api = fmt.Sprintf("http://127.0.0.1:%d", port)
+	c.start("coordinator", "coordinator", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	testenv.WaitFor(t, 30*time.Second, "coordinator API", func() error {
+		_, err := c.weir("jobs", "list")
+		return err
+	})
+	for i := 0; i < workers; i++ {
+		c.addWorker(slots)
+	}
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("%d workers registered", workers), func() error {
+		out, err := c.weir("jobs", "list") // reachable
+		_ = out
+		if err != nil {
+			return err
+		}
+		var ws []json.RawMessage
+		if err := getJSON(c.api+"/api/v1/workers", &ws); err != nil {
+			return err
+		}
+		if len(ws) < workers {
+			return fmt.Errorf("%d of %d workers", len(ws), workers)
+		}
+		return nil
+	})
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func (c *cluster) addWorker(slots int) string {
+	c.mu.Lock()
+	c.workerN++
+	name := fmt.Sprintf("worker-%d", c.workerN)
+	c.mu.Unlock()
+	c.start(name, "worker", "--slots", fmt.Sprint(slots), "--id", name)
+	return name
+}
+
+// start runs weir with args as a named background process.
+func (c *cluster) start(name string, args ...string) {
+	c.t.Helper()
+	logPath := filepath.Join(c.logDir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(weirBin, args...)
+	cmd.Env = c.env
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), log: logPath}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	c.mu.Lock()
+	c.procs[name] = p
+	c.mu.Unlock()
+}
+
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	procs := c.procs
+	c.procs = map[string]*proc{}
+	c.mu.Unlock()
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+	}
+	for name, p := range procs {
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if c.t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			c.t.Logf("---- %s log tail ----\n%s", name, b)
+		}
+	}
+}
+
+// weir runs a weir client command against the cluster and returns stdout;
+// the error carries stderr and the exit status.
+func (c *cluster) weir(args ...string) (string, error) {
+	return runWeir(c.env, append([]string{"--coordinator", c.api}, args...)...)
+}
+
+func runWeir(env []string, args ...string) (string, error) {
+	cmd := exec.Command(weirBin, args...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("weir %s: %w: %s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), nil
+}
+
+// deploy deploys a spec file and returns the job id.
+func (c *cluster) deploy(specPath string) string {
+	c.t.Helper()
+	out, err := c.weir("deploy", specPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// status reads a job's status through the CLI's JSON output.
+func (c *cluster) status(id string) (coordinator.JobStatus, error) {
+	var st coordinator.JobStatus
+	out, err := c.weir("jobs", "status", id, "-o", "json")
+	if err != nil {
+		return st, err
+	}
+	err = json.Unmarshal([]byte(out), &st)
+	return st, err
+}
+
+// waitState polls until the job reaches state (failing on another final
+// state) and returns its status.
+func (c *cluster) waitState(id, state string, timeout time.Duration) coordinator.JobStatus {
+	c.t.Helper()
+	var st coordinator.JobStatus
+	testenv.WaitFor(c.t, timeout, "job "+id+" "+state, func() error {
+		var err error
+		st, err = c.status(id)
+		if err != nil {
+			return err
+		}
+		if st.State == state {
+			return nil
+		}
+		if st.State == coordinator.JobFailed || st.State == coordinator.JobFinished || st.State == coordinator.JobCanceled {
+			c.t.Fatalf("job %s ended %s, want %s: %s", id, st.State, state, st.Error)
+		}
+		return fmt.Errorf("state %s", st.State)
+	})
+	return st
+}
+
+func getJSON(url string, out any) error {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
