@@ -155,7 +155,11 @@ func takeBools(a *array.Boolean, idx []int32, mem memory.Allocator) *memory.Buff
 }
 
 func takeStrings(a *array.String, idx []int32, mem memory.Allocator) (offsets, data *memory.Buffer) {
-	srcOffsets := a.ValueOffsets()
+	srcOffsets := a.ValueOffsets() // absolute positions in the data buffer
+	var srcData []byte
+	if b := a.Data().Buffers()[2]; b != nil {
+		srcData = b.Bytes()
+	}
 	total := 0
 	for _, j := range idx {
 		total += int(srcOffsets[j+1] - srcOffsets[j])
@@ -172,7 +176,7 @@ func takeStrings(a *array.String, idx []int32, mem memory.Allocator) (offsets, d
 	pos := int32(0)
 	dstOffsets[0] = 0
 	for i, j := range idx {
-		pos += int32(copy(dst[pos:], a.Value(int(j))))
+		pos += int32(copy(dst[pos:], srcData[srcOffsets[j]:srcOffsets[j+1]]))
 		dstOffsets[i+1] = pos
 	}
 	return offsets, data

@@ -2,7 +2,6 @@ package arrowfmt
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -294,7 +293,6 @@ func splitMessages(dst []rawMessage, p []byte) ([]rawMessage, error) {
 	if len(p) == 0 {
 		return dst, fmt.Errorf("%w: empty payload", ErrMalformed)
 	}
-	le := binary.LittleEndian
 	for pos := 0; pos < len(p); {
 		if len(p)-pos < 8 {
 			return dst, fmt.Errorf("%w: truncated message prefix at byte %d", ErrMalformed, pos)

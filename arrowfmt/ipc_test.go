@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"unsafe"
@@ -315,14 +316,19 @@ func TestDecodeMalformed(t *testing.T) {
 		"two batches":     append(bytes.Clone(second), second...),
 		"eos marker":      {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0},
 	}
-	// Row count larger than the buffers: find the record batch length field
-	// (int64 20) in the metadata and raise it.
+	// Lengths larger than the buffers: raise each int64 20 (the record
+	// batch length and the field node lengths) in the metadata.
 	msgs, _ := splitMessages(nil, second)
-	meta := msgs[0].meta
-	if i := bytes.Index(meta, binary.LittleEndian.AppendUint64(nil, 20)); i >= 0 {
-		p := bytes.Clone(second)
-		binary.LittleEndian.PutUint64(p[8+i:], 1<<40)
-		damaged["huge length"] = p
+	twenty := binary.LittleEndian.AppendUint64(nil, 20)
+	for i := range len(msgs[0].meta) - 8 {
+		if bytes.Equal(msgs[0].meta[i:i+8], twenty) {
+			p := bytes.Clone(second)
+			binary.LittleEndian.PutUint64(p[8+i:], 1<<40)
+			damaged[fmt.Sprintf("huge length at %d", i)] = p
+		}
+	}
+	if len(damaged) < 10 {
+		t.Fatal("found no length fields to damage")
 	}
 	for name, p := range damaged {
 		got, err := dec.Decode(p)
@@ -462,11 +468,15 @@ func benchBatch(b *testing.B, mem memory.Allocator) arrow.RecordBatch {
 	if err != nil {
 		b.Fatal(err)
 	}
+	names := make([]string, 26)
+	for i := range names {
+		names[i] = "customer-" + string(rune('a'+i)) + "-0123456789"
+	}
 	bld := NewBuilder(s, mem)
 	defer bld.Release()
 	for i := range 8192 {
 		bld.Int64(0, int64(i))
-		bld.String(1, "customer-"+string(rune('a'+i%26))+"-0123456789")
+		bld.String(1, names[i%26])
 		bld.Float64(2, float64(i)*1.5)
 		bld.TimestampMs(3, testBase+int64(i))
 	}
@@ -486,6 +496,26 @@ func BenchmarkEncode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := enc.Encode(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendEncode reuses one buffer, as a producer that copies the
+// payload into its Redis command does.
+func BenchmarkAppendEncode(b *testing.B) {
+	mem := memory.NewGoAllocator()
+	rec := benchBatch(b, mem)
+	defer rec.Release()
+	enc := NewEncoder(rec.Schema(), mem)
+	buf, err := enc.AppendEncode(nil, rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if buf, err = enc.AppendEncode(buf[:0], rec); err != nil {
 			b.Fatal(err)
 		}
 	}

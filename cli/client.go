@@ -104,7 +104,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tCREATED\tEVENTS IN\tROWS OUT")
 			for _, j := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", j.ID, j.State, j.Created.Local().Format(time.DateTime), j.Totals.RecordsIn, j.Totals.SinkRows)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", j.ID, j.State, j.Created.Local().Format(time.DateTime), j.Totals.RecordsIn, j.Totals.SinkIn)
 			}
 			return tw.Flush()
 		},
@@ -125,13 +125,20 @@ func (a *app) jobsCmd() *cobra.Command {
 			return nil
 		},
 	})
-	jobs.AddCommand(&cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a job",
+	jobs.AddCommand(a.jobActionCmd("cancel", "Cancel a job at once: tasks stop, buffered output is dropped"))
+	jobs.AddCommand(a.jobActionCmd("stop", "Drain a job: sources end early, the last windows fire, sinks flush, the job FINISHES"))
+	return jobs
+}
+
+// jobActionCmd posts /api/v1/jobs/ID/<action> and prints the job's state.
+func (a *app) jobActionCmd(action, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   action + " ID",
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var st coordinator.JobStatus
-			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/cancel", nil, &st); err != nil {
+			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/"+action, nil, &st); err != nil {
 				return err
 			}
 			if a.v.GetString("output") == "json" {
@@ -140,8 +147,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			fmt.Fprintf(a.stdout, "%s %s\n", st.ID, st.State)
 			return nil
 		},
-	})
-	return jobs
+	}
 }
 
 func (a *app) printStatus(st coordinator.JobStatus) {
@@ -151,7 +157,7 @@ func (a *app) printStatus(st coordinator.JobStatus) {
 		fmt.Fprintf(w, "error: %s\n", st.Error)
 	}
 	fmt.Fprintf(w, "events in %d, rows to sinks %d, dead letters %d, late %d (dropped %d)\n",
-		st.Totals.RecordsIn, st.Totals.SinkRows, st.Totals.DeadLetters, st.Totals.LateSide+st.Totals.LateDropped, st.Totals.LateDropped)
+		st.Totals.RecordsIn, st.Totals.SinkIn, st.Totals.DeadLetters, st.Totals.LateSide+st.Totals.LateDropped, st.Totals.LateDropped)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERTEX\tSUBTASK\tWORKER\tSTATE\tIN\tOUT\tBUSY s\tIDLE s\tBACKPRESSURED s")
 	for _, v := range st.Vertices {

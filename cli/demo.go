@@ -67,13 +67,17 @@ type demoView struct {
 		surge map[string]float64
 		at    map[string]int64
 	}
-	lastIn, lastOut int64
-	lastT           time.Time
-	lines           int
+	samples []sample // the last few seconds, for rates
+	lines   int
+}
+
+type sample struct {
+	at      time.Time
+	in, out int64
 }
 
 func newDemoView(a *app, tty bool) *demoView {
-	v := &demoView{a: a, tty: tty, start: time.Now(), lastT: time.Now()}
+	v := &demoView{a: a, tty: tty, start: time.Now()}
 	v.mu.surge = map[string]float64{}
 	v.mu.at = map[string]int64{}
 	return v
@@ -117,14 +121,19 @@ func (v *demoView) tap(sink string, b arrow.RecordBatch) {
 }
 
 func (v *demoView) update(st coordinator.JobStatus, final bool) {
+	// Rates over the last five seconds: workers report every second, so a
+	// one-second difference jitters.
 	now := time.Now()
-	dt := now.Sub(v.lastT).Seconds()
-	in, out := st.Totals.RecordsIn, st.Totals.SinkRows
-	var inRate, outRate float64
-	if dt > 0 {
-		inRate, outRate = float64(in-v.lastIn)/dt, float64(out-v.lastOut)/dt
+	in, out := st.Totals.RecordsIn, st.Totals.SinkIn
+	v.samples = append(v.samples, sample{at: now, in: in, out: out})
+	for len(v.samples) > 2 && now.Sub(v.samples[0].at) > 5*time.Second {
+		v.samples = v.samples[1:]
 	}
-	v.lastIn, v.lastOut, v.lastT = in, out, now
+	var inRate, outRate float64
+	if first := v.samples[0]; now.Sub(first.at) > 0 {
+		dt := now.Sub(first.at).Seconds()
+		inRate, outRate = float64(in-first.in)/dt, float64(out-first.out)/dt
+	}
 
 	var b strings.Builder
 	wm := "-"

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -26,8 +25,10 @@ func (a *app) runCmd() *cobra.Command {
 		Short: "Run one job in this process until it finishes (exit 0), fails (exit 1) or is interrupted",
 		Long: `Run one job in this process: a coordinator and a worker share it, with the
 in-process exchange and the local store unless --redis-addr / --store say
-otherwise. The exit status tells FINISHED (0) from FAILED (1); a job stopped
-by Ctrl-C exits 130, one stopped by --duration exits 0.`,
+otherwise. Ctrl-C or --duration drains the job (sources end early, the last
+windows fire, sinks flush); a second Ctrl-C, or a drain that takes over 30s,
+cancels it. The exit status tells FINISHED (0) from FAILED (1); a cancelled
+job exits 130.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
@@ -135,14 +136,8 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Du
 			v.update(st, false)
 		}
 	}
-	interrupted := sigCtx.Err() != nil
 	if runCtx.Err() != nil && !isTerminal(st.State) {
-		if err := coord.Cancel(context.Background(), id); err != nil && !errors.Is(err, coordinator.ErrEnded) {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		st, _ = coord.Wait(wctx, id)
-		cancel()
+		st = a.drain(coord, id, v)
 	}
 	if v != nil {
 		v.update(st, true)
@@ -154,12 +149,38 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Du
 		return nil
 	case st.State == coordinator.JobFailed:
 		return &exitError{code: 1, err: fmt.Errorf("job %s failed: %s", id, st.Error)}
-	case interrupted:
-		return &exitError{code: 130, err: fmt.Errorf("job %s interrupted (%s)", id, st.State)}
 	case st.State == coordinator.JobCanceled:
-		return nil // stopped by --duration, as asked
+		return &exitError{code: 130, err: fmt.Errorf("job %s cancelled", id)}
 	}
 	return &exitError{code: 1, err: fmt.Errorf("job %s ended in state %s", id, st.State)}
+}
+
+// drain stops a running job gracefully, and cancels it if the drain takes
+// over 30s or a second interrupt comes.
+func (a *app) drain(coord *coordinator.Coordinator, id string, v view) coordinator.JobStatus {
+	fmt.Fprintln(a.stderr, "weir: draining the job (Ctrl-C again to cancel)")
+	hard, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(hard, 30*time.Second)
+	defer cancel()
+	if err := coord.Stop(ctx, id); err == nil {
+		for ctx.Err() == nil {
+			wctx, wcancel := context.WithTimeout(ctx, time.Second)
+			st, err := coord.Wait(wctx, id)
+			wcancel()
+			if err == nil {
+				return st
+			}
+			if v != nil {
+				v.update(st, false)
+			}
+		}
+	}
+	_ = coord.Cancel(context.Background(), id)
+	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer wcancel()
+	st, _ := coord.Wait(wctx, id)
+	return st
 }
 
 func isTerminal(s string) bool {
@@ -197,7 +218,7 @@ func (a *app) printSummary(st coordinator.JobStatus) {
 	}
 	d := st.Ended.Sub(st.Created).Round(time.Millisecond)
 	fmt.Fprintf(a.stdout, "job %s %s in %s: %d events in, %d rows to sinks",
-		st.ID, st.State, d, st.Totals.RecordsIn, st.Totals.SinkRows)
+		st.ID, st.State, d, st.Totals.RecordsIn, st.Totals.SinkIn)
 	if st.Totals.DeadLetters > 0 {
 		fmt.Fprintf(a.stdout, ", %d dead letters", st.Totals.DeadLetters)
 	}

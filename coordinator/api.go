@@ -29,7 +29,8 @@ type SubmitResponse struct {
 //	POST /api/v1/jobs              submit a spec (YAML or JSON body) -> {"id"}
 //	GET  /api/v1/jobs              list jobs
 //	GET  /api/v1/jobs/{id}         one job, with vertices and tasks
-//	POST /api/v1/jobs/{id}/cancel  cancel a job
+//	POST /api/v1/jobs/{id}/cancel  cancel a job at once
+//	POST /api/v1/jobs/{id}/stop    drain a job: sources end early, windows fire, sinks flush
 //	GET  /api/v1/workers           live workers
 //	GET  /healthz, GET /metrics
 func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
@@ -48,6 +49,14 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 	})
 	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		if err := c.Cancel(r.Context(), r.PathValue("id")); err != nil {
+			writeErr(w, err)
+			return
+		}
+		st, _ := c.Status(r.PathValue("id"))
+		writeJSON(w, http.StatusAccepted, st)
+	})
+	mux.HandleFunc("POST /api/v1/jobs/{id}/stop", func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Stop(r.Context(), r.PathValue("id")); err != nil {
 			writeErr(w, err)
 			return
 		}

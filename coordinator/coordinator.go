@@ -469,6 +469,31 @@ func (c *Coordinator) Cancel(ctx context.Context, id string) error {
 	return nil
 }
 
+// Stop drains a running job: its sources end their input early, every
+// window fires, sinks flush, and the job reaches FINISHED as if its input
+// had ended. Compare Cancel, which stops everything at once.
+func (c *Coordinator) Stop(ctx context.Context, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.mu.jobs[id]
+	if j == nil {
+		return fmt.Errorf("stop %s: %w", id, ErrNotFound)
+	}
+	if terminal(j.state) || j.state == JobCanceling {
+		return fmt.Errorf("stop %s (%s): %w", id, j.state, ErrEnded)
+	}
+	for tid, t := range j.tasks {
+		v := j.plan.Vertex(tid.Vertex)
+		if terminal(t.state) || v == nil || v.Nodes[0].Kind != plan.KindSource {
+			continue
+		}
+		if err := c.cfg.Plane.Send(ctx, t.worker, control.Command{Kind: control.CmdStop, Task: tid}); err != nil {
+			return fmt.Errorf("stop %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
 // Wait blocks until the job reaches a final state or ctx is done, and
 // returns its status.
 func (c *Coordinator) Wait(ctx context.Context, id string) (JobStatus, error) {

@@ -77,7 +77,7 @@ func TestDeadLetters(t *testing.T) {
 		fmt.Fprintln(&f1, good(i))
 		fmt.Fprintln(&f2, good(100+i))
 	}
-	bad := []string{`{"id": "seven", "name": "x"}`, `{"id": 1, "name": `, `[1,2,3]`, `{"id": 1.5}`}
+	bad := []string{`{"id": "seven", "name": "x"}`, `{"id": 1, "name":`, `[1,2,3]`, `{"id": 1.5}`}
 	for _, b := range bad[:2] {
 		fmt.Fprintln(&f1, b)
 	}

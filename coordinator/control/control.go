@@ -32,6 +32,8 @@ type WorkerInfo struct {
 const (
 	CmdDeploy = "deploy"
 	CmdCancel = "cancel"
+	// CmdStop asks a source task to end its input early and drain.
+	CmdStop = "stop"
 )
 
 // TaskID names one subtask of one attempt of a job.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -154,7 +155,10 @@ func (p *redisPlane) Send(ctx context.Context, id string, c Command) error {
 }
 
 func (p *redisPlane) Receive(ctx context.Context, id string, wait time.Duration) (Command, bool, error) {
-	res, err := p.rdb.BLPop(ctx, max(wait, 10*time.Millisecond), keyInbox+id).Result()
+	// BLPOP takes fractional seconds; go-redis's BLPop rounds a wait under
+	// a second up to one, so send the command as is.
+	secs := strconv.FormatFloat(max(wait, 10*time.Millisecond).Seconds(), 'f', 3, 64)
+	res, err := p.rdb.Do(ctx, "BLPOP", keyInbox+id, secs).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return Command{}, false, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
@@ -115,6 +116,14 @@ func NewSink(snk *spec.Sink, in Stream) (task.Sink, error) {
 		s = &rateLimitedSink{Sink: s, rate: snk.Rate}
 	}
 	return s, nil
+}
+
+// allocator returns mem, or Go's allocator if the runtime gave none.
+func allocator(mem memory.Allocator) memory.Allocator {
+	if mem == nil {
+		return memory.DefaultAllocator
+	}
+	return mem
 }
 
 // rateLimitedSink delays each Write so that the sink writes at most rate

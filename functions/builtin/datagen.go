@@ -59,7 +59,7 @@ func (d *datagen) Open(ctx *task.SourceContext) error {
 		return fmt.Errorf("open datagen source %s: subtask %d of parallelism %d", ctx.Node, ctx.Subtask, ctx.Parallelism)
 	}
 	d.next, d.stride = int64(ctx.Subtask), int64(ctx.Parallelism)
-	d.mem = ctx.Mem
+	d.mem = allocator(ctx.Mem)
 	return nil
 }
 
@@ -163,11 +163,7 @@ func (d *datagen) column(c int, first int64, n int) (arrow.Array, error) {
 		offs[0] = 0
 		for k, i := 0, first; k < n; k, i = k+1, i+stride {
 			if nulls == 0 || bitutil.BitIsSet(bufs[0].Bytes(), k) {
-				if col.table != nil {
-					data = append(data, col.table[col.stringIndex(i)]...)
-				} else {
-					data = col.appendString(data, i)
-				}
+				data = col.appendString(data, i)
 			}
 			if len(data) > math.MaxInt32 {
 				return nil, fmt.Errorf("column %q: more than 2 GiB of strings in %d rows: poll fewer rows", col.name, n)
@@ -200,9 +196,8 @@ func (d *datagen) Close() error { return nil }
 // the given output stream, typed as arrowfmt.Value returns them: int64,
 // float64, string, bool, time.Time (UTC) for timestamp_ms, nil for null.
 // It evaluates the same value functions as the source, for tests that
-// recompute a job's input. It
-// panics if src is not a valid datagen source for schema (NewSource reports
-// that as an error).
+// recompute a job's input. It panics if src is not a valid datagen source
+// for schema (NewSource reports that as an error).
 func DatagenRow(src *spec.Source, schema Stream, i int64) []any {
 	g, err := newDatagenGen(src, schema)
 	if err != nil {
@@ -235,11 +230,11 @@ type genColumn struct {
 	span   uint64
 	flo    float64 // float64: uniform in [flo, fhi)
 	fhi    float64
+	fmax   float64 // the largest float64 below fhi
 
-	values []string // string: one of these, else prefix + k for k < card
+	card   uint64   // string: value k < card is table[k], or prefix + k
+	table  [][]byte // the listed values, or prefix + k formatted up front
 	prefix string
-	card   uint64
-	table  [][]byte // every value by index, when there are not too many
 }
 
 // maxStringTable bounds the values of a string column that are formatted
@@ -248,50 +243,52 @@ const maxStringTable = 1 << 16
 
 // Counter-based random numbers: draw i of a stream with seed s is the i-th
 // output of splitmix64 started at s. No state is shared between draws.
-const golden = 0x9e3779b97f4a7c15
+const splitmixGamma = 0x9e3779b97f4a7c15
 
-func mix64(z uint64) uint64 {
+func splitmixMix(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
 }
 
-func draw(salt uint64, i int64) uint64 { return mix64(salt + uint64(i)*golden + golden) }
+func genDraw(salt uint64, i int64) uint64 {
+	return splitmixMix(salt + uint64(i)*splitmixGamma + splitmixGamma)
+}
 
-// below maps a uniform 64-bit draw to [0, n) (Lemire's multiply-shift).
-func below(r, n uint64) uint64 {
+// genBelow maps a uniform 64-bit draw to [0, n) (Lemire's multiply-shift).
+func genBelow(r, n uint64) uint64 {
 	hi, _ := bits.Mul64(r, n)
 	return hi
 }
 
 func (c *genColumn) isNull(i int64) bool {
-	return c.nullBelow != 0 && draw(c.nullSalt, i) < c.nullBelow
+	return c.nullBelow != 0 && genDraw(c.nullSalt, i) < c.nullBelow
 }
 
 func (c *genColumn) int64At(i int64) int64 {
 	if !c.ranged {
 		return i
 	}
-	return c.lo + int64(below(draw(c.salt, i), c.span))
+	return c.lo + int64(genBelow(genDraw(c.salt, i), c.span))
 }
 
 func (c *genColumn) float64At(i int64) float64 {
-	u := float64(draw(c.salt, i)>>11) * 0x1p-53 // [0, 1)
+	u := float64(genDraw(c.salt, i)>>11) * 0x1p-53 // [0, 1)
 	v := c.flo + u*(c.fhi-c.flo)
 	if v >= c.fhi { // rounding can reach the open end
-		v = math.Nextafter(c.fhi, math.Inf(-1))
+		v = c.fmax
 	}
 	return v
 }
 
-func (c *genColumn) boolAt(i int64) bool { return draw(c.salt, i)>>63 == 1 }
+func (c *genColumn) boolAt(i int64) bool { return genDraw(c.salt, i)>>63 == 1 }
 
-func (c *genColumn) stringIndex(i int64) uint64 { return below(draw(c.salt, i), c.card) }
+func (c *genColumn) stringIndex(i int64) uint64 { return genBelow(genDraw(c.salt, i), c.card) }
 
 func (c *genColumn) appendString(dst []byte, i int64) []byte {
 	k := c.stringIndex(i)
-	if c.values != nil {
-		return append(dst, c.values[k]...)
+	if c.table != nil {
+		return append(dst, c.table[k]...)
 	}
 	dst = append(dst, c.prefix...)
 	return strconv.AppendUint(dst, k, 10)
@@ -300,9 +297,9 @@ func (c *genColumn) appendString(dst []byte, i int64) []byte {
 // timeAt is start + floor(i*1000/eps) ms; on the event-time column minus a
 // uniform jitter in [0, oooMs].
 func (g *datagenGen) timeAt(c *genColumn, i int64) int64 {
-	t := g.startMs + int64(math.Floor(float64(i)*1000/g.eps))
+	t := g.startMs + int64(float64(i)*1000/g.eps) // i >= 0: truncation is floor
 	if c.eventTime && g.oooMs > 0 {
-		t -= int64(below(draw(c.salt, i), uint64(g.oooMs)+1))
+		t -= int64(genBelow(genDraw(c.salt, i), uint64(g.oooMs)+1))
 	}
 	return t
 }
@@ -393,12 +390,12 @@ func newDatagenGen(src *spec.Source, out Stream) (*datagenGen, error) {
 		name := out.Schema.Field(c).Name
 		fp := "datagen.fields." + name
 		fg := opt.Fields[name]
-		salt := mix64(uint64(opt.Seed) ^ hashName(name))
+		salt := splitmixMix(uint64(opt.Seed) ^ hashName(name))
 		col := genColumn{
 			name:      name,
 			typ:       typ,
 			salt:      salt,
-			nullSalt:  mix64(salt ^ 0x6e756c6c6e756c6c),
+			nullSalt:  splitmixMix(salt ^ 0x6e756c6c6e756c6c),
 			eventTime: c == out.TimeColumn,
 		}
 		switch {
@@ -437,6 +434,7 @@ func newDatagenGen(src *spec.Source, out Stream) (*datagenGen, error) {
 func (c *genColumn) setRange(typ arrowfmt.Type, minp, maxp *float64) error {
 	if minp == nil && maxp == nil {
 		c.flo, c.fhi = defaultDatagenMin, defaultDatagenMax
+		c.fmax = math.Nextafter(c.fhi, math.Inf(-1))
 		return nil
 	}
 	lo, hi := defaultDatagenMin, defaultDatagenMax
@@ -458,7 +456,7 @@ func (c *genColumn) setRange(typ arrowfmt.Type, minp, maxp *float64) error {
 	if lo >= hi {
 		return fmt.Errorf("min %g%s must be below max %g%s", lo, loNote, hi, hiNote)
 	}
-	c.flo, c.fhi = lo, hi
+	c.flo, c.fhi, c.fmax = lo, hi, math.Nextafter(hi, math.Inf(-1))
 	if typ == arrowfmt.Int64 {
 		c.ranged = true
 		c.lo = int64(lo)
@@ -474,7 +472,7 @@ func (c *genColumn) setStrings(values []string, card int) error {
 	case values != nil && len(values) == 0:
 		return fmt.Errorf("values is empty: list at least one")
 	case values != nil:
-		c.values, c.card = values, uint64(len(values))
+		c.card = uint64(len(values))
 		c.table = make([][]byte, len(values))
 		for k, v := range values {
 			c.table[k] = []byte(v)

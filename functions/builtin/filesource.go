@@ -87,7 +87,7 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 			s.objects = append(s.objects, key)
 		}
 	}
-	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, ctx.Mem)
+	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, allocator(ctx.Mem))
 	return nil
 }
 

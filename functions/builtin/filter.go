@@ -267,14 +267,7 @@ func filterTake(mem memory.Allocator, col arrow.Array, sel []int32) arrow.Array 
 		bufs = append(bufs, nil)
 	} else {
 		bits := newBuf(int(bitutil.BytesForBits(int64(n))))
-		clear(bits)
-		for j, i := range sel {
-			if col.IsValid(int(i)) {
-				bitutil.SetBit(bits, j)
-			} else {
-				nulls++
-			}
-		}
+		nulls = filterGatherBits(bits, col.NullBitmapBytes(), off, sel)
 	}
 
 	switch col.DataType().ID() {
@@ -286,14 +279,7 @@ func filterTake(mem memory.Allocator, col arrow.Array, sel []int32) arrow.Array 
 			dst[j] = src[i]
 		}
 	case arrow.BOOL:
-		src := d.Buffers()[1].Bytes()
-		dst := newBuf(int(bitutil.BytesForBits(int64(n))))
-		clear(dst)
-		for j, i := range sel {
-			if bitutil.BitIsSet(src, off+int(i)) {
-				bitutil.SetBit(dst, j)
-			}
-		}
+		filterGatherBits(newBuf(int(bitutil.BytesForBits(int64(n)))), d.Buffers()[1].Bytes(), off, sel)
 	case arrow.STRING:
 		offsets := arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[off:]
 		var data []byte
@@ -318,6 +304,19 @@ func filterTake(mem memory.Allocator, col arrow.Array, sel []int32) arrow.Array 
 	nd := array.NewData(col.DataType(), n, bufs, nil, nulls, 0)
 	defer nd.Release()
 	return array.MakeFromData(nd)
+}
+
+// filterGatherBits sets bit j of dst to bit off+sel[j] of src and returns
+// how many are zero.
+func filterGatherBits(dst, src []byte, off int, sel []int32) (zeros int) {
+	clear(dst)
+	for j, i := range sel {
+		k := off + int(i)
+		b := src[k>>3] >> (k & 7) & 1
+		dst[j>>3] |= b << (j & 7)
+		zeros += int(b ^ 1)
+	}
+	return zeros
 }
 
 type selectOp struct {

@@ -61,7 +61,7 @@ func (s *redisSource) Open(ctx *task.SourceContext) error {
 	}
 	s.client = newRedisClient(s.addr)
 	s.dead = ctx.DeadLetter
-	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, ctx.Mem)
+	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, allocator(ctx.Mem))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
@@ -40,9 +41,9 @@ type windowConfig struct {
 type windowKind uint8
 
 const (
-	tumbling windowKind = iota + 1
-	sliding
-	session
+	kindTumbling windowKind = iota + 1
+	kindSliding
+	kindSession
 )
 
 // WindowSchema returns what a window operator emits for input in:
@@ -91,17 +92,17 @@ func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 		}
 		switch w.Type {
 		case spec.WindowTumbling:
-			cfg.kind = tumbling
+			cfg.kind = kindTumbling
 			cfg.size = ms("size", w.Size, true)
 		case spec.WindowSliding:
-			cfg.kind = sliding
+			cfg.kind = kindSliding
 			cfg.size = ms("size", w.Size, true)
 			cfg.slide = ms("slide", w.Slide, true)
 			if cfg.slide > cfg.size {
 				add("window.slide: %s is longer than size %s", w.Slide, w.Size)
 			}
 		case spec.WindowSession:
-			cfg.kind = session
+			cfg.kind = kindSession
 			cfg.gap = ms("gap", w.Gap, true)
 		default:
 			add("window.type: %q is not a window type: want tumbling, sliding or session", w.Type)
@@ -226,7 +227,7 @@ func NewWindow(op *spec.Operator, in Stream) (task.Operator, error) {
 }
 
 // window is one window of one key.
-type window struct {
+type windowState struct {
 	start, end int64
 	slot       int32 // accumulator slot
 	// emitted: a result of this window (or of a session merged into it)
@@ -234,20 +235,20 @@ type window struct {
 	emitted, pending bool
 }
 
-// keyState is the state of one key.
-type keyState struct {
-	key   string    // arrowfmt key encoding
-	hash  uint64    // arrowfmt key hash
-	next  *keyState // next key with the same hash
-	group int       // key group
-	vals  []keyValue
+// windowKey is the state of one key.
+type windowKey struct {
+	key   string     // arrowfmt key encoding
+	hash  uint64     // arrowfmt key hash
+	next  *windowKey // next key with the same hash
+	group int        // key group
+	vals  []windowKeyValue
 	// wins is sorted by start. Session windows are disjoint and do not
 	// touch, so their ends are sorted too.
-	wins []window
+	wins []windowState
 }
 
-// keyValue is one typed key column value, as in the first row of the key.
-type keyValue struct {
+// windowKeyValue is one typed key column value, as in the first row of the key.
+type windowKeyValue struct {
 	null bool
 	b    bool
 	i    int64 // int64, timestamp_ms
@@ -258,32 +259,32 @@ type keyValue struct {
 // timer is a pending fire or cleanup of window [start, end) of key. A
 // window whose bounds changed (session merge) or that is gone leaves stale
 // timers behind; they are recognised by the bounds and skipped.
-type timer struct {
+type windowTimer struct {
 	at         int64
-	key        *keyState
+	key        *windowKey
 	start, end int64
 	cleanup    bool // drop the window's state (after firing it if due)
 }
 
-// timerQueue holds timers in buckets by time, with a min-heap of the
+// windowTimers holds timers in buckets by time, with a min-heap of the
 // times. Many windows share a time (every key's window of a tumbling
 // period ends together), so registering a timer is a map lookup and an
 // append, and the heap only orders distinct times.
-type timerQueue struct {
+type windowTimers struct {
 	times   []int64 // min-heap
-	buckets map[int64][]timer
-	spare   [][]timer // emptied buckets, reused
+	buckets map[int64][]windowTimer
+	spare   [][]windowTimer // emptied buckets, reused
 }
 
-func (q *timerQueue) push(t timer) {
+func (q *windowTimers) push(t windowTimer) {
 	if b, ok := q.buckets[t.at]; ok {
 		q.buckets[t.at] = append(b, t)
 		return
 	}
 	if q.buckets == nil {
-		q.buckets = map[int64][]timer{}
+		q.buckets = map[int64][]windowTimer{}
 	}
-	var b []timer
+	var b []windowTimer
 	if k := len(q.spare); k > 0 {
 		b, q.spare = q.spare[k-1], q.spare[:k-1]
 	}
@@ -302,7 +303,7 @@ func (q *timerQueue) push(t timer) {
 
 // popDue removes and returns the timers of the earliest time if it is at
 // or before wm. The caller gives the slice back with recycle.
-func (q *timerQueue) popDue(wm int64) ([]timer, bool) {
+func (q *windowTimers) popDue(wm int64) ([]windowTimer, bool) {
 	h := q.times
 	if len(h) == 0 || h[0] > wm {
 		return nil, false
@@ -331,19 +332,22 @@ func (q *timerQueue) popDue(wm int64) ([]timer, bool) {
 	return b, true
 }
 
-func (q *timerQueue) recycle(b []timer) {
+func (q *windowTimers) recycle(b []windowTimer) {
 	clear(b) // drop the key pointers
 	q.spare = append(q.spare, b[:0])
 }
 
-// firing is one window result to emit.
-type firing struct {
-	key        *keyState
+// windowFiring is one window result to emit.
+type windowFiring struct {
+	key        *windowKey
 	start, end int64
 	slot       int32
 	refire     bool
 }
 
+// windowOperator is the operator NewWindow returns. One goroutine drives
+// it (task.Operator); it keeps no arrow memory between calls, only Go
+// values, so nothing needs releasing but its two builders.
 type windowOperator struct {
 	cfg      *windowConfig
 	ctx      *task.Context
@@ -354,8 +358,8 @@ type windowOperator struct {
 	acc      *accumulators
 	// groups holds the keys of each key group (index: key group - kgStart)
 	// by key hash. Keys whose 64-bit hashes collide chain through next.
-	groups  []map[uint64]*keyState
-	timers  timerQueue
+	groups  []map[uint64]*windowKey
+	timers  windowTimers
 	wm      int64
 	out     *array.RecordBuilder
 	lateOut *array.RecordBuilder
@@ -366,12 +370,12 @@ type windowOperator struct {
 	rows     []int32 // (rows[j], slots[j]): row rows[j] goes into slot slots[j]
 	slots    []int32
 	lateRows []int32
-	refire   []timer // windows to re-fire at the end of the batch (at unused)
+	refire   []windowTimer // windows to re-fire at the end of the batch (at unused)
 	fwd      map[int32]int32
 	released []int32 // slots merged away in this batch, released at its end
-	fire     []firing
+	fire     []windowFiring
 	fireSlot []int32
-	cleanups []timer
+	cleanups []windowTimer
 }
 
 var _ task.Operator = (*windowOperator)(nil)
@@ -381,6 +385,10 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 		return fmt.Errorf("window %s: open: no output", w.cfg.name)
 	}
 	w.ctx = ctx
+	mem := ctx.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
 	w.counters = ctx.Counters
 	if w.counters == nil {
 		w.counters = new(task.Counters)
@@ -389,8 +397,8 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 		if ctx.Side == nil {
 			return fmt.Errorf("window %s: open late output %q: the runtime gave no side outputs", w.cfg.name, w.cfg.lateOutput)
 		}
-		w.late = ctx.Side(w.cfg.lateOutput)
-		w.lateOut = array.NewRecordBuilder(ctx.Mem, w.cfg.in.Schema)
+		w.late = ctx.Side(w.cfg.lateOutput) // nil: late rows are counted as dropped
+		w.lateOut = array.NewRecordBuilder(mem, w.cfg.in.Schema)
 	}
 	w.maxPar = ctx.MaxParallelism
 	if w.maxPar <= 0 {
@@ -401,10 +409,10 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 		start, end = 0, w.maxPar
 	}
 	w.kgStart = start
-	w.groups = make([]map[uint64]*keyState, end-start)
+	w.groups = make([]map[uint64]*windowKey, end-start)
 	w.acc = newAccumulators(w.cfg.aggs)
 	w.fwd = map[int32]int32{}
-	w.out = array.NewRecordBuilder(ctx.Mem, w.cfg.out.Schema)
+	w.out = array.NewRecordBuilder(mem, w.cfg.out.Schema)
 	return nil
 }
 
@@ -417,7 +425,7 @@ func (w *windowOperator) Close() error {
 		w.lateOut.Release()
 		w.lateOut = nil
 	}
-	w.groups, w.timers, w.acc = nil, timerQueue{}, nil
+	w.groups, w.timers, w.acc = nil, windowTimers{}, nil
 	return nil
 }
 
@@ -468,7 +476,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 		}
 	}
 	w.rows, w.slots, w.lateRows, w.refire = w.rows[:0], w.slots[:0], w.lateRows[:0], w.refire[:0]
-	var last *keyState
+	var last *windowKey
 	for r := range n {
 		if timeNulls && tcol.IsNull(r) {
 			w.lateRows = append(w.lateRows, int32(r))
@@ -493,16 +501,16 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 
 		var taken bool
 		switch w.cfg.kind {
-		case tumbling:
+		case kindTumbling:
 			start := ts - floorMod(ts, w.cfg.size)
 			taken = w.addToWindow(ks, int32(r), start, start+w.cfg.size)
-		case sliding:
+		case kindSliding:
 			for start := ts - floorMod(ts, w.cfg.slide); start > ts-w.cfg.size; start -= w.cfg.slide {
 				if w.addToWindow(ks, int32(r), start, start+w.cfg.size) {
 					taken = true
 				}
 			}
-		case session:
+		case kindSession:
 			taken = w.addToSession(ks, int32(r), ts)
 		}
 		if !taken && satAdd(ts, w.cfg.lateness) <= w.wm {
@@ -556,8 +564,8 @@ func floorMod(a, b int64) int64 {
 }
 
 // newKey adds the state of the key of row r, taking its typed values.
-func (w *windowOperator) newKey(b arrow.RecordBatch, r, kg int, hash uint64) *keyState {
-	ks := &keyState{key: string(w.keyBuf), hash: hash, group: kg, vals: make([]keyValue, len(w.cfg.keyCols))}
+func (w *windowOperator) newKey(b arrow.RecordBatch, r, kg int, hash uint64) *windowKey {
+	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: kg, vals: make([]windowKeyValue, len(w.cfg.keyCols))}
 	for i, c := range w.cfg.keyCols {
 		col := b.Column(c)
 		v := &ks.vals[i]
@@ -580,7 +588,7 @@ func (w *windowOperator) newKey(b arrow.RecordBatch, r, kg int, hash uint64) *ke
 	}
 	g := kg - w.kgStart
 	if w.groups[g] == nil {
-		w.groups[g] = map[uint64]*keyState{}
+		w.groups[g] = map[uint64]*windowKey{}
 	}
 	ks.next = w.groups[g][hash]
 	w.groups[g][hash] = ks
@@ -588,7 +596,7 @@ func (w *windowOperator) newKey(b arrow.RecordBatch, r, kg int, hash uint64) *ke
 }
 
 // removeKey drops the state of ks, which has no windows left.
-func (w *windowOperator) removeKey(ks *keyState) {
+func (w *windowOperator) removeKey(ks *windowKey) {
 	m := w.groups[ks.group-w.kgStart]
 	p := m[ks.hash]
 	switch {
@@ -606,14 +614,14 @@ func (w *windowOperator) removeKey(ks *keyState) {
 }
 
 // find returns the index of window [start, end) of ks.
-func (ks *keyState) find(start, end int64) (int, bool) {
+func (ks *windowKey) find(start, end int64) (int, bool) {
 	i, ok := ks.search(start)
 	return i, ok && ks.wins[i].end == end
 }
 
 // search returns the index of the first window starting at or after start,
 // and whether it starts at start.
-func (ks *keyState) search(start int64) (int, bool) {
+func (ks *windowKey) search(start int64) (int, bool) {
 	wins := ks.wins
 	n := len(wins)
 	// Most rows go to the newest window.
@@ -637,13 +645,13 @@ func (ks *keyState) search(start int64) (int, bool) {
 
 // addToWindow adds row r to the (tumbling or sliding) window [start, end)
 // of ks, creating it if needed. It returns false if the window is late.
-func (w *windowOperator) addToWindow(ks *keyState, r int32, start, end int64) bool {
+func (w *windowOperator) addToWindow(ks *windowKey, r int32, start, end int64) bool {
 	i, ok := ks.search(start)
 	if !ok {
 		if w.windowLate(end) {
 			return false
 		}
-		ks.wins = slices.Insert(ks.wins, i, window{start: start, end: end, slot: w.acc.alloc()})
+		ks.wins = slices.Insert(ks.wins, i, windowState{start: start, end: end, slot: w.acc.alloc()})
 		w.addTimers(ks, start, end)
 	}
 	w.addRow(ks, i, r, false)
@@ -653,7 +661,7 @@ func (w *windowOperator) addToWindow(ks *keyState, r int32, start, end int64) bo
 // addToSession adds row r with event time ts to the sessions of ks,
 // merging as Flink's MergingWindowSet does. It returns false if the row's
 // session is late.
-func (w *windowOperator) addToSession(ks *keyState, r int32, ts int64) bool {
+func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 	start, end := ts, satAdd(ts, w.cfg.gap)
 	wins := ks.wins
 	// Windows [s, e) that intersect [start, end), bounds included: e >=
@@ -677,7 +685,7 @@ func (w *windowOperator) addToSession(ks *keyState, r int32, ts int64) bool {
 		if w.windowLate(end) {
 			return false
 		}
-		ks.wins = slices.Insert(ks.wins, i, window{start: start, end: end, slot: w.acc.alloc()})
+		ks.wins = slices.Insert(ks.wins, i, windowState{start: start, end: end, slot: w.acc.alloc()})
 		w.addTimers(ks, start, end)
 	case j == i+1 && wins[i].start <= start && end <= wins[i].end:
 		// Inside an existing session.
@@ -707,30 +715,30 @@ func (w *windowOperator) addToSession(ks *keyState, r int32, ts int64) bool {
 // (its end-1 at or below the watermark) fires again at the end of the
 // batch; force queues it even if it had pending rows (its bounds changed,
 // so an earlier queue entry no longer finds it).
-func (w *windowOperator) addRow(ks *keyState, i int, r int32, force bool) {
+func (w *windowOperator) addRow(ks *windowKey, i int, r int32, force bool) {
 	win := &ks.wins[i]
 	w.rows = append(w.rows, r)
 	w.slots = append(w.slots, win.slot)
 	if (!win.pending || force) && win.end-1 <= w.wm {
-		w.refire = append(w.refire, timer{key: ks, start: win.start, end: win.end})
+		w.refire = append(w.refire, windowTimer{key: ks, start: win.start, end: win.end})
 	}
 	win.pending = true
 }
 
 // addTimers registers the fire and cleanup timers of window [start, end)
 // of ks. A window already due needs no fire timer: addRow queues it.
-func (w *windowOperator) addTimers(ks *keyState, start, end int64) {
+func (w *windowOperator) addTimers(ks *windowKey, start, end int64) {
 	fireAt, cleanAt := end-1, satAdd(end-1, w.cfg.lateness)
 	if fireAt > w.wm && fireAt != cleanAt {
-		w.timers.push(timer{at: fireAt, key: ks, start: start, end: end})
+		w.timers.push(windowTimer{at: fireAt, key: ks, start: start, end: end})
 	}
-	w.timers.push(timer{at: cleanAt, key: ks, start: start, end: end, cleanup: true})
+	w.timers.push(windowTimer{at: cleanAt, key: ks, start: start, end: end, cleanup: true})
 }
 
 // takeFiring appends window i of ks to fs and marks it emitted.
-func (w *windowOperator) takeFiring(fs []firing, ks *keyState, i int) []firing {
+func (w *windowOperator) takeFiring(fs []windowFiring, ks *windowKey, i int) []windowFiring {
 	win := &ks.wins[i]
-	fs = append(fs, firing{key: ks, start: win.start, end: win.end, slot: win.slot, refire: win.emitted})
+	fs = append(fs, windowFiring{key: ks, start: win.start, end: win.end, slot: win.slot, refire: win.emitted})
 	win.pending, win.emitted = false, true
 	return fs
 }
@@ -789,11 +797,11 @@ func (w *windowOperator) Finish() error {
 
 // emit sorts fs and sends their results downstream in as few batches as
 // windowBatchRows allows.
-func (w *windowOperator) emit(fs []firing) error {
+func (w *windowOperator) emit(fs []windowFiring) error {
 	if len(fs) == 0 {
 		return nil
 	}
-	slices.SortFunc(fs, func(a, b firing) int {
+	slices.SortFunc(fs, func(a, b windowFiring) int {
 		if c := cmp.Compare(a.end, b.end); c != 0 {
 			return c
 		}
@@ -812,7 +820,7 @@ func (w *windowOperator) emit(fs []firing) error {
 	return nil
 }
 
-func (w *windowOperator) emitBatch(fs []firing) error {
+func (w *windowOperator) emitBatch(fs []windowFiring) error {
 	rb := w.out
 	rb.Reserve(len(fs))
 	starts := rb.Field(0).(*array.TimestampBuilder)
@@ -845,7 +853,7 @@ func (w *windowOperator) emitBatch(fs []firing) error {
 }
 
 // appendKeyColumn appends key column c of every firing to b.
-func appendKeyColumn(b array.Builder, fs []firing, c int) {
+func appendKeyColumn(b array.Builder, fs []windowFiring, c int) {
 	for _, f := range fs {
 		v := &f.key.vals[c]
 		if v.null {

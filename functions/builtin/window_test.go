@@ -19,7 +19,7 @@ import (
 	"github.com/weirstream/weir/functions/task"
 )
 
-// winSchema is the input of most window tests.
+// winFields is the input schema of most window tests.
 var winFields = []arrowfmt.Field{
 	{Name: "ts", Type: arrowfmt.TimestampMs},
 	{Name: "k", Type: arrowfmt.String},
@@ -205,11 +205,11 @@ func winOp(w spec.Window, keyBy []string, aggs ...string) *spec.Operator {
 	return &spec.Operator{Name: "win", Input: "src", KeyBy: keyBy, Window: &w, Aggregate: m}
 }
 
-func ms(n int) spec.Duration { return spec.Duration(time.Duration(n) * time.Millisecond) }
+func winMs(n int) spec.Duration { return spec.Duration(time.Duration(n) * time.Millisecond) }
 
 func TestWindowSchema(t *testing.T) {
 	in := winStream(t)
-	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10)}, []string{"k2", "k"},
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k2", "k"},
 		"rows", "count()", "total", "sum(f)", "first", "min(ts)", "mean", "avg(v)")
 	out, err := WindowSchema(op, in)
 	if err != nil {
@@ -240,7 +240,7 @@ func TestWindowSchemaErrors(t *testing.T) {
 	in := winStream(t)
 	noTime := in
 	noTime.TimeColumn = -1
-	tumble := spec.Window{Type: spec.WindowTumbling, Size: ms(10)}
+	tumble := spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}
 	for _, tc := range []struct {
 		name string
 		op   *spec.Operator
@@ -267,7 +267,7 @@ func TestWindowSchemaErrors(t *testing.T) {
 		{"no aggregates", winOp(tumble, []string{"k"}), in, []string{"aggregate: missing"}},
 		{"sub-millisecond size", winOp(spec.Window{Type: spec.WindowTumbling, Size: spec.Duration(1500 * time.Microsecond)}, []string{"k"}, "n", "count()"), in,
 			[]string{"window.size: 1.5ms is not a whole number of milliseconds"}},
-		{"slide above size", winOp(spec.Window{Type: spec.WindowSliding, Size: ms(10), Slide: ms(20)}, []string{"k"}, "n", "count()"), in,
+		{"slide above size", winOp(spec.Window{Type: spec.WindowSliding, Size: winMs(10), Slide: winMs(20)}, []string{"k"}, "n", "count()"), in,
 			[]string{"window.slide"}},
 		{"no gap", winOp(spec.Window{Type: spec.WindowSession}, []string{"k"}, "n", "count()"), in,
 			[]string{"window.gap"}},
@@ -291,7 +291,7 @@ func TestWindowSchemaErrors(t *testing.T) {
 }
 
 func TestWindowTumbling(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10)}, []string{"k"},
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"},
 		"n", "count()", "sum_v", "sum(v)", "max_f", "max(f)")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch(
@@ -327,7 +327,7 @@ func TestWindowTumbling(t *testing.T) {
 }
 
 func TestWindowSliding(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowSliding, Size: ms(10), Slide: ms(5)}, []string{"k"},
+	op := winOp(spec.Window{Type: spec.WindowSliding, Size: winMs(10), Slide: winMs(5)}, []string{"k"},
 		"n", "count()", "vs", "sum(v)")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch(
@@ -344,7 +344,7 @@ func TestWindowSliding(t *testing.T) {
 	h.expect("10 20 a 1 4")
 
 	// A slide that does not divide the size: [k*3, k*3+7).
-	op = winOp(spec.Window{Type: spec.WindowSliding, Size: ms(7), Slide: ms(3)}, []string{"k"}, "n", "count()")
+	op = winOp(spec.Window{Type: spec.WindowSliding, Size: winMs(7), Slide: winMs(3)}, []string{"k"}, "n", "count()")
 	h = newWinHarness(t, op, winStream(t))
 	h.batch([]any{6, "a", 0, 0, nil})
 	h.watermark(100)
@@ -352,7 +352,7 @@ func TestWindowSliding(t *testing.T) {
 }
 
 func TestWindowSession(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowSession, Gap: ms(10)}, []string{"k"},
+	op := winOp(spec.Window{Type: spec.WindowSession, Gap: winMs(10)}, []string{"k"},
 		"n", "count()", "vs", "sum(v)", "first", "min(ts)", "last", "max(ts)")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch(
@@ -394,7 +394,7 @@ func TestWindowSession(t *testing.T) {
 }
 
 func TestWindowMultiColumnKeyAndNulls(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10)}, []string{"k", "k2"},
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k", "k2"},
 		"n", "count()", "nv", "count(v)", "sv", "sum(v)", "lo", "min(v)", "hi", "max(f)", "av", "avg(v)", "af", "avg(f)", "sf", "sum(f)")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch(
@@ -422,7 +422,7 @@ func TestWindowMultiColumnKeyAndNulls(t *testing.T) {
 }
 
 func TestWindowAllowedLateness(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10), AllowedLateness: ms(20), LateOutput: "late"}, []string{"k"},
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10), AllowedLateness: winMs(20), LateOutput: "late"}, []string{"k"},
 		"n", "count()", "vs", "sum(v)")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch([]any{1, "a", 0, 1, nil}, []any{2, "b", 0, 2, nil})
@@ -465,7 +465,7 @@ func TestWindowAllowedLateness(t *testing.T) {
 }
 
 func TestWindowLateDropped(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10)}, []string{"k"}, "n", "count()")
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch([]any{1, "a", 0, 0, nil})
 	h.watermark(9)
@@ -480,7 +480,7 @@ func TestWindowLateDropped(t *testing.T) {
 	}
 
 	// With a late output, a batch that is entirely late goes there as is.
-	op = winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10), LateOutput: "late"}, []string{"k"}, "n", "count()")
+	op = winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10), LateOutput: "late"}, []string{"k"}, "n", "count()")
 	h = newWinHarness(t, op, winStream(t))
 	h.watermark(100)
 	h.batch([]any{5, "a", 0, 1, 1.0}, []any{nil, "b", 0, 2, nil})
@@ -493,7 +493,7 @@ func TestWindowLateDropped(t *testing.T) {
 }
 
 func TestWindowSessionLateness(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowSession, Gap: ms(10), AllowedLateness: ms(50), LateOutput: "late"}, []string{"k"},
+	op := winOp(spec.Window{Type: spec.WindowSession, Gap: winMs(10), AllowedLateness: winMs(50), LateOutput: "late"}, []string{"k"},
 		"n", "count()", "vs", "sum(v)")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch([]any{100, "a", 0, 1, nil})
@@ -539,7 +539,7 @@ func TestWindowSessionLateness(t *testing.T) {
 // a row earlier in the same batch: the merged session re-fires once at the
 // end of the batch.
 func TestWindowSessionMergeFired(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowSession, Gap: ms(10), AllowedLateness: ms(100)}, []string{"k"},
+	op := winOp(spec.Window{Type: spec.WindowSession, Gap: winMs(10), AllowedLateness: winMs(100)}, []string{"k"},
 		"n", "count()", "vs", "sum(v)")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch([]any{100, "a", 0, 1, nil}, []any{115, "a", 0, 2, nil}, []any{115, "b", 0, 16, nil})
@@ -562,7 +562,7 @@ func TestWindowSessionMergeFired(t *testing.T) {
 }
 
 func TestWindowKeyGroupRange(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10)}, []string{"k"}, "n", "count()")
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()")
 	in := winStream(t)
 	o, err := NewWindow(op, in)
 	if err != nil {
@@ -587,7 +587,7 @@ func TestWindowKeyGroupRange(t *testing.T) {
 }
 
 func TestWindowFinish(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowSession, Gap: ms(10)}, []string{"k"}, "n", "count()")
+	op := winOp(spec.Window{Type: spec.WindowSession, Gap: winMs(10)}, []string{"k"}, "n", "count()")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch([]any{100, "a", 0, 0, nil}, []any{50, "b", 0, 0, nil})
 	h.watermark(70)
@@ -600,7 +600,7 @@ func TestWindowFinish(t *testing.T) {
 	// is event time 9.
 	in := winStream(t)
 	in.TimeOffset = -1
-	op = winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(10)}, []string{"k"}, "n", "count()")
+	op = winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()")
 	h = newWinHarness(t, op, in)
 	h.batch([]any{10, "a", 0, 0, nil}, []any{11, "a", 0, 0, nil})
 	h.watermark(task.MaxWatermark)
@@ -627,12 +627,12 @@ type winEvent struct {
 // key in plain maps.
 func TestWindowRandom(t *testing.T) {
 	for _, w := range []spec.Window{
-		{Type: spec.WindowTumbling, Size: ms(100)},
-		{Type: spec.WindowTumbling, Size: ms(7)},
-		{Type: spec.WindowSliding, Size: ms(100), Slide: ms(25)},
-		{Type: spec.WindowSliding, Size: ms(50), Slide: ms(15)},
-		{Type: spec.WindowSession, Gap: ms(30)},
-		{Type: spec.WindowSession, Gap: ms(5)},
+		{Type: spec.WindowTumbling, Size: winMs(100)},
+		{Type: spec.WindowTumbling, Size: winMs(7)},
+		{Type: spec.WindowSliding, Size: winMs(100), Slide: winMs(25)},
+		{Type: spec.WindowSliding, Size: winMs(50), Slide: winMs(15)},
+		{Type: spec.WindowSession, Gap: winMs(30)},
+		{Type: spec.WindowSession, Gap: winMs(5)},
 	} {
 		for seed := range uint64(4) {
 			t.Run(fmt.Sprintf("%s/%s/%d", w.Type, w.Size+w.Slide+w.Gap, seed), func(t *testing.T) {
@@ -679,8 +679,8 @@ func TestWindowRandom(t *testing.T) {
 // accepted, and the late output must hold exactly the rows no window took.
 func TestWindowRandomLateness(t *testing.T) {
 	for _, w := range []spec.Window{
-		{Type: spec.WindowTumbling, Size: ms(50), AllowedLateness: ms(30), LateOutput: "late"},
-		{Type: spec.WindowSliding, Size: ms(60), Slide: ms(20), AllowedLateness: ms(25), LateOutput: "late"},
+		{Type: spec.WindowTumbling, Size: winMs(50), AllowedLateness: winMs(30), LateOutput: "late"},
+		{Type: spec.WindowSliding, Size: winMs(60), Slide: winMs(20), AllowedLateness: winMs(25), LateOutput: "late"},
 	} {
 		for seed := range uint64(4) {
 			t.Run(fmt.Sprintf("%s/%d", w.Type, seed), func(t *testing.T) {
@@ -1040,7 +1040,7 @@ func BenchmarkWindowTumbling(b *testing.B) {
 			rec.Release()
 		}
 	}()
-	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: ms(1000)}, []string{"auction"},
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(1000)}, []string{"auction"},
 		"bids", "count()", "total", "sum(price)", "top", "max(price)")
 	b.ResetTimer()
 	for range b.N {

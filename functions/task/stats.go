@@ -10,6 +10,7 @@ import (
 type Stats struct {
 	RecordsIn  atomic.Int64
 	RecordsOut atomic.Int64 // rows written to network outputs and sinks
+	SinkIn     atomic.Int64 // rows handed to chained sinks
 	BytesOut   atomic.Int64 // encoded bytes written to channels
 
 	idleNanos atomic.Int64
@@ -24,6 +25,7 @@ type Stats struct {
 type StatsSnapshot struct {
 	RecordsIn       int64   `json:"recordsIn"`
 	RecordsOut      int64   `json:"recordsOut"`
+	SinkIn          int64   `json:"sinkIn"`
 	BytesOut        int64   `json:"bytesOut"`
 	BusySeconds     float64 `json:"busySeconds"`
 	IdleSeconds     float64 `json:"idleSeconds"`
@@ -52,6 +54,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	return StatsSnapshot{
 		RecordsIn:       s.RecordsIn.Load(),
 		RecordsOut:      s.RecordsOut.Load(),
+		SinkIn:          s.SinkIn.Load(),
 		BytesOut:        s.BytesOut.Load(),
 		BusySeconds:     busy.Seconds(),
 		IdleSeconds:     idle.Seconds(),
@@ -69,6 +72,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 func (a StatsSnapshot) Add(b StatsSnapshot) StatsSnapshot {
 	a.RecordsIn += b.RecordsIn
 	a.RecordsOut += b.RecordsOut
+	a.SinkIn += b.SinkIn
 	a.BytesOut += b.BytesOut
 	a.BusySeconds += b.BusySeconds
 	a.IdleSeconds += b.IdleSeconds

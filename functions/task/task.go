@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -93,9 +94,16 @@ func EdgeTo(edge int) Target  { return Target{Node: -1, Edge: edge} }
 
 // Task runs one subtask.
 type Task struct {
-	cfg   Config
-	stats Stats
+	cfg     Config
+	stats   Stats
+	stopped atomic.Bool
 }
+
+// Stop asks a source task to end its input early, as if the source were
+// exhausted: event time goes to the end, every window fires, sinks flush,
+// and the task finishes normally. Other tasks finish when their inputs
+// end. Safe to call from any goroutine.
+func (t *Task) Stop() { t.stopped.Store(true) }
 
 // New returns a task for cfg; Run runs it.
 func New(cfg Config) *Task {
@@ -131,7 +139,7 @@ func (t *Task) Stats() *Stats { return &t.stats }
 // Run runs the task until its inputs end (nil: every output got its end
 // entry and every sink finished), ctx is cancelled (ctx.Err()), or it fails.
 func (t *Task) Run(ctx context.Context) (err error) {
-	r := &runner{cfg: &t.cfg, stats: &t.stats, ctx: ctx, mem: t.cfg.Mem, now: t.cfg.Now}
+	r := &runner{cfg: &t.cfg, stats: &t.stats, ctx: ctx, mem: t.cfg.Mem, now: t.cfg.Now, stopped: &t.stopped}
 	t.stats.started.Store(time.Now().UnixNano())
 	defer func() {
 		if cerr := r.close(); cerr != nil && err == nil {
@@ -164,6 +172,7 @@ type runner struct {
 	idle      bool
 	dead      *deadLetters
 	srcOpened bool
+	stopped   *atomic.Bool
 }
 
 func (r *runner) open() error {
@@ -263,6 +272,7 @@ func (in *nodeInput) Emit(b arrow.RecordBatch) error {
 			return fmt.Errorf("sink %s: %w", in.n.Name, err)
 		}
 		in.r.stats.RecordsOut.Add(b.NumRows())
+		in.r.stats.SinkIn.Add(b.NumRows())
 		return nil
 	}
 	if err := in.n.Op.ProcessBatch(b); err != nil {
@@ -356,6 +366,10 @@ func (r *runner) runSource() error {
 	for {
 		if err := r.ctx.Err(); err != nil {
 			return err
+		}
+		if r.stopped.Load() {
+			r.cfg.Logger.Info("source stopped early: draining")
+			return r.finish()
 		}
 		now := r.now()
 		maxRows := r.cfg.Batching.Rows

@@ -22,6 +22,11 @@ import "fmt"
 // additionally flushes the highest input watermark at that moment; weir
 // does not, so an idle period never makes on-time records late.) Once every
 // input has ended the output is MaxWatermark.
+//
+// The caller compares Idle before and after each call: when it turns true
+// the task marks its outputs idle; when it turns false the output may not
+// have moved (the input that woke up may be behind), so the task sends
+// Current again to mark its outputs active.
 type Valve struct {
 	inputs []valveInput
 	out    int64
@@ -50,7 +55,8 @@ func NewValve(inputs int) *Valve {
 // Update records watermark wm from input; IdleWatermark marks the input
 // idle, and any other value marks it active again. It returns the output
 // watermark and whether it advanced, in which case the caller forwards it.
-// An input that has ended ignores further watermarks.
+// An input that has ended ignores further watermarks. It panics if input
+// is not in [0, inputs).
 func (v *Valve) Update(input int, wm int64) (out int64, advanced bool) {
 	in := &v.inputs[input]
 	if in.ended {

@@ -167,11 +167,16 @@ func (w *Worker) handle(ctx context.Context, c control.Command) {
 		if err := w.deploy(ctx, c); err != nil {
 			w.report(ctx, c.Task, control.StateFailed, err.Error(), task.StatsSnapshot{})
 		}
-	case control.CmdCancel:
+	case control.CmdCancel, control.CmdStop:
 		w.mu.Lock()
 		r := w.mu.tasks[c.Task]
 		w.mu.Unlock()
-		if r != nil {
+		if r == nil {
+			return
+		}
+		if c.Kind == control.CmdStop {
+			r.task.Stop()
+		} else {
 			r.cancel()
 		}
 	default:
