@@ -71,7 +71,9 @@ func TestBadSpecsRefused(t *testing.T) {
 func TestDeadLetters(t *testing.T) {
 	c := startCluster(t, 2, 4)
 	ctx := t.Context()
-	good := func(i int) string { return fmt.Sprintf(`{"id": %d, "name": "n%d", "ts": %d}`, i, i, 1700000000000+int64(i)*1000) }
+	good := func(i int) string {
+		return fmt.Sprintf(`{"id": %d, "name": "n%d", "ts": %d}`, i, i, 1700000000000+int64(i)*1000)
+	}
 	var f1, f2 strings.Builder
 	for i := 0; i < 50; i++ {
 		fmt.Fprintln(&f1, good(i))

@@ -419,4 +419,3 @@ func floatsEqual(a, b row) bool {
 	}
 	return true
 }
-

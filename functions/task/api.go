@@ -144,4 +144,3 @@ type Sink interface {
 	Finish(ctx context.Context) error
 	Close() error
 }
-
