@@ -38,8 +38,16 @@
 //		rec.Release()
 //	}
 //
-// Decode never panics on a malformed payload; it checks every buffer the
-// record will read, so a record it returns is safe to use.
+// Encode returns a fresh slice per payload; AppendEncode writes into a
+// buffer the caller reuses, which avoids an allocation per batch (about ten
+// times faster for 8K-row batches). A payload is the Arrow IPC streaming
+// format's encapsulated messages without the end-of-stream marker, so
+// concatenating a channel's payloads and appending the marker gives a
+// standard Arrow stream any Arrow tool reads.
+//
+// Decode never panics on a malformed payload: it verifies the flatbuffer
+// metadata before arrow reads it and every buffer the record will read
+// after, so a record it returns is safe to use.
 //
 // # Keys and key groups
 //

@@ -565,3 +565,44 @@ func BenchmarkDecodeWithSchema(b *testing.B) {
 		got.Release()
 	}
 }
+
+// TestPayloadsFormArrowStream checks the documented wire format: a channel's
+// payloads, concatenated and followed by the end-of-stream marker, are a
+// standard Arrow IPC stream.
+func TestPayloadsFormArrowStream(t *testing.T) {
+	mem := newMem(t)
+	enc := NewEncoder(testSchema(t), mem)
+	var stream []byte
+	var want [][]any
+	for i := range 3 {
+		rec := testBatch(t, mem, i*50, 20+i)
+		p, err := enc.Encode(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream = append(stream, p...)
+		want = append(want, rowsOf(rec)...)
+		rec.Release()
+	}
+	stream = append(stream, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0)
+	r, err := ipc.NewReader(bytes.NewReader(stream), ipc.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var got [][]any
+	for r.Next() {
+		got = append(got, rowsOf(r.RecordBatch())...)
+	}
+	if r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !rowEqual(got[i], want[i]) {
+			t.Fatalf("row %d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}
