@@ -20,7 +20,6 @@ type deadLetters struct {
 	n        int
 	seq      int
 	since    time.Time
-	err      error
 }
 
 // DeadLetter is one line of a dead-letter file.
