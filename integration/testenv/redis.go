@@ -128,3 +128,11 @@ func readReply(br *bufio.Reader) (string, error) {
 	}
 	return "", fmt.Errorf("unexpected reply %q", line)
 }
+
+// PID returns the server's process id, for CPU accounting in benchmarks.
+func (r *Redis) PID() int {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
