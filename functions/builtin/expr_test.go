@@ -184,6 +184,7 @@ var exVectorised = []string{
 	`ride_id % n2`,
 	`n2 != 0 && ride_id % n2 == 1`,
 	`n2 == 0 || ride_id % n2 > 0`,
+	`ride_id % n2 == 1 && ok`,
 	`ok ? ride_id % n2 : -1`,
 	`fare * 1.2`,
 	`ride_id * 2 + 1`,
@@ -379,7 +380,10 @@ func (g *exGen) expr(k exprKind, depth int) string {
 			return g.expr(exFloat, depth-1)
 		}
 		cmp := g.pick("==", "!=", "<", "<=", ">", ">=")
-		switch g.rng.IntN(9) {
+		switch g.rng.IntN(10) {
+		case 9:
+			// n2 is often zero: a failing operand for the logic around it.
+			return "(" + g.expr(exInt, depth-1) + " % n2 " + cmp + " " + num() + ")"
 		case 0:
 			return "(" + num() + " " + cmp + " " + num() + ")"
 		case 1:

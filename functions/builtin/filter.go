@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -309,14 +310,17 @@ func filterTake(mem memory.Allocator, col arrow.Array, sel []int32) arrow.Array 
 // filterGatherBits sets bit j of dst to bit off+sel[j] of src and returns
 // how many are zero.
 func filterGatherBits(dst, src []byte, off int, sel []int32) (zeros int) {
-	clear(dst)
-	for j, i := range sel {
-		k := off + int(i)
-		b := src[k>>3] >> (k & 7) & 1
-		dst[j>>3] |= b << (j & 7)
-		zeros += int(b ^ 1)
+	ones := 0
+	for j := 0; j < len(sel); j += 8 {
+		var acc byte
+		for k, i := range sel[j:min(j+8, len(sel))] {
+			p := off + int(i)
+			acc |= (src[p>>3] >> (p & 7) & 1) << k
+		}
+		dst[j>>3] = acc
+		ones += bits.OnesCount8(acc)
 	}
-	return zeros
+	return len(sel) - ones
 }
 
 type selectOp struct {

@@ -1,7 +1,3 @@
-// Package builtin holds weir's built-in operators, sources and sinks: the
-// things a job spec configures in YAML. Each is constructed from its spec
-// entry and the schema of what flows into it, and implements an interface
-// of package task.
 package builtin
 
 import (
