@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
@@ -175,7 +174,6 @@ type filterOp struct {
 	mem      memory.Allocator
 	failures exprFailures
 	sel      []int32
-	cols     []arrow.Array
 }
 
 var _ task.Operator = (*filterOp)(nil)
@@ -225,16 +223,7 @@ func (f *filterOp) ProcessBatch(b arrow.RecordBatch) error {
 		defer s.Release()
 		return f.out.Emit(s)
 	}
-	cols := f.cols[:0]
-	for _, c := range b.Columns() {
-		cols = append(cols, filterTake(f.mem, c, sel))
-	}
-	f.cols = cols
-	rec := array.NewRecordBatch(b.Schema(), cols, int64(j))
-	for i, c := range cols {
-		c.Release()
-		cols[i] = nil
-	}
+	rec := arrowfmt.Take(b, sel, f.mem)
 	defer rec.Release()
 	return f.out.Emit(rec)
 }
@@ -242,70 +231,6 @@ func (f *filterOp) ProcessBatch(b arrow.RecordBatch) error {
 func (f *filterOp) ProcessWatermark(int64) error { return nil }
 func (f *filterOp) Finish() error                { return nil }
 func (f *filterOp) Close() error                 { return nil }
-
-// filterTake returns the rows sel of col, in order, as a new array.
-func filterTake(mem memory.Allocator, col arrow.Array, sel []int32) arrow.Array {
-	n := len(sel)
-	d := col.Data()
-	off := d.Offset()
-	bufs := make([]*memory.Buffer, 0, 3)
-	newBuf := func(size int) []byte {
-		b := memory.NewResizableBuffer(mem)
-		b.Resize(size)
-		bufs = append(bufs, b)
-		return b.Bytes()
-	}
-	defer func() {
-		for _, b := range bufs {
-			if b != nil {
-				b.Release()
-			}
-		}
-	}()
-
-	nulls := 0
-	if col.NullN() == 0 {
-		bufs = append(bufs, nil)
-	} else {
-		bits := newBuf(int(bitutil.BytesForBits(int64(n))))
-		nulls = filterGatherBits(bits, col.NullBitmapBytes(), off, sel)
-	}
-
-	switch col.DataType().ID() {
-	case arrow.INT64, arrow.FLOAT64, arrow.TIMESTAMP:
-		// All three are eight bytes a value: move them as uint64s.
-		src := arrow.Uint64Traits.CastFromBytes(d.Buffers()[1].Bytes())[off:]
-		dst := arrow.Uint64Traits.CastFromBytes(newBuf(n * 8))
-		for j, i := range sel {
-			dst[j] = src[i]
-		}
-	case arrow.BOOL:
-		filterGatherBits(newBuf(int(bitutil.BytesForBits(int64(n)))), d.Buffers()[1].Bytes(), off, sel)
-	case arrow.STRING:
-		offsets := arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[off:]
-		var data []byte
-		if b := d.Buffers()[2]; b != nil {
-			data = b.Bytes()
-		}
-		total := 0
-		for _, i := range sel {
-			total += int(offsets[i+1] - offsets[i])
-		}
-		dstOff := arrow.Int32Traits.CastFromBytes(newBuf((n + 1) * 4))
-		dst := newBuf(total)
-		pos := int32(0)
-		for j, i := range sel {
-			dstOff[j] = pos
-			pos += int32(copy(dst[pos:], data[offsets[i]:offsets[i+1]]))
-		}
-		dstOff[n] = pos
-	default:
-		panic(fmt.Sprintf("builtin: filter: unsupported column type %s", col.DataType()))
-	}
-	nd := array.NewData(col.DataType(), n, bufs, nil, nulls, 0)
-	defer nd.Release()
-	return array.MakeFromData(nd)
-}
 
 // filterGatherBits sets bit j of dst to bit off+sel[j] of src and returns
 // how many are zero.
