@@ -59,7 +59,7 @@ test: deps vet staticcheck unit
 bench: deps bench-exchange bench-e2e
 
 bench-exchange:
-	$(GO) test -run '^$$' -bench 'Exchange' -benchtime 2s -count 1 ./exchange/ | tee .bench-exchange.txt
+	$(GO) test -run '^$$' -bench 'Throughput' -benchtime 2s -count 1 ./exchange/ | tee .bench-exchange.txt
 
 bench-e2e:
 	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee .bench-e2e.txt

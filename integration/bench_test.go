@@ -18,7 +18,7 @@ import (
 )
 
 // benchEvents is the size of one end-to-end benchmark run.
-const benchEvents = 2_000_000
+const benchEvents = 10_000_000
 
 // benchSpec is a keyed tumbling-window job: datagen -> keyBy zone ->
 // 10 s tumbling count/sum/avg -> files sink. Parallelism 2 on 2 cores.
