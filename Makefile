@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 15m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test deps vet staticcheck unit bench bench-exchange bench-e2e fuzz dev-up dev-down demo clean
+.PHONY: all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -56,13 +56,16 @@ unit:
 test: deps vet staticcheck unit
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
-bench: deps bench-exchange bench-e2e
+bench: deps bench-exchange bench-rows bench-e2e
 
 bench-exchange:
 	$(GO) test -run '^$$' -bench 'Throughput' -benchtime 2s -count 1 ./exchange/ | tee .bench-exchange.txt
 
+bench-rows:
+	$(GO) test -run '^$$' -bench 'ExchangeRows' -benchtime 2s -count 1 ./integration/ | tee .bench-rows.txt
+
 bench-e2e:
-	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee .bench-e2e.txt
+	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -count 2 -timeout 30m ./integration/ | tee .bench-e2e.txt
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./arrowfmt/

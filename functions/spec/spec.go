@@ -9,6 +9,8 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -226,8 +228,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // ParseDuration parses a Go duration, and also "7d" for days.
 func ParseDuration(s string) (Duration, error) {
 	if n := len(s); n > 1 && s[n-1] == 'd' {
-		var days float64
-		if _, err := fmt.Sscanf(s[:n-1], "%g", &days); err == nil {
+		if days, err := strconv.ParseFloat(s[:n-1], 64); err == nil && math.Abs(days) < math.MaxInt64/float64(24*time.Hour) {
 			return Duration(days * float64(24*time.Hour)), nil
 		}
 	}
