@@ -117,13 +117,22 @@ func StatusKey(id string) string { return "jobs/" + id + "/status.json" }
 // returns the job id. A spec that does not validate is refused with
 // spec.Problems and nothing is stored.
 func (c *Coordinator) Submit(ctx context.Context, js *spec.Job) (string, error) {
-	p, err := plan.Build(js)
-	if err != nil {
+	if _, err := plan.Build(js); err != nil {
 		return "", err
 	}
 	specJSON, err := json.MarshalIndent(js, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encode spec: %w", err)
+	}
+	// Plan the job as the workers will see it: decoded from the stored
+	// JSON (a Go builder's int config becomes float64 there, say).
+	js = new(spec.Job)
+	if err := json.Unmarshal(specJSON, js); err != nil {
+		return "", fmt.Errorf("decode stored spec: %w", err)
+	}
+	p, err := plan.Build(js)
+	if err != nil {
+		return "", err
 	}
 	id := js.Name + "-" + randomID()
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, SpecKey(id), specJSON); err != nil {
@@ -315,6 +324,11 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 	switch {
 	case e.State == control.StateFailed && !terminal(j.state):
 		c.failLocked(ctx, j, fmt.Sprintf("%s[%d] on worker %s: %s", e.Task.Vertex, e.Task.Subtask, e.Worker, e.Error))
+		return
+	case e.State == control.StateCanceled && !terminal(j.state) && j.state != JobCanceling:
+		// Nobody asked: the worker is shutting down, and the job cannot
+		// complete without the task.
+		c.failLocked(ctx, j, fmt.Sprintf("%s[%d] was stopped by worker %s (shutting down)", e.Task.Vertex, e.Task.Subtask, e.Worker))
 		return
 	case j.state == JobCanceling:
 		if c.allTerminal(j) {

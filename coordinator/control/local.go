@@ -88,6 +88,7 @@ func (l *local) Workers(context.Context) ([]WorkerInfo, error) {
 func (l *local) Send(ctx context.Context, id string, c Command) error {
 	l.mu.Lock()
 	w, ok := l.mu.workers[id]
+	ok = ok && !l.now().After(w.expires) // a lapsed heartbeat is gone, as on Redis
 	l.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("send to %s: %w", id, ErrUnknownWorker)

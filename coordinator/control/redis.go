@@ -44,7 +44,7 @@ type redisPlane struct {
 // end of the stream: a coordinator reads the events reported after it
 // started.
 func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
+	rdb := redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB, ContextTimeoutEnabled: true})
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("connect to redis at %s: %w", opts.Addr, err)
@@ -160,7 +160,7 @@ func (p *redisPlane) Receive(ctx context.Context, id string, wait time.Duration)
 	secs := strconv.FormatFloat(max(wait, 10*time.Millisecond).Seconds(), 'f', 3, 64)
 	res, err := p.rdb.Do(ctx, "BLPOP", keyInbox+id, secs).StringSlice()
 	if errors.Is(err, redis.Nil) {
-		return Command{}, false, nil
+		return Command{}, false, ctx.Err()
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -18,6 +19,10 @@ type Problem struct {
 	Line  int
 	Field string // e.g. sources[rides].eventTime.column
 	Msg   string
+
+	// nth picks the nth list item of that name (0-based) when a name is
+	// repeated, so a duplicate's line is the duplicate's, not the first's.
+	nth int
 }
 
 func (p Problem) Error() string {
@@ -90,17 +95,44 @@ func Parse(data []byte, file string) (*Job, error) {
 		}
 		return nil, Problems{{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
-	if err := job.Validate(); err != nil {
+	probs = append(probs, normalizeConfigs(&job)...)
+	if err := job.Validate(); err != nil || len(probs) > 0 {
 		ps, _ := AsProblems(err)
+		ps = append(probs, ps...)
 		for i := range ps {
 			ps[i].File = file
 			if ps[i].Line == 0 {
-				ps[i].Line = lineOf(doc, ps[i].Field)
+				ps[i].Line = lineOf(doc, ps[i].Field, ps[i].nth)
 			}
 		}
 		return &job, ps
 	}
 	return &job, nil
+}
+
+// normalizeConfigs passes each operator's config through JSON, the form in
+// which the coordinator stores the spec and workers read it, so a function
+// sees the same values (numbers as float64) at deploy time and at run time.
+// A config JSON cannot carry (a map with non-string keys) is a problem.
+func normalizeConfigs(job *Job) Problems {
+	var ps Problems
+	for i := range job.Operators {
+		o := &job.Operators[i]
+		if o.Config == nil {
+			continue
+		}
+		b, err := json.Marshal(o.Config)
+		if err == nil {
+			var m map[string]any
+			if err = json.Unmarshal(b, &m); err == nil {
+				o.Config = m
+				continue
+			}
+		}
+		ps = append(ps, Problem{Field: fmt.Sprintf("operators[%s].config", o.Name),
+			Msg: "must be plain data with string keys (it is stored as JSON): " + err.Error()})
+	}
+	return ps
 }
 
 // checkKeys walks a YAML node against the Go type it will decode into and
@@ -190,7 +222,7 @@ func itemName(n *yaml.Node, i int) string {
 }
 
 // lineOf finds the line of a field path in the document, or 0.
-func lineOf(doc *yaml.Node, path string) int {
+func lineOf(doc *yaml.Node, path string, nth int) int {
 	if path == "" {
 		return 0
 	}
@@ -206,7 +238,7 @@ func lineOf(doc *yaml.Node, path string) int {
 		n = next
 		if hasIdx {
 			idx = strings.TrimSuffix(idx, "]")
-			item := seqItem(n, idx)
+			item := seqItem(n, idx, nth)
 			if item == nil {
 				return line
 			}
@@ -247,16 +279,25 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-func seqItem(n *yaml.Node, idx string) *yaml.Node {
+// seqItem returns the nth item of a sequence named idx (see itemName).
+func seqItem(n *yaml.Node, idx string, nth int) *yaml.Node {
 	if n == nil || n.Kind != yaml.SequenceNode {
 		return nil
 	}
+	var first *yaml.Node
 	for i, item := range n.Content {
-		if itemName(item, i) == idx {
+		if itemName(item, i) != idx {
+			continue
+		}
+		if nth == 0 {
 			return item
 		}
+		if first == nil {
+			first = item
+		}
+		nth--
 	}
-	return nil
+	return first
 }
 
 // suggest returns the accepted name closest to got, if close enough.
@@ -318,7 +359,7 @@ func WithLines(ps Problems, data []byte, file string) Problems {
 			p.File = file
 		}
 		if p.Line == 0 && doc != nil {
-			p.Line = lineOf(doc, p.Field)
+			p.Line = lineOf(doc, p.Field, p.nth)
 		}
 		out[i] = p
 	}

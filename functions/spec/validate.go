@@ -2,6 +2,8 @@ package spec
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"regexp"
 	"sort"
 	"strings"
@@ -28,6 +30,12 @@ func (j *Job) Validate() error {
 	if maxP < 1 || maxP > 32768 {
 		add("maxParallelism", "%d is out of range: want 1..32768", j.MaxParallelism)
 	}
+	// Numbers JSON cannot carry (a spec is stored as JSON) are refused.
+	finite := func(field string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			add(field, "%g is not a finite number", v)
+		}
+	}
 	checkPar := func(field string, p int) {
 		if p < 0 || p > maxP {
 			add(field, "%d is out of range: want 1..maxParallelism (%d)", p, maxP)
@@ -42,46 +50,63 @@ func (j *Job) Validate() error {
 	}
 
 	// Every name (node or side output) is unique; record what produces it.
-	produced := map[string]string{} // name -> where it is defined
-	define := func(field, name string) {
+	produced := map[string]string{} // name -> what defines it, for messages
+	seen := map[string]int{}         // "list/name" -> occurrences so far
+	define := func(list, field, name, what string) {
+		nth := seen[list+"/"+name]
+		seen[list+"/"+name]++
 		if !nameRE.MatchString(name) {
 			add(field, "%q is not a valid name: want a letter then letters, digits, '-' or '_'", name)
 			return
 		}
 		if prev, dup := produced[name]; dup {
-			add(field, "name %q is already used by %s", name, prev)
+			// The duplicate, not the first definition, is the problem:
+			// point at its line.
+			ps = append(ps, Problem{Field: field, nth: nth, Msg: fmt.Sprintf("name %q is already used by %s", name, prev)})
 			return
 		}
-		produced[name] = field
+		produced[name] = what
 	}
 	for _, s := range j.Sources {
-		define(fmt.Sprintf("sources[%s].name", s.Name), s.Name)
+		define("sources", fmt.Sprintf("sources[%s].name", s.Name), s.Name, fmt.Sprintf("source %q", s.Name))
 	}
 	for _, o := range j.Operators {
-		define(fmt.Sprintf("operators[%s].name", o.Name), o.Name)
+		define("operators", fmt.Sprintf("operators[%s].name", o.Name), o.Name, fmt.Sprintf("operator %q", o.Name))
 		if o.Window != nil && o.Window.LateOutput != "" {
-			define(fmt.Sprintf("operators[%s].window.lateOutput", o.Name), o.Window.LateOutput)
+			define("late", fmt.Sprintf("operators[%s].window.lateOutput", o.Name), o.Window.LateOutput,
+				fmt.Sprintf("the late output of operator %q", o.Name))
 		}
 	}
+	// Sinks share the namespace but produce nothing to read.
+	readable := maps.Clone(produced)
 	sinkNames := map[string]bool{}
 	for _, s := range j.Sinks {
-		f := fmt.Sprintf("sinks[%s].name", s.Name)
-		if !nameRE.MatchString(s.Name) {
-			add(f, "%q is not a valid name", s.Name)
-		} else if prev, dup := produced[s.Name]; dup || sinkNames[s.Name] {
-			if prev == "" {
-				prev = "another sink"
-			}
-			add(f, "name %q is already used by %s", s.Name, prev)
+		define("sinks", fmt.Sprintf("sinks[%s].name", s.Name), s.Name, "another sink")
+		if _, clash := readable[s.Name]; !clash {
+			sinkNames[s.Name] = true
 		}
-		sinkNames[s.Name] = true
 	}
+	produced = readable
 
 	for _, s := range j.Sources {
 		p := fmt.Sprintf("sources[%s]", s.Name)
 		checkPar(p+".parallelism", s.Parallelism)
+		finite(p+".rate", s.Rate)
 		if s.Rate < 0 {
 			add(p+".rate", "%g is negative", s.Rate)
+		}
+		if s.Gen != nil {
+			finite(p+".datagen.eventsPerSecond", s.Gen.EventsPerSecond)
+			for name, fg := range s.Gen.Fields {
+				f := p + ".datagen.fields." + name
+				finite(f+".nullRate", fg.NullRate)
+				if fg.Min != nil {
+					finite(f+".min", *fg.Min)
+				}
+				if fg.Max != nil {
+					finite(f+".max", *fg.Max)
+				}
+			}
 		}
 		if s.Count < 0 {
 			add(p+".count", "%d is negative", s.Count)
@@ -209,6 +234,7 @@ func (j *Job) Validate() error {
 		p := fmt.Sprintf("sinks[%s]", s.Name)
 		checkPar(p+".parallelism", s.Parallelism)
 		checkInput(p+".input", s.Input, produced, sinkNames, add)
+		finite(p+".rate", s.Rate)
 		if s.Rate < 0 {
 			add(p+".rate", "%g is negative", s.Rate)
 		}

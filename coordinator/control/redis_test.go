@@ -1,0 +1,113 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/integration/testenv"
+)
+
+func openRedis(t *testing.T, addr string) control.Plane {
+	t.Helper()
+	p, err := control.NewRedis(context.Background(), control.RedisOptions{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// Workers and the coordinator are separate processes with their own
+// planes on one Redis.
+func TestRedisAcrossProcesses(t *testing.T) {
+	r := testenv.StartRedis(t)
+	worker, coord := openRedis(t, r.Addr), openRedis(t, r.Addr)
+	ctx := ctxT(t)
+	register(t, worker, info("w1", 4), 10*time.Second)
+	if ids := workerIDs(t, coord); !reflect.DeepEqual(ids, []string{"w1"}) {
+		t.Fatalf("coordinator sees workers %v", ids)
+	}
+	if err := coord.Send(ctx, "w1", cmd(3)); err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := worker.Receive(ctx, "w1", time.Second)
+	if !ok || err != nil || c.Task.Subtask != 3 {
+		t.Fatalf("worker received %+v, ok %v, %v", c, ok, err)
+	}
+	prime(t, coord)
+	if err := worker.Report(ctx, event(1, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, coord, 1); got[0].Stats.RecordsIn != 5 {
+		t.Errorf("coordinator got %+v", got[0])
+	}
+}
+
+// A coordinator's plane reads the events reported after its first Events
+// call, not the stream's history: a restarted coordinator does not replay
+// old task events.
+func TestRedisEventsStartAtTheEnd(t *testing.T) {
+	r := testenv.StartRedis(t)
+	worker := openRedis(t, r.Addr)
+	ctx := ctxT(t)
+	for i := range 3 {
+		if err := worker.Report(ctx, event(0, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	coord := openRedis(t, r.Addr)
+	if ev, err := coord.Events(ctx, 50*time.Millisecond); len(ev) != 0 || err != nil {
+		t.Fatalf("first Events returned history: %d events, %v", len(ev), err)
+	}
+	// Reported between two calls: not missed.
+	if err := worker.Report(ctx, event(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, coord, 1)
+	if got[0].Stats.RecordsIn != 3 {
+		t.Errorf("got event %d, want 3", got[0].Stats.RecordsIn)
+	}
+}
+
+func TestRedisBadAddress(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := control.NewRedis(ctx, control.RedisOptions{Addr: addr})
+	if err == nil {
+		p.Close()
+		t.Fatal("NewRedis on a closed port succeeded")
+	}
+	if !strings.Contains(err.Error(), addr) {
+		t.Errorf("error %q does not name the address", err)
+	}
+}
+
+// A plane whose Redis is gone reports errors rather than hanging or
+// pretending.
+func TestRedisServerGone(t *testing.T) {
+	r := testenv.StartRedis(t)
+	p := openRedis(t, r.Addr)
+	register(t, p, info("w", 1), 10*time.Second)
+	r.Stop()
+	op := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if _, err := p.Workers(op()); err == nil {
+		t.Error("Workers with Redis down: no error")
+	}
+	if err := p.Send(op(), "w", cmd(1)); err == nil || errors.Is(err, control.ErrUnknownWorker) {
+		t.Errorf("Send with Redis down = %v, want a connection error", err)
+	}
+	if err := p.Report(op(), event(0, 1)); err == nil || !strings.Contains(err.Error(), "job-1") {
+		t.Errorf("Report with Redis down = %v, want an error naming the task", err)
+	}
+}
