@@ -51,7 +51,7 @@ func (j *Job) Validate() error {
 
 	// Every name (node or side output) is unique; record what produces it.
 	produced := map[string]string{} // name -> what defines it, for messages
-	seen := map[string]int{}         // "list/name" -> occurrences so far
+	seen := map[string]int{}        // "list/name" -> occurrences so far
 	define := func(list, field, name, what string) {
 		nth := seen[list+"/"+name]
 		seen[list+"/"+name]++
