@@ -27,7 +27,7 @@ func Job() (*spec.Job, error) {
 			},
 			Gen: &spec.DatagenOpt{
 				Seed:            42,
-				EventsPerSecond: 50,
+				EventsPerSecond: 5,
 				OutOfOrderness:  spec.Duration(4 * time.Second),
 				Fields: map[string]spec.FieldGen{
 					"zone": {Values: []string{"downtown", "airport", "harbor", "university", "stadium", "oldtown", "riverside", "hills"}},
@@ -47,6 +47,7 @@ func Job() (*spec.Job, error) {
 			Input:    "stats",
 			KeyBy:    []string{"zone"},
 			Function: Name,
+			Config:   map[string]any{"sensitivity": 2.0},
 		}).
 		Sink(spec.Sink{Name: "out", Input: "surge", Type: spec.SinkFiles, Path: "output/surge/", Format: spec.FormatJSONL}).
 		Sink(spec.Sink{Name: "late-out", Input: "late", Type: spec.SinkFiles, Path: "output/late/", Format: spec.FormatJSONL}).

@@ -177,6 +177,9 @@ func TestSurgeOperator(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	op, in := pipeline(t)
+	// The expected multipliers below are worked out for sensitivity 0.5
+	// (the example's spec raises it to make the demo livelier).
+	op.Config = map[string]any{"sensitivity": 0.5}
 	proc, err := builtin.NewProcess(op, in)
 	if err != nil {
 		t.Fatal(err)
