@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/bits"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -231,22 +230,6 @@ func (f *filterOp) ProcessBatch(b arrow.RecordBatch) error {
 func (f *filterOp) ProcessWatermark(int64) error { return nil }
 func (f *filterOp) Finish() error                { return nil }
 func (f *filterOp) Close() error                 { return nil }
-
-// filterGatherBits sets bit j of dst to bit off+sel[j] of src and returns
-// how many are zero.
-func filterGatherBits(dst, src []byte, off int, sel []int32) (zeros int) {
-	ones := 0
-	for j := 0; j < len(sel); j += 8 {
-		var acc byte
-		for k, i := range sel[j:min(j+8, len(sel))] {
-			p := off + int(i)
-			acc |= (src[p>>3] >> (p & 7) & 1) << k
-		}
-		dst[j>>3] = acc
-		ones += bits.OnesCount8(acc)
-	}
-	return len(sel) - ones
-}
 
 type selectOp struct {
 	plan *selectPlan
