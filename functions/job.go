@@ -61,6 +61,9 @@ func (b *JobBuilder) Build() (*spec.Job, error) {
 	j.Sources = append([]spec.Source(nil), b.job.Sources...)
 	j.Operators = append([]spec.Operator(nil), b.job.Operators...)
 	j.Sinks = append([]spec.Sink(nil), b.job.Sinks...)
+	if err := j.NormalizeConfigs(); err != nil {
+		return nil, err
+	}
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}

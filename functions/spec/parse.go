@@ -95,7 +95,7 @@ func Parse(data []byte, file string) (*Job, error) {
 		}
 		return nil, Problems{{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}}
 	}
-	probs = append(probs, normalizeConfigs(&job)...)
+	probs = append(probs, job.normalizeConfigs()...)
 	if err := job.Validate(); err != nil || len(probs) > 0 {
 		ps, _ := AsProblems(err)
 		ps = append(probs, ps...)
@@ -110,14 +110,22 @@ func Parse(data []byte, file string) (*Job, error) {
 	return &job, nil
 }
 
-// normalizeConfigs passes each operator's config through JSON, the form in
+// NormalizeConfigs passes each operator's config through JSON, the form in
 // which the coordinator stores the spec and workers read it, so a function
 // sees the same values (numbers as float64) at deploy time and at run time.
-// A config JSON cannot carry (a map with non-string keys) is a problem.
-func normalizeConfigs(job *Job) Problems {
+// Parse does it; a spec built in Go calls it before Validate. A config that
+// JSON cannot carry is reported as Problems.
+func (j *Job) NormalizeConfigs() error {
+	if ps := j.normalizeConfigs(); len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
+
+func (j *Job) normalizeConfigs() Problems {
 	var ps Problems
-	for i := range job.Operators {
-		o := &job.Operators[i]
+	for i := range j.Operators {
+		o := &j.Operators[i]
 		if o.Config == nil {
 			continue
 		}
