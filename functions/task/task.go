@@ -363,6 +363,9 @@ func (r *runner) runSource() error {
 		lastFill = r.now()
 	)
 	burst := max(s.Rate/20, 1) // at most 50ms worth of events at once
+	// Poll once ~10ms worth of events is allowed, not for every token:
+	// batches of one row would cost more than the rows themselves.
+	quantum := max(min(s.Rate/100, burst), 1)
 	for {
 		if err := r.ctx.Err(); err != nil {
 			return err
@@ -376,8 +379,8 @@ func (r *runner) runSource() error {
 		if s.Rate > 0 {
 			tokens = min(tokens+now.Sub(lastFill).Seconds()*s.Rate, burst)
 			lastFill = now
-			if tokens < 1 {
-				d := time.Duration((1 - tokens) / s.Rate * float64(time.Second))
+			if tokens < quantum {
+				d := time.Duration((quantum - tokens) / s.Rate * float64(time.Second))
 				if err := r.sleep(min(d, r.untilWake(now))); err != nil {
 					return err
 				}
