@@ -135,4 +135,3 @@ func benchChannel(b *testing.B, tr exchange.Transport, rows, redisPID int) {
 		b.ReportMetric(float64(got)/cpu.Seconds(), "rows/cpu-s")
 	}
 }
-
