@@ -318,7 +318,7 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 		return // terminal task states are final; late metrics are dropped
 	}
 	t.state, t.errMsg, t.updated = e.State, e.Error, e.Time
-	if e.State != control.StateRunning || e.Stats.RecordsIn+e.Stats.RecordsOut > 0 || t.stats == (task.StatsSnapshot{}) {
+	if e.Stats != (task.StatsSnapshot{}) { // a state change may carry no metrics
 		t.stats = e.Stats
 	}
 	switch {
