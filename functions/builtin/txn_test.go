@@ -1,0 +1,620 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// txnBackends returns the stores the files sink's transactions are tested
+// on: a directory, and S3 on a MinIO started once for the test.
+func txnBackends(t *testing.T) map[string]func(t *testing.T) blob.Bucket {
+	t.Helper()
+	var (
+		once sync.Once
+		m    *testenv.MinIO
+	)
+	parent := t
+	return map[string]func(t *testing.T) blob.Bucket{
+		"dir": connBucket,
+		"minio": func(t *testing.T) blob.Bucket {
+			t.Helper()
+			once.Do(func() { m = testenv.StartMinIO(parent) })
+			b, err := blob.NewS3(context.Background(), m.S3Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			return b
+		},
+	}
+}
+
+// txnFiles is one files sink under test with its store and its input.
+type txnFiles struct {
+	t      *testing.T
+	b      blob.Bucket
+	path   string
+	format string
+	in     Stream
+	mem    memory.Allocator
+	clock  *connClock
+}
+
+// open opens a sink on the store, as another process would with only the
+// spec.
+func (f *txnFiles) open() (*fileSink, *task.Counters) {
+	f.t.Helper()
+	return connOpenFileSink(f.t, &spec.Sink{Name: "out", Type: spec.SinkFiles, Path: f.path, Format: f.format}, f.in, f.b, f.mem, f.clock)
+}
+
+// openTxn opens a transactional sink that rolls an object every 1000 rows
+// (Parquet) or every ~100 kB (JSON lines).
+func (f *txnFiles) openTxn() (*fileSink, *task.Counters) {
+	f.t.Helper()
+	s, c := f.open()
+	s.EnableTransactions()
+	s.maxRows, s.maxBytes = 1000, 100_000
+	return s, c
+}
+
+// write writes recs, an hour apart: the clock must not roll anything.
+func (f *txnFiles) write(s *fileSink, recs []arrow.RecordBatch) {
+	f.t.Helper()
+	for _, rec := range recs {
+		f.clock.t = f.clock.t.Add(time.Hour)
+		if err := s.Write(context.Background(), rec); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *txnFiles) keys(prefix string) []string {
+	f.t.Helper()
+	infos, err := f.b.List(context.Background(), prefix)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var keys []string
+	for _, info := range infos {
+		keys = append(keys, info.Key)
+	}
+	return keys
+}
+
+// visible returns the objects a files source reading the path would read.
+func (f *txnFiles) visible() []string {
+	f.t.Helper()
+	var keys []string
+	for _, k := range f.keys(f.path + "/") {
+		if inputObject(f.path, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func (f *txnFiles) staged() []string { f.t.Helper(); return f.keys(stagingDir(f.path)) }
+
+// rows reads the visible objects, in key order.
+func (f *txnFiles) rows() [][]any {
+	f.t.Helper()
+	var rows [][]any
+	for _, k := range f.visible() {
+		data, err := f.b.Get(context.Background(), k)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if f.format == spec.FormatParq {
+			rows = append(rows, connReadParquet(f.t, data, f.in.Schema, f.mem)...)
+		} else {
+			rows = append(rows, connReadJSONL(f.t, data, f.in.Schema, f.mem)...)
+		}
+	}
+	return rows
+}
+
+func txnHandleOf(t *testing.T, raw json.RawMessage) fileTxnHandle {
+	t.Helper()
+	var h fileTxnHandle
+	if err := decodeHandle("files", raw, &h, &h.V); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestFileSinkTxn(t *testing.T) {
+	connCheckLeaks(t)
+	ctx := context.Background()
+	for backend, newBucket := range txnBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			for _, format := range []string{spec.FormatJSONL, spec.FormatParq} {
+				setup := func(t *testing.T, name string, count int64) (*txnFiles, []arrow.RecordBatch, [][]any) {
+					mem := connMem(t)
+					recs, in, want := connGenBatches(t, mem, count, 500)
+					f := &txnFiles{t: t, b: newBucket(t), path: fmt.Sprintf("out/%s/%s", format, name), format: format, in: in, mem: mem,
+						clock: &connClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}}
+					return f, recs, want
+				}
+
+				t.Run(format+"/Commit", func(t *testing.T) {
+					f, recs, want := setup(t, "commit", 5000)
+					s, counters := f.openTxn()
+					f.write(s, recs[:6])
+					if err := s.Finish(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if keys := f.keys(f.path + "/"); len(keys) != 0 {
+						t.Fatalf("objects before PreCommit: %v", keys)
+					}
+					raw, err := s.PreCommit(ctx, "job-a2-s1-c1")
+					if err != nil {
+						t.Fatal(err)
+					}
+					h := txnHandleOf(t, raw)
+					staged := f.staged()
+					if len(h.Objects) < 2 || len(staged) != len(h.Objects) {
+						t.Fatalf("handle %s; staged %v: want the same objects, at least 2", raw, staged)
+					}
+					for _, o := range h.Objects {
+						if !strings.HasPrefix(o.Staged, f.path+"/_staging/job-a2-s1-c1/part-1-a2-") {
+							t.Errorf("staged key %s", o.Staged)
+						}
+					}
+					if v := f.visible(); len(v) != 0 {
+						t.Fatalf("visible after PreCommit: %v", v)
+					}
+					if n := counters.SinkRows.Load(); n != 3000 {
+						t.Errorf("SinkRows %d after PreCommit, want 3000", n)
+					}
+					if err := s.Commit(ctx, raw); err != nil {
+						t.Fatal(err)
+					}
+					connSameRows(t, f.rows(), want[:3000])
+					if st := f.staged(); len(st) != 0 {
+						t.Fatalf("staged after Commit: %v", st)
+					}
+					if err := s.Commit(ctx, raw); err != nil {
+						t.Fatalf("second Commit: %v", err)
+					}
+					connSameRows(t, f.rows(), want[:3000])
+
+					// The next transaction carries on the numbering; a
+					// sink opened elsewhere with only the spec commits it.
+					f.write(s, recs[6:])
+					raw2, err := s.PreCommit(ctx, "job-a2-s1-c2")
+					if err != nil {
+						t.Fatal(err)
+					}
+					other, _ := f.open()
+					if err := other.Commit(ctx, raw2); err != nil {
+						t.Fatal(err)
+					}
+					connSameRows(t, f.rows(), want)
+					if st := f.staged(); len(st) != 0 {
+						t.Fatalf("staged after Commit: %v", st)
+					}
+					if n := counters.SinkRows.Load(); n != int64(len(want)) {
+						t.Errorf("SinkRows %d, want %d", n, len(want))
+					}
+					// An empty transaction has an empty handle.
+					raw3, err := s.PreCommit(ctx, "job-a2-s1-c3")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if h := txnHandleOf(t, raw3); len(h.Objects) != 0 {
+						t.Fatalf("empty transaction: %s", raw3)
+					}
+					if err := s.Commit(ctx, raw3); err != nil {
+						t.Fatal(err)
+					}
+					connSameRows(t, f.rows(), want)
+				})
+
+				t.Run(format+"/CommitAfterCrash", func(t *testing.T) {
+					f, recs, want := setup(t, "crash", 4000)
+					s, _ := f.openTxn()
+					f.write(s, recs)
+					raw, err := s.PreCommit(ctx, "job-a2-s1-c1")
+					if err != nil {
+						t.Fatal(err)
+					}
+					h := txnHandleOf(t, raw)
+					if len(h.Objects) < 3 {
+						t.Fatalf("want at least 3 objects: %s", raw)
+					}
+					// The first Commit dies after committing object 0
+					// and copying object 1, before deleting its staged copy.
+					if err := commitStaged(ctx, f.b, h.Objects[0]); err != nil {
+						t.Fatal(err)
+					}
+					if err := copyStaged(ctx, f.b, h.Objects[1]); err != nil {
+						t.Fatal(err)
+					}
+					if v := f.visible(); len(v) != 2 {
+						t.Fatalf("visible after the crash: %v", v)
+					}
+					if err := s.Commit(ctx, raw); err != nil {
+						t.Fatal(err)
+					}
+					connSameRows(t, f.rows(), want)
+					if st := f.staged(); len(st) != 0 {
+						t.Fatalf("staged after Commit: %v", st)
+					}
+					if v := f.visible(); len(v) != len(h.Objects) {
+						t.Fatalf("visible %v, want %d objects", v, len(h.Objects))
+					}
+				})
+
+				t.Run(format+"/ConcurrentCommit", func(t *testing.T) {
+					f, recs, want := setup(t, "concurrent", 4000)
+					s, _ := f.openTxn()
+					f.write(s, recs)
+					raw, err := s.PreCommit(ctx, "job-a2-s1-c1")
+					if err != nil {
+						t.Fatal(err)
+					}
+					a, _ := f.open()
+					b, _ := f.open()
+					var wg sync.WaitGroup
+					errs := make([]error, 2)
+					for i, snk := range []*fileSink{a, b} {
+						wg.Go(func() { errs[i] = snk.Commit(ctx, raw) })
+					}
+					wg.Wait()
+					for _, err := range errs {
+						if err != nil {
+							t.Error(err)
+						}
+					}
+					connSameRows(t, f.rows(), want)
+					if st := f.staged(); len(st) != 0 {
+						t.Fatalf("staged after Commit: %v", st)
+					}
+				})
+
+				t.Run(format+"/Abort", func(t *testing.T) {
+					f, recs, _ := setup(t, "abort", 2000)
+					s, _ := f.openTxn()
+					f.write(s, recs)
+					raw, err := s.PreCommit(ctx, "job-a2-s1-c1")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st := f.staged(); len(st) == 0 {
+						t.Fatal("nothing staged")
+					}
+					for range 2 {
+						if err := s.Abort(ctx, raw); err != nil {
+							t.Fatal(err)
+						}
+						if keys := f.keys(f.path + "/"); len(keys) != 0 {
+							t.Fatalf("objects after Abort: %v", keys)
+						}
+					}
+					// An aborted transaction cannot be committed: nothing
+					// is left to commit, and Commit says so.
+					if err := s.Commit(ctx, raw); err == nil || !strings.Contains(err.Error(), "both missing") {
+						t.Fatalf("Commit after Abort: %v", err)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestFileSinkTxnModes(t *testing.T) {
+	connCheckLeaks(t)
+	ctx := context.Background()
+	mem := connMem(t)
+	recs, in, _ := connGenBatches(t, mem, 10, 10)
+	b := connBucket(t)
+	s, _ := connOpenFileSink(t, &spec.Sink{Name: "out", Type: spec.SinkFiles, Path: "out", Format: spec.FormatJSONL}, in, b, mem, &connClock{})
+	if err := s.Write(ctx, recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PreCommit(ctx, "c1"); err == nil || !strings.Contains(err.Error(), "EnableTransactions") {
+		t.Errorf("PreCommit without transactions: %v", err)
+	}
+	s.EnableTransactions()
+	for _, id := range []string{"", "a/b", "..", "_x", "a b", strings.Repeat("x", 201)} {
+		if _, err := s.PreCommit(ctx, id); err == nil {
+			t.Errorf("PreCommit(%q) accepted", id)
+		}
+	}
+	for _, h := range []string{
+		`{"v":2,"txn":"c1","objects":[]}`,
+		`{"v":1,"txn":"c1","objects":[],"x":1}`,
+		`{"v":1,"txn":"c1","objects":[]} {}`,
+		`{"v":1,"txn":"c1","objects":[{"staged":"other/_staging/c1/part-0.jsonl","final":"other/part-0.jsonl"}]}`,
+		`{"v":1,"txn":"c1","objects":[{"staged":"out/_staging/c1/part-0.jsonl","final":"out/part-1.jsonl"}]}`,
+		`{"v":1,"txn":"c1","objects":[{"staged":"out/_staging/c2/part-0.jsonl","final":"out/part-0.jsonl"}]}`,
+	} {
+		if err := s.Commit(ctx, json.RawMessage(h)); err == nil {
+			t.Errorf("Commit(%s) accepted", h)
+		}
+		if err := s.Abort(ctx, json.RawMessage(h)); err == nil {
+			t.Errorf("Abort(%s) accepted", h)
+		}
+	}
+	// The rate limiter NewSink may add does not hide the transactions.
+	snk, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkFiles, Path: "out", Format: spec.FormatJSONL, Rate: 10}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp, ok := AsTwoPhase(snk); !ok || tp != snk.(*rateLimitedSink).Sink {
+		t.Errorf("AsTwoPhase(rate-limited files sink) = %v, %v", tp, ok)
+	}
+	if _, ok := AsTwoPhase(NewStdoutSink(in)); ok {
+		t.Error("stdout sink is two-phase")
+	}
+}
+
+func TestTxnCleanStaging(t *testing.T) {
+	connCheckLeaks(t)
+	ctx := context.Background()
+	for backend, newBucket := range txnBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			mem := connMem(t)
+			recs, in, want := connGenBatches(t, mem, 3000, 500)
+			f := &txnFiles{t: t, b: newBucket(t), path: "clean", format: spec.FormatJSONL, in: in, mem: mem, clock: &connClock{}}
+			s, _ := f.openTxn()
+			s.maxBytes = 1 // an object per Write
+			handles := map[string]json.RawMessage{}
+			for i, id := range []string{"job-a2-s1-c1", "job-a2-s1-c2", "job-a2-s1-c3"} {
+				f.write(s, recs[2*i:2*i+2])
+				raw, err := s.PreCommit(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				handles[id] = raw
+			}
+			// Another sink's staging area and committed output are not
+			// touched.
+			connPut(t, f.b, "clean2/_staging/job-a2-s1-c1/part-0-a0-000000.jsonl", "{}\n")
+			connPut(t, f.b, "clean/part-0-a1-000000.jsonl", "")
+			if n := len(f.staged()); n != 6 {
+				t.Fatalf("%d staged objects, want 6", n)
+			}
+			removed, err := CleanStaging(ctx, f.b, "clean/", func(txn string) bool { return txn == "job-a2-s1-c2" })
+			if err != nil || removed != 4 {
+				t.Fatalf("CleanStaging: removed %d, %v; want 4", removed, err)
+			}
+			for _, k := range f.staged() {
+				if !strings.HasPrefix(k, "clean/_staging/job-a2-s1-c2/") {
+					t.Errorf("left %s", k)
+				}
+			}
+			if _, err := f.b.Stat(ctx, "clean2/_staging/job-a2-s1-c1/part-0-a0-000000.jsonl"); err != nil {
+				t.Errorf("other sink's staging: %v", err)
+			}
+			if err := s.Commit(ctx, handles["job-a2-s1-c2"]); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.b.Delete(ctx, "clean/part-0-a1-000000.jsonl"); err != nil {
+				t.Fatal(err)
+			}
+			connSameRows(t, f.rows(), want[1000:2000])
+			if removed, err := CleanStaging(ctx, f.b, "clean", func(string) bool { return false }); err != nil || removed != 0 {
+				t.Fatalf("CleanStaging of a clean path: removed %d, %v", removed, err)
+			}
+		})
+	}
+}
+
+// txnRedisSink opens a redis sink on stream "results" of r.
+func txnRedisSink(t *testing.T, r *testenv.Redis, in Stream, mem memory.Allocator, txn bool) (*redisSink, *task.Counters) {
+	t.Helper()
+	s, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "results", Addr: r.Addr}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counters := &task.Counters{}
+	if err := s.Open(&task.SinkContext{Context: task.Context{Mem: mem, Counters: counters}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	rs := s.(*redisSink)
+	if txn {
+		rs.EnableTransactions()
+	}
+	return rs, counters
+}
+
+func txnRedisInt(t *testing.T, r *testenv.Redis, args ...string) int {
+	t.Helper()
+	v, err := r.Do(args...)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%v: %q", args, v)
+	}
+	return n
+}
+
+func TestRedisSinkTxn(t *testing.T) {
+	connCheckLeaks(t)
+	ctx := context.Background()
+	r := testenv.StartRedis(t)
+	mem := connMem(t)
+	recs, in, want := connGenBatches(t, mem, 2500, 1000)
+	xlen := func() int { t.Helper(); return txnRedisInt(t, r, "XLEN", "results") }
+
+	s, counters := txnRedisSink(t, r, in, mem, true)
+	for _, rec := range recs {
+		if err := s.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := xlen(); n != 0 {
+		t.Fatalf("XLEN %d before PreCommit", n)
+	}
+	raw, err := s.PreCommit(ctx, "job-a0-s0-c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := xlen(); n != 0 {
+		t.Fatalf("XLEN %d after PreCommit", n)
+	}
+	staging := redisStagingKey("results", "job-a0-s0-c1")
+	if n := txnRedisInt(t, r, "LLEN", staging); n != len(want) {
+		t.Fatalf("LLEN %s = %d, want %d", staging, n, len(want))
+	}
+	if n := counters.SinkRows.Load(); n != int64(len(want)) {
+		t.Errorf("SinkRows %d, want %d", n, len(want))
+	}
+	for i := range 2 {
+		if err := s.Commit(ctx, raw); err != nil {
+			t.Fatalf("Commit %d: %v", i+1, err)
+		}
+		if n := xlen(); n != len(want) {
+			t.Fatalf("after Commit %d: XLEN %d, want %d", i+1, n, len(want))
+		}
+	}
+	if n := txnRedisInt(t, r, "EXISTS", staging); n != 0 {
+		t.Errorf("staging list left after Commit")
+	}
+	done := redisDoneKey("results", "job-a0-s0-c1")
+	if ttl := txnRedisInt(t, r, "TTL", done); ttl <= 0 || ttl > int(RedisTxnMarkerTTL/time.Second) {
+		t.Errorf("TTL %s = %d", done, ttl)
+	}
+	// The entries are the rows, in order, as a redis source reads them.
+	src := connDatagenSpec(0)
+	src.Type, src.Gen, src.Stream = spec.SourceRedis, nil, "results"
+	rs := connOpenRedisSource(t, src, in, r.Addr, mem, 0, nil)
+	connSameRows(t, connPollRows(t, rs, len(want), 1000), want)
+
+	// Abort drops the staged rows; a Commit after it fails and appends
+	// nothing.
+	if err := s.Write(ctx, recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	raw2, err := s.PreCommit(ctx, "job-a0-s0-c2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.Abort(ctx, raw2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := txnRedisInt(t, r, "EXISTS", redisStagingKey("results", "job-a0-s0-c2")); n != 0 {
+		t.Errorf("staging list left after Abort")
+	}
+	if err := s.Commit(ctx, raw2); err == nil || !strings.Contains(err.Error(), "want 1000") {
+		t.Errorf("Commit after Abort: %v", err)
+	}
+	if n := xlen(); n != len(want) {
+		t.Fatalf("after Abort: XLEN %d, want %d", n, len(want))
+	}
+
+	// An empty transaction touches nothing.
+	raw3, err := s.PreCommit(ctx, "job-a0-s0-c3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, raw3); err != nil {
+		t.Fatal(err)
+	}
+	if n := txnRedisInt(t, r, "EXISTS", redisDoneKey("results", "job-a0-s0-c3")); n != 0 || xlen() != len(want) {
+		t.Errorf("empty transaction left a marker or entries")
+	}
+}
+
+// TestRedisSinkTxnConcurrentCommit commits each transaction from two sinks
+// (two processes, say) at once: its rows are appended exactly once.
+func TestRedisSinkTxnConcurrentCommit(t *testing.T) {
+	connCheckLeaks(t)
+	ctx := context.Background()
+	r := testenv.StartRedis(t)
+	mem := connMem(t)
+	recs, in, _ := connGenBatches(t, mem, 500, 50)
+	s, _ := txnRedisSink(t, r, in, mem, true)
+	a, _ := txnRedisSink(t, r, in, mem, false)
+	b, _ := txnRedisSink(t, r, in, mem, false)
+	total := 0
+	for i, rec := range recs {
+		if err := s.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := s.PreCommit(ctx, fmt.Sprintf("job-a0-s0-c%d", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += int(rec.NumRows())
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, snk := range []*redisSink{a, b} {
+			wg.Go(func() { errs[j] = snk.Commit(ctx, raw) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := txnRedisInt(t, r, "XLEN", "results"); n != total {
+			t.Fatalf("transaction %d: XLEN %d, want %d", i+1, n, total)
+		}
+	}
+}
+
+// TestRedisSinkTxnModes checks that without EnableTransactions a redis
+// sink writes at once and refuses PreCommit, and that handles for other
+// streams are refused.
+func TestRedisSinkTxnModes(t *testing.T) {
+	connCheckLeaks(t)
+	ctx := context.Background()
+	r := testenv.StartRedis(t)
+	mem := connMem(t)
+	recs, in, want := connGenBatches(t, mem, 10, 10)
+	s, _ := txnRedisSink(t, r, in, mem, false)
+	if err := s.Write(ctx, recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := txnRedisInt(t, r, "XLEN", "results"); n != len(want) {
+		t.Fatalf("XLEN %d, want %d", n, len(want))
+	}
+	if _, err := s.PreCommit(ctx, "c1"); err == nil || !strings.Contains(err.Error(), "EnableTransactions") {
+		t.Errorf("PreCommit without transactions: %v", err)
+	}
+	for _, h := range []string{
+		`{"v":1,"stream":"other","txn":"c1","rows":1}`,
+		`{"v":1,"stream":"results","txn":"c/1","rows":1}`,
+		`{"v":1,"stream":"results","txn":"c1","rows":-1}`,
+		`{"v":0,"stream":"results","txn":"c1","rows":1}`,
+		`{"stream":"results","txn":"c1"}`,
+	} {
+		if err := s.Commit(ctx, json.RawMessage(h)); err == nil {
+			t.Errorf("Commit(%s) accepted", h)
+		}
+		if err := s.Abort(ctx, json.RawMessage(h)); err == nil {
+			t.Errorf("Abort(%s) accepted", h)
+		}
+	}
+	if n := txnRedisInt(t, r, "XLEN", "results"); n != len(want) {
+		t.Fatalf("XLEN %d, want %d", n, len(want))
+	}
+}
