@@ -1,9 +1,12 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -116,6 +119,41 @@ func NewSink(snk *spec.Sink, in Stream) (task.Sink, error) {
 		s = &rateLimitedSink{Sink: s, rate: snk.Rate}
 	}
 	return s, nil
+}
+
+// decodePosition decodes a source's position into v, a struct of pointer
+// fields so that a missing field is seen as nil. It refuses unknown fields,
+// values of the wrong type and anything after the object; what names the
+// source in errors ("datagen source gen").
+func decodePosition(what string, pos json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(pos)) == 0 {
+		return fmt.Errorf("restore %s: position is empty", what)
+	}
+	dec := json.NewDecoder(bytes.NewReader(pos))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
+			err = errors.New("more data after the position object")
+		}
+	}
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Errorf("restore %s: position.%s: got %s, want %s", what, te.Field, te.Value, te.Type)
+	}
+	return fmt.Errorf("restore %s: position %s: %w", what, quotePosition(pos), err)
+}
+
+// quotePosition quotes pos for an error message, shortened if long.
+func quotePosition(pos json.RawMessage) string {
+	const most = 200
+	if len(pos) > most {
+		return fmt.Sprintf("%q...", pos[:most])
+	}
+	return fmt.Sprintf("%q", pos)
 }
 
 // allocator returns mem, or Go's allocator if the runtime gave none.

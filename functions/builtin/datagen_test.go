@@ -252,8 +252,12 @@ func TestDatagenUnbounded(t *testing.T) {
 		}
 		rec.Release()
 	}
-	if pos := g.(*datagen).Position(); pos != next {
-		t.Errorf("Position %d, want %d", pos, next)
+	pos, err := g.(*datagen).Position()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`{"next":%d}`, next); string(pos) != want {
+		t.Errorf("Position %s, want %s", pos, want)
 	}
 }
 

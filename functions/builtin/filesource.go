@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,21 @@ const MaxLineBytes = 16 << 20
 // '_' or '.' are skipped, like Hadoop and Spark do, so a sink's staging
 // area (_staging/) is never read as input. The objects are listed once at
 // Open and sorted by key; object k is read by subtask k % parallelism.
+//
+// A subtask reads its objects one after another in key order, so its
+// position is
+//
+//	{"object": key, "offset": n, "done": [key, ...]}
+//
+// done lists the objects already read to the end, object is the one being
+// (or next to be) read, "" once done holds them all, and offset is the byte
+// offset in object of the first line not yet read. Restore checks the
+// shape; Open checks that done is the start of this subtask's objects and
+// object the one after it, then skips offset bytes of object: the store
+// has no range reads, so they are read and discarded, counting lines so
+// that dead-letter origins keep their line numbers. An offset must be a
+// line start or the object's end. With object "", reading goes on with
+// any objects listed after done (new input sorted after the old).
 type fileSource struct {
 	node string
 	path string
@@ -52,9 +68,19 @@ type fileSource struct {
 	maxLine int    // MaxLineBytes; smaller in tests
 	lineNo  int64  // lines consumed in the current object
 	offset  int64  // bytes consumed in the current object
+
+	restored *filePosition // from Restore, applied at Open
 }
 
-var _ task.Source = (*fileSource)(nil)
+var _ task.Resumable = (*fileSource)(nil)
+
+// filePosition is a files source's position, as JSON. The fields are
+// pointers so that a missing one is seen.
+type filePosition struct {
+	Object *string   `json:"object"`
+	Offset *int64    `json:"offset"`
+	Done   *[]string `json:"done"`
+}
 
 func newFileSource(src *spec.Source, out Stream) *fileSource {
 	return &fileSource{node: src.Name, path: src.Path, out: out, maxLine: MaxLineBytes}
@@ -87,8 +113,85 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 			s.objects = append(s.objects, key)
 		}
 	}
+	if s.restored != nil {
+		if err := s.resume(ctx); err != nil {
+			return errors.Join(err, s.closeObject())
+		}
+	}
 	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, allocator(ctx.Mem))
 	return nil
+}
+
+// resume moves a just opened source to the restored position.
+func (s *fileSource) resume(ctx *task.SourceContext) error {
+	p := fmt.Sprintf("open files source %s: restored position", s.node)
+	object, offset, done := *s.restored.Object, *s.restored.Offset, *s.restored.Done
+	mine := fmt.Sprintf("subtask %d of %d reads %d objects under %q", ctx.Subtask, ctx.Parallelism, len(s.objects), s.path)
+	for i, key := range done {
+		if i >= len(s.objects) || s.objects[i] != key {
+			want := "no more"
+			if i < len(s.objects) {
+				want = fmt.Sprintf("%q", s.objects[i])
+			}
+			return fmt.Errorf("%s.done[%d]: %q is not this subtask's object %d (%s; want %s): the input changed, or the position is another subtask's",
+				p, i, key, i, mine, want)
+		}
+	}
+	s.obj = len(done)
+	if object == "" {
+		return nil
+	}
+	if s.obj >= len(s.objects) || s.objects[s.obj] != object {
+		want := "none: every object is done"
+		if s.obj < len(s.objects) {
+			want = fmt.Sprintf("%q", s.objects[s.obj])
+		}
+		return fmt.Errorf("%s.object: %q is not the object after done (%s; want %s): the input changed, or the position is another subtask's",
+			p, object, mine, want)
+	}
+	if offset == 0 {
+		return nil
+	}
+	if err := s.openObject(); err != nil {
+		return fmt.Errorf("open files source %s: %w", s.node, err)
+	}
+	if err := s.skip(offset); err != nil {
+		return fmt.Errorf("%s.offset: %w", p, err)
+	}
+	return nil
+}
+
+// skip reads and discards the first n bytes of the open object, counting
+// its lines, and checks that n is a line start or the object's end.
+func (s *fileSource) skip(n int64) error {
+	key := s.objects[s.obj]
+	var last byte
+	for s.offset < n {
+		buf, err := s.r.Peek(int(min(n-s.offset, int64(s.r.Size()))))
+		if len(buf) > 0 {
+			s.lineNo += int64(bytes.Count(buf, []byte{'\n'}))
+			s.offset += int64(len(buf))
+			last = buf[len(buf)-1]
+			if _, err := s.r.Discard(len(buf)); err != nil {
+				return fmt.Errorf("skip to %d in %s: %w", n, key, err)
+			}
+		}
+		if errors.Is(err, io.EOF) && s.offset < n {
+			return fmt.Errorf("%d is past the end of %s (%d bytes): the object changed, or the position is another object's", n, key, s.offset)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("skip to %d in %s in %s: %w", n, key, s.bucket.Describe(), err)
+		}
+	}
+	if last == '\n' {
+		return nil
+	}
+	if _, err := s.r.Peek(1); errors.Is(err, io.EOF) {
+		return nil // the end of an object without a final newline
+	} else if err != nil {
+		return fmt.Errorf("skip to %d in %s in %s: %w", n, key, s.bucket.Describe(), err)
+	}
+	return fmt.Errorf("%d is inside line %d of %s, not at a line start: the object changed, or the position is another object's", n, s.lineNo+1, key)
 }
 
 // inputObject reports whether key is an input object of a files source
@@ -113,30 +216,96 @@ func inputObject(path, key string) bool {
 	return true
 }
 
-// Position returns where the source is: the object being read (or read
-// next) and the byte offset in it of the first line not yet returned.
-// object is "" once every object has been read.
-func (s *fileSource) Position() (object string, offset int64) {
-	if s.obj >= len(s.objects) {
-		return "", 0
+// Position returns where the source is (see fileSource): the objects read
+// to the end, the object being (or next to be) read and the byte offset in
+// it of the first line not yet read.
+func (s *fileSource) Position() (json.RawMessage, error) {
+	if s.dec == nil {
+		return nil, fmt.Errorf("position of files source %s: not open", s.node)
 	}
-	return s.objects[s.obj], s.offset
+	if n := s.dec.Len(); n > 0 {
+		return nil, fmt.Errorf("position of files source %s: %d rows are read but not returned (a Poll failed)", s.node, n)
+	}
+	object, offset := "", int64(0)
+	if s.obj < len(s.objects) {
+		object, offset = s.objects[s.obj], s.offset
+	}
+	done := s.objects[:min(s.obj, len(s.objects))]
+	if done == nil {
+		done = []string{}
+	}
+	return json.Marshal(filePosition{Object: &object, Offset: &offset, Done: &done})
 }
 
-// Poll reads lines until it has maxRows rows or the last object ends. A
+// Restore makes the source resume at pos (see fileSource). It checks the
+// position's shape; Open checks it against the objects it lists.
+func (s *fileSource) Restore(pos json.RawMessage) error {
+	what := "files source " + s.node
+	if s.dec != nil {
+		return fmt.Errorf("restore %s: the source is already open", what)
+	}
+	var p filePosition
+	if err := decodePosition(what, pos, &p); err != nil {
+		return err
+	}
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("restore %s: position.%s: %s", what, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case p.Object == nil:
+		return bad("object", `missing: want the key being read, or "" when done holds every object`)
+	case p.Offset == nil:
+		return bad("offset", "missing: want the byte offset in object of the next line")
+	case p.Done == nil:
+		return bad("done", "missing: want the keys of the objects read to the end, [] for none")
+	case *p.Offset < 0:
+		return bad("offset", "%d is negative: want a byte offset >= 0", *p.Offset)
+	case *p.Object == "" && *p.Offset != 0:
+		return bad("offset", `%d with object "": want 0`, *p.Offset)
+	case *p.Object != "" && !inputObject(s.path, *p.Object):
+		return bad("object", "%q is not an input object under %q", *p.Object, s.path)
+	}
+	done := *p.Done
+	for i, key := range done {
+		field := fmt.Sprintf("done[%d]", i)
+		switch {
+		case !inputObject(s.path, key):
+			return bad(field, "%q is not an input object under %q", key, s.path)
+		case i > 0 && key <= done[i-1]:
+			return bad(field, "%q does not sort after %q: objects are read in key order", key, done[i-1])
+		}
+	}
+	if n := len(done); n > 0 && *p.Object != "" && *p.Object <= done[n-1] {
+		return bad("object", "%q does not sort after the last done object %q: objects are read in key order", *p.Object, done[n-1])
+	}
+	s.restored = &p
+	return nil
+}
+
+// Poll reads lines until it has maxRows rows, the last object ends or ctx
+// ends (then it returns the rows read so far, and the error if none). A
 // line that does not fit the schema goes to the dead-letter output with
 // origin "<key>:<line>"; empty lines are skipped.
 func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (arrow.RecordBatch, error) {
 	if maxRows < 1 {
 		return nil, fmt.Errorf("poll files source: maxRows %d is not positive", maxRows)
 	}
-	for s.dec.Len() < maxRows {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("poll files source: %w", err)
+	}
+	for read := 1; s.dec.Len() < maxRows; read++ {
+		// A line read is past the position, so a context that ends
+		// returns the rows read so far and the error comes with the next
+		// Poll: the rows are neither dropped nor held by a failed Poll.
+		if read%4096 == 0 && ctx.Err() != nil {
+			break
+		}
 		if s.body == nil {
 			if s.obj >= len(s.objects) {
 				break
 			}
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("poll files source: %w", err)
+			if ctx.Err() != nil {
+				break
 			}
 			if err := s.openObject(); err != nil {
 				return nil, err
@@ -160,11 +329,6 @@ func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (ar
 			s.deadLetter(line[:min(len(line), 1024)], fmt.Sprintf("line of %d bytes is longer than the limit of %d bytes (the dead letter holds its start)", size, s.maxLine))
 			continue
 		}
-		if s.lineNo%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("poll files source: %w", err)
-			}
-		}
 		record := bytes.TrimSpace(line)
 		if len(record) == 0 {
 			continue
@@ -173,10 +337,13 @@ func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (ar
 			s.deadLetter(record, recordReason(err))
 		}
 	}
-	if s.dec.Len() == 0 {
-		return nil, io.EOF
+	if s.dec.Len() > 0 {
+		return s.dec.NewBatch(), nil
 	}
-	return s.dec.NewBatch(), nil
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("poll files source: %w", err)
+	}
+	return nil, io.EOF
 }
 
 func (s *fileSource) deadLetter(raw []byte, reason string) {

@@ -206,16 +206,19 @@ func TestFileSourcePosition(t *testing.T) {
 	}
 	defer fs.Close()
 	pos := func() string {
-		obj, off := fs.(*fileSource).Position()
-		return fmt.Sprintf("%s@%d", obj, off)
+		p, err := fs.(*fileSource).Position()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(p)
 	}
-	if got := pos(); got != "in/a@0" {
-		t.Errorf("before the first poll: %s", got)
+	if got, want := pos(), `{"object":"in/a","offset":0,"done":[]}`; got != want {
+		t.Errorf("before the first poll: %s, want %s", got, want)
 	}
 	steps := []string{
-		fmt.Sprintf("in/a@%d", len(l1)),
-		fmt.Sprintf("in/a@%d", len(l1)+1+len(l2)),
-		fmt.Sprintf("in/b@%d", len(l1)),
+		fmt.Sprintf(`{"object":"in/a","offset":%d,"done":[]}`, len(l1)),
+		fmt.Sprintf(`{"object":"in/a","offset":%d,"done":[]}`, len(l1)+1+len(l2)),
+		fmt.Sprintf(`{"object":"in/b","offset":%d,"done":["in/a"]}`, len(l1)),
 	}
 	for i, want := range steps {
 		rec, err := fs.Poll(context.Background(), 1, 0)
@@ -230,8 +233,8 @@ func TestFileSourcePosition(t *testing.T) {
 	if _, err := fs.Poll(context.Background(), 1, 0); !errors.Is(err, io.EOF) {
 		t.Fatalf("last poll: %v, want io.EOF", err)
 	}
-	if got := pos(); got != "@0" {
-		t.Errorf("at the end: position %s, want @0", got)
+	if got, want := pos(), `{"object":"","offset":0,"done":["in/a","in/b"]}`; got != want {
+		t.Errorf("at the end: position %s, want %s", got, want)
 	}
 }
 

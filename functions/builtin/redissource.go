@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -23,6 +25,9 @@ import (
 // of a redis source end at once (their Poll returns io.EOF). Parallelism is
 // not known when the source is constructed, so this is not an error: give
 // a redis source parallelism 1 to avoid idle subtasks.
+//
+// Its position is {"id": "<ms>-<seq>"}: the id of the last entry returned,
+// "0-0" before the first. Restoring it reads the entries after that id.
 type redisSource struct {
 	node   string
 	addr   string
@@ -36,7 +41,7 @@ type redisSource struct {
 	idle   bool   // a subtask other than 0
 }
 
-var _ task.Source = (*redisSource)(nil)
+var _ task.Resumable = (*redisSource)(nil)
 
 func newRedisSource(src *spec.Source, out Stream) *redisSource {
 	return &redisSource{node: src.Name, addr: src.Addr, stream: src.Stream, out: out, lastID: "0-0"}
@@ -65,14 +70,55 @@ func (s *redisSource) Open(ctx *task.SourceContext) error {
 	return nil
 }
 
-// Position returns the id of the last entry read ("0-0" before the first).
-// Reading resumes after it.
-func (s *redisSource) Position() string { return s.lastID }
+// redisPosition is a redis source's position, as JSON.
+type redisPosition struct {
+	ID *string `json:"id"`
+}
+
+// Position returns {"id": id}, the id of the last entry returned ("0-0"
+// before the first). Reading resumes after it.
+func (s *redisSource) Position() (json.RawMessage, error) {
+	return json.Marshal(redisPosition{ID: &s.lastID})
+}
+
+// Restore makes the source read the entries after the id in pos.
+func (s *redisSource) Restore(pos json.RawMessage) error {
+	what := "redis source " + s.node
+	if s.client != nil || s.idle {
+		return fmt.Errorf("restore %s: the source is already open", what)
+	}
+	var p redisPosition
+	if err := decodePosition(what, pos, &p); err != nil {
+		return err
+	}
+	if p.ID == nil {
+		return fmt.Errorf(`restore %s: position.id: missing: want the id of the last entry read, e.g. "1767225600000-0"`, what)
+	}
+	if !validStreamID(*p.ID) {
+		return fmt.Errorf(`restore %s: position.id: %q is not a stream entry id: want "<ms>-<seq>", e.g. "1767225600000-0"`, what, *p.ID)
+	}
+	s.lastID = *p.ID
+	return nil
+}
+
+// validStreamID reports whether id is a complete Redis stream entry id.
+func validStreamID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		return false
+	}
+	_, err1 := strconv.ParseUint(ms, 10, 64) // no sign, no spaces
+	_, err2 := strconv.ParseUint(seq, 10, 64)
+	return err1 == nil && err2 == nil
+}
 
 // Poll reads up to maxRows entries after the last one read, waiting up to
 // wait for the first. An entry without a "data" field or whose data is not
 // a record of the schema goes to the dead-letter output with origin
 // "<stream>:<entry id>".
+// redisMaxBlock bounds one blocking XREAD of a redis source.
+const redisMaxBlock = 250 * time.Millisecond
+
 func (s *redisSource) Poll(ctx context.Context, maxRows int, wait time.Duration) (arrow.RecordBatch, error) {
 	if s.idle {
 		return nil, io.EOF
@@ -80,17 +126,35 @@ func (s *redisSource) Poll(ctx context.Context, maxRows int, wait time.Duration)
 	if maxRows < 1 {
 		return nil, fmt.Errorf("poll redis source: maxRows %d is not positive", maxRows)
 	}
-	args := &redis.XReadArgs{Streams: []string{s.stream, s.lastID}, Count: int64(maxRows), Block: -1}
-	if wait > 0 {
-		// BLOCK 0 would wait forever: never round a short wait down to it.
-		args.Block = max(wait, time.Millisecond)
-	}
-	streams, err := s.client.XRead(ctx, args).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read redis stream %q at %s: %w", s.stream, s.addr, err)
+	// go-redis passes a context's deadline to the socket but not its
+	// cancellation, so one XREAD blocks at most redisMaxBlock and the
+	// context is checked between reads.
+	deadline := time.Now().Add(wait)
+	var streams []redis.XStream
+	for {
+		args := &redis.XReadArgs{Streams: []string{s.stream, s.lastID}, Count: int64(maxRows), Block: -1}
+		if left := time.Until(deadline); left > 0 {
+			// BLOCK 0 would wait forever: never round a short wait down to it.
+			args.Block = max(min(left, redisMaxBlock), time.Millisecond)
+		}
+		var err error
+		streams, err = s.client.XRead(ctx, args).Result()
+		if errors.Is(err, redis.Nil) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if time.Until(deadline) > 0 {
+				continue
+			}
+			return nil, nil
+		}
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("read redis stream %q at %s: %w", s.stream, s.addr, err)
+		}
+		break
 	}
 	for _, st := range streams {
 		for _, m := range st.Messages {

@@ -96,8 +96,8 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 	out := connSourceSchema(t, src)
 	dl := &connDeadLetters{}
 	s := connOpenRedisSource(t, src, out, r.Addr, mem, 0, dl)
-	if s.Position() != "0-0" {
-		t.Errorf("position before reading: %s", s.Position())
+	if got := connPosition(t, s); got != `{"id":"0-0"}` {
+		t.Errorf("position before reading: %s", got)
 	}
 	rows := connPollRows(t, s, 3, 2)
 	want := [][]any{
@@ -106,8 +106,8 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 		{int64(5), 2.0, time.UnixMilli(5000).UTC()},
 	}
 	connSameRows(t, rows, want)
-	if s.Position() != last {
-		t.Errorf("position %s, want the last id %s", s.Position(), last)
+	if got, want := connPosition(t, s), `{"id":"`+last+`"}`; got != want {
+		t.Errorf("position %s, want the last id: %s", got, want)
 	}
 	wantDead := []connDeadLetter{
 		{`{"payload":"{\"id\":2}"}`, "in:" + noData, `no "data" field`},

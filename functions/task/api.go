@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math"
 	"sync/atomic"
@@ -119,6 +120,28 @@ type Source interface {
 	// releases the batch.
 	Poll(ctx context.Context, maxRows int, wait time.Duration) (arrow.RecordBatch, error)
 	Close() error
+}
+
+// Resumable is implemented by sources that can resume from a recorded
+// position, so that a job restored from a checkpoint reads every input
+// record exactly once. A position is JSON, and each source documents its
+// fields.
+type Resumable interface {
+	Source
+	// Position returns where the source is. It is called after Open,
+	// between Polls: every row a Poll has returned so far is before the
+	// position, nothing after it. It does not block. It returns an error
+	// when it cannot say, for example after a Poll failed holding rows it
+	// has not returned.
+	Position() (json.RawMessage, error)
+	// Restore makes the source resume at pos. It is called before Open,
+	// with a position a source of the same spec returned at the same
+	// subtask and parallelism (rescaling sources is out of scope). It does
+	// not keep pos. A position that is not valid JSON of the source's
+	// shape is refused with an error naming the source and the field;
+	// one that does not fit the input found at Open makes Open fail. A
+	// source never falls back to reading from the start.
+	Restore(pos json.RawMessage) error
 }
 
 // SinkContext is a sink's Context plus what sinks need.
