@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -148,21 +149,8 @@ func (a *app) childEnv() []string {
 	env := os.Environ()
 	for _, k := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "log-level"} {
 		if v := a.v.GetString(k); v != "" {
-			env = append(env, "WEIR_"+envName(k)+"="+v)
+			env = append(env, "WEIR_"+strings.ToUpper(strings.ReplaceAll(k, "-", "_"))+"="+v)
 		}
 	}
 	return env
-}
-
-func envName(k string) string {
-	out := []byte(k)
-	for i, c := range out {
-		switch {
-		case c == '-':
-			out[i] = '_'
-		case c >= 'a' && c <= 'z':
-			out[i] = c - 'a' + 'A'
-		}
-	}
-	return string(out)
 }

@@ -117,7 +117,9 @@ func StatusKey(id string) string { return "jobs/" + id + "/status.json" }
 // returns the job id. A spec that does not validate is refused with
 // spec.Problems and nothing is stored.
 func (c *Coordinator) Submit(ctx context.Context, js *spec.Job) (string, error) {
-	if _, err := plan.Build(js); err != nil {
+	// Validate first: a spec that cannot be stored (NaN, say) gets
+	// problems naming the field, not an encoding error.
+	if err := js.Validate(); err != nil {
 		return "", err
 	}
 	specJSON, err := json.MarshalIndent(js, "", "  ")

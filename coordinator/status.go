@@ -72,7 +72,7 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 		vs := VertexStatus{VertexInfo: vi}
 		v := j.plan.Vertex(vi.Name)
 		for s := 0; s < vi.Parallelism; s++ {
-			ts := TaskStatus{Subtask: s, State: stateCreated}
+			ts := TaskStatus{Subtask: s, State: JobCreated}
 			for id, t := range j.tasks {
 				if id.Vertex == vi.Name && id.Subtask == s {
 					ts.Worker, ts.State, ts.Error, ts.Stats = t.worker, t.state, t.errMsg, t.stats
@@ -92,5 +92,3 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 	st.Totals.RecordsIn = sources.RecordsIn
 	return st
 }
-
-const stateCreated = JobCreated

@@ -113,14 +113,12 @@ func runBenchJob(b *testing.B, js *spec.Job, tr exchange.Transport, pl control.P
 	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
 	go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	defer func() { cancel(); <-done; <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ws, _ := pl.Workers(ctx)
-		if len(ws) > 0 || time.Now().After(deadline) {
-			break
+	testenv.WaitFor(b, 10*time.Second, "the worker registered", func() error {
+		if ws, err := pl.Workers(ctx); err != nil || len(ws) == 0 {
+			return fmt.Errorf("%d workers: %v", len(ws), err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	runtime.GC()
 	cpu0, _ := testenv.ProcessCPU(0)
 	var rcpu0 time.Duration

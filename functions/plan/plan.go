@@ -12,7 +12,6 @@ package plan
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/weirstream/weir/functions/builtin"
 	"github.com/weirstream/weir/functions/spec"
@@ -190,10 +189,6 @@ func Build(job *spec.Job) (*Plan, error) {
 		n := &Node{Name: s.Name, Kind: KindSink, Parallelism: s.Parallelism, Sink: s}
 		in := streamOf(src.n, src.port)
 		p.connect(src.n, src.port, n, in)
-		if s.Type == spec.SinkFiles && s.Format == spec.FormatParq {
-			// parquet takes every type we have; nothing to check.
-			_ = in
-		}
 		p.add(n)
 	}
 	if len(probs) > 0 {
@@ -310,14 +305,4 @@ func partName(p task.Partitioning) string {
 		return "rebalance"
 	}
 	return "forward"
-}
-
-// SortedNames returns map keys sorted (for deterministic output).
-func SortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

@@ -429,9 +429,3 @@ sinks:
 		t.Errorf("stats outputs = %v", outs)
 	}
 }
-
-func TestSortedNames(t *testing.T) {
-	if got := plan.SortedNames(map[string]int{"b": 1, "c": 2, "a": 3}); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
-		t.Errorf("SortedNames = %v", got)
-	}
-}

@@ -2,11 +2,11 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
@@ -231,7 +231,7 @@ func (o *netOutput) close() error {
 			o.writers[i] = nil
 		}
 	}
-	return joinErrs(errs)
+	return errors.Join(errs...)
 }
 
 // recordBytes estimates a batch's size from its buffers.
@@ -263,5 +263,3 @@ func (f fanout) Emit(b arrow.RecordBatch) error {
 type discard struct{}
 
 func (discard) Emit(arrow.RecordBatch) error { return nil }
-
-var _ memory.Allocator = memory.DefaultAllocator

@@ -609,7 +609,5 @@ func (r *runner) close() error {
 	for _, n := range r.nets {
 		errs = append(errs, n.close())
 	}
-	return joinErrs(errs)
+	return errors.Join(errs...)
 }
-
-func joinErrs(errs []error) error { return errors.Join(errs...) }
