@@ -16,7 +16,6 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/examples"
-	_ "github.com/weirstream/weir/examples/surge" // registers surge-multiplier
 )
 
 func (a *app) demoCmd() *cobra.Command {

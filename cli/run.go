@@ -93,7 +93,7 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Du
 	}
 	svcCtx, stopSvcs := context.WithCancel(context.Background())
 	defer stopSvcs()
-	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, Logger: log})
+	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log})
 	wcfg := worker.Config{ID: "embedded", Slots: slots, Plane: e.plane, Transport: e.transport,
 		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log}
 	if v != nil {

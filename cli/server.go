@@ -47,7 +47,7 @@ func (a *app) serveCoordinator(ctx context.Context, listen string, ready chan<- 
 		return err
 	}
 	defer e.close()
-	c := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, Logger: log})
+	c := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log})
 	if err := c.Load(ctx); err != nil {
 		return err
 	}

@@ -47,6 +47,17 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, st)
 	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		cps, err := c.Checkpoints(r.PathValue("id"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		if cps == nil {
+			cps = []CheckpointInfo{}
+		}
+		writeJSON(w, http.StatusOK, cps)
+	})
 	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		if err := c.Cancel(r.Context(), r.PathValue("id")); err != nil {
 			writeErr(w, err)

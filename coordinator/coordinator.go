@@ -61,6 +61,9 @@ type Config struct {
 	// CancelTimeout is how long a cancel waits for workers to confirm
 	// before the job counts as CANCELED anyway (default 10s).
 	CancelTimeout time.Duration
+	// RedisAddr is the Redis that redis sinks without an address commit
+	// their transactions to.
+	RedisAddr string
 }
 
 // Coordinator manages jobs.
@@ -71,6 +74,10 @@ type Coordinator struct {
 		jobs map[string]*job
 	}
 	changed chan struct{} // closed and replaced whenever a job changes state
+	// results carries the outcomes of asynchronous work (manifest
+	// writes, recoveries) back to the main loop.
+	results      chan func(context.Context)
+	wantSchedule bool // guarded by mu
 }
 
 type job struct {
@@ -86,6 +93,7 @@ type job struct {
 	errMsg   string
 	tasks    map[control.TaskID]*taskState
 	cancelAt time.Time
+	ck       *ckpt // checkpoints and restarts
 }
 
 type taskState struct {
@@ -104,7 +112,7 @@ func New(cfg Config) *Coordinator {
 	if cfg.CancelTimeout <= 0 {
 		cfg.CancelTimeout = 10 * time.Second
 	}
-	c := &Coordinator{cfg: cfg, changed: make(chan struct{})}
+	c := &Coordinator{cfg: cfg, changed: make(chan struct{}), results: make(chan func(context.Context), 64)}
 	c.mu.jobs = map[string]*job{}
 	return c
 }
@@ -140,7 +148,7 @@ func (c *Coordinator) Submit(ctx context.Context, js *spec.Job) (string, error) 
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, SpecKey(id), specJSON); err != nil {
 		return "", fmt.Errorf("store spec of %s: %w", id, err)
 	}
-	j := &job{id: id, spec: js, specJSON: specJSON, plan: p, state: JobCreated, attempt: 1, created: time.Now()}
+	j := &job{id: id, spec: js, specJSON: specJSON, plan: p, state: JobCreated, attempt: 1, created: time.Now(), ck: newCkpt(js)}
 	c.mu.Lock()
 	c.mu.jobs[id] = j
 	c.mu.Unlock()
@@ -186,13 +194,31 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			c.cfg.Logger.Warn("skipping job whose spec no longer plans", "job", id, "err", err)
 			continue
 		}
-		j := &job{id: id, spec: &js, specJSON: raw, plan: p, state: JobFailed, created: o.Modified,
-			errMsg: "coordinator restarted while the job ran"}
+		j := &job{id: id, spec: &js, specJSON: raw, plan: p, state: JobFailed, created: o.Modified, attempt: 1,
+			errMsg: "coordinator restarted while the job ran", ck: newCkpt(&js)}
 		if st, err := c.cfg.Bucket.Get(ctx, StatusKey(id)); err == nil {
 			var s JobStatus
 			if json.Unmarshal(st, &s) == nil {
-				j.state, j.errMsg, j.attempt = s.State, s.Error, s.Attempt
+				j.state, j.errMsg, j.attempt = s.State, s.Error, max(s.Attempt, 1)
 				j.created, j.started, j.ended = s.Created, s.Started, s.Ended
+			}
+		}
+		if !terminal(j.state) || (j.state == JobFailed && j.errMsg == "coordinator restarted while the job ran") {
+			if j.ck.restart.Attempts > 0 {
+				// Resume from the latest checkpoint as a new attempt.
+				j.state, j.errMsg = JobRestarting, "coordinator restarted while the job ran"
+				j.ck.recoveries = append(j.ck.recoveries, Recovery{Attempt: j.attempt + 1, Reason: j.errMsg, Detected: time.Now()})
+				for _, v := range p.Vertices {
+					for s := 0; s < v.Parallelism; s++ {
+						if j.tasks == nil {
+							j.tasks = map[control.TaskID]*taskState{}
+						}
+						j.tasks[control.TaskID{Job: id, Attempt: j.attempt, Vertex: v.Name, Subtask: s}] = &taskState{state: control.StateCanceled}
+					}
+				}
+				c.cfg.Logger.Info("resuming job", "job", id, "attempt", j.attempt+1)
+			} else {
+				j.state, j.errMsg = JobFailed, "coordinator restarted while the job ran"
 			}
 		}
 		c.mu.Lock()
@@ -208,16 +234,30 @@ func (c *Coordinator) Load(ctx context.Context) error {
 func (c *Coordinator) Run(ctx context.Context) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	lastCk := time.Now()
 	for {
-		evs, err := c.cfg.Plane.Events(ctx, 200*time.Millisecond)
+		evs, err := c.cfg.Plane.Events(ctx, 100*time.Millisecond)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			c.cfg.Logger.Warn("read task events failed", "err", err)
+			sleepCtx(ctx, 100*time.Millisecond)
 		}
 		for _, e := range evs {
 			c.apply(ctx, e)
+		}
+		c.drainResults(ctx)
+		if now := time.Now(); now.Sub(lastCk) >= 50*time.Millisecond {
+			lastCk = now
+			c.checkpointTick(ctx, now)
+		}
+		c.mu.Lock()
+		want := c.wantSchedule
+		c.wantSchedule = false
+		c.mu.Unlock()
+		if want {
+			c.schedule(ctx)
 		}
 		select {
 		case <-tick.C:
@@ -226,6 +266,29 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			c.checkCancels(ctx)
 		default:
 		}
+	}
+}
+
+// drainResults applies the outcomes of finished asynchronous work.
+func (c *Coordinator) drainResults(ctx context.Context) {
+	for {
+		select {
+		case fn := <-c.results:
+			c.mu.Lock()
+			fn(ctx)
+			c.mu.Unlock()
+		default:
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -260,7 +323,7 @@ func (c *Coordinator) schedule(ctx context.Context) {
 		for w, g := range groups {
 			used[w] += len(g)
 		}
-		if j.state == JobCreated && len(j.tasks) == 0 {
+		if len(j.tasks) == 0 && (j.state == JobCreated || j.state == JobRestarting && j.ck != nil && j.ck.ready) {
 			waiting = append(waiting, j)
 		}
 	}
@@ -297,13 +360,19 @@ func (c *Coordinator) schedule(ctx context.Context) {
 				wid := placement[s]
 				j.tasks[id] = &taskState{worker: wid, state: control.StateCreated, updated: time.Now()}
 				cmd := control.Command{Kind: control.CmdDeploy, Task: id, Spec: j.specJSON}
+				if j.ck != nil {
+					cmd.Restore = j.ck.restoreKey
+				}
 				if err := c.cfg.Plane.Send(ctx, wid, cmd); err != nil {
-					c.failLocked(ctx, j, fmt.Sprintf("deploy %s[%d] to worker %s: %v", id.Vertex, id.Subtask, wid, err))
+					c.failOrRestartLocked(ctx, j, fmt.Sprintf("deploy %s[%d] to worker %s: %v", id.Vertex, id.Subtask, wid, err), 0)
 					failed = true
 				}
 			}
 		}
-		c.cfg.Logger.Info("job scheduled", "job", j.id, "tasks", len(j.tasks), "slots", need, "workers", len(workers))
+		if j.ck != nil {
+			j.ck.ready = false
+		}
+		c.cfg.Logger.Info("job scheduled", "job", j.id, "attempt", j.attempt, "tasks", len(j.tasks), "slots", need, "workers", len(workers))
 	}
 }
 
@@ -323,14 +392,23 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 	if e.Stats != (task.StatsSnapshot{}) { // a state change may carry no metrics
 		t.stats = e.Stats
 	}
+	if j.state == JobRestarting {
+		return // the old attempt winding down
+	}
+	if e.Ack != nil && j.ck != nil && !terminal(j.state) {
+		c.onAckLocked(ctx, j, e)
+	}
 	switch {
-	case e.State == control.StateFailed && !terminal(j.state):
-		c.failLocked(ctx, j, fmt.Sprintf("%s[%d] on worker %s: %s", e.Task.Vertex, e.Task.Subtask, e.Worker, e.Error))
+	case e.State == control.StateFailed && !terminal(j.state) && j.state != JobCanceling:
+		c.failOrRestartLocked(ctx, j, fmt.Sprintf("%s[%d] on worker %s: %s", e.Task.Vertex, e.Task.Subtask, e.Worker, e.Error), e.CorruptCheckpoint)
+		return
+	case e.State == control.StateFailed && j.state == JobCanceling && c.allTerminal(j):
+		c.endLocked(ctx, j, JobCanceled, "")
 		return
 	case e.State == control.StateCanceled && !terminal(j.state) && j.state != JobCanceling:
 		// Nobody asked: the worker is shutting down, and the job cannot
 		// complete without the task.
-		c.failLocked(ctx, j, fmt.Sprintf("%s[%d] was stopped by worker %s (shutting down)", e.Task.Vertex, e.Task.Subtask, e.Worker))
+		c.failOrRestartLocked(ctx, j, fmt.Sprintf("%s[%d] was stopped by worker %s (shutting down)", e.Task.Vertex, e.Task.Subtask, e.Worker), 0)
 		return
 	case j.state == JobCanceling:
 		if c.allTerminal(j) {
@@ -350,13 +428,31 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 			finished++
 		}
 	}
+	if finished > 0 && j.ck != nil && j.ck.sm != nil {
+		j.ck.sm.Stop() // sources are ending: no new checkpoints
+	}
 	if finished == len(j.tasks) {
+		if j.ck != nil && j.ck.cfg != nil {
+			j.ck.finalizing = true // the final manifest commits the output
+			return
+		}
 		c.endLocked(ctx, j, JobFinished, "")
 		return
 	}
-	if j.state == JobCreated && running+finished == len(j.tasks) {
+	if (j.state == JobCreated || j.state == JobRestarting) && running+finished == len(j.tasks) {
+		if j.state == JobRestarting {
+			if n := len(j.ck.recoveries); n > 0 {
+				r := &j.ck.recoveries[n-1]
+				r.Running = time.Now()
+				r.Seconds = r.Running.Sub(r.Detected).Seconds()
+				c.cfg.Logger.Info("job recovered", "job", j.id, "attempt", j.attempt, "seconds", r.Seconds, "checkpoint", r.RestoredFrom)
+			}
+		}
 		j.state = JobRunning
 		j.started = time.Now()
+		if j.ck != nil {
+			c.startCheckpointsLocked(j)
+		}
 		c.notifyLocked()
 		c.cfg.Logger.Info("job running", "job", j.id)
 	}
@@ -397,9 +493,13 @@ func (c *Coordinator) cancelTasksLocked(ctx context.Context, j *job) {
 // its attempt's channels.
 func (c *Coordinator) endLocked(ctx context.Context, j *job, state, msg string) {
 	j.state, j.errMsg, j.ended = state, msg, time.Now()
+	if j.ck != nil {
+		j.ck.sm = nil
+		j.ck.finalizing = false
+		j.ck.closeSinks()
+	}
 	st := c.statusLocked(j)
-	b, _ := json.MarshalIndent(st, "", "  ")
-	if err := c.cfg.Bucket.Put(ctx, StatusKey(j.id), b); err != nil {
+	if err := c.storeStatus(ctx, j.id, st); err != nil {
 		c.cfg.Logger.Warn("store job status failed", "job", j.id, "err", err)
 	}
 	if c.cfg.Transport != nil {
@@ -409,6 +509,14 @@ func (c *Coordinator) endLocked(ctx context.Context, j *job, state, msg string) 
 	}
 	c.cfg.Logger.Info("job ended", "job", j.id, "state", state)
 	c.notifyLocked()
+}
+
+func (c *Coordinator) storeStatus(ctx context.Context, id string, st JobStatus) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return c.cfg.Bucket.Put(ctx, StatusKey(id), b)
 }
 
 func (c *Coordinator) notifyLocked() {
@@ -441,7 +549,11 @@ func (c *Coordinator) checkWorkers(ctx context.Context) {
 				t.state = control.StateCanceled
 				continue
 			}
-			c.failLocked(ctx, j, fmt.Sprintf("worker %s running %s[%d] was lost (heartbeat expired)", t.worker, id.Vertex, id.Subtask))
+			if j.state == JobRestarting {
+				t.state = control.StateCanceled
+				continue
+			}
+			c.failOrRestartLocked(ctx, j, fmt.Sprintf("worker %s running %s[%d] was lost (heartbeat expired)", t.worker, id.Vertex, id.Subtask), 0)
 			break
 		}
 		if j.state == JobCanceling && c.allTerminal(j) {
@@ -497,6 +609,9 @@ func (c *Coordinator) Stop(ctx context.Context, id string) error {
 	}
 	if terminal(j.state) || j.state == JobCanceling {
 		return fmt.Errorf("stop %s (%s): %w", id, j.state, ErrEnded)
+	}
+	if j.state == JobRestarting {
+		return fmt.Errorf("stop %s: the job is restarting; try again when it runs", id)
 	}
 	for tid, t := range j.tasks {
 		v := j.plan.Vertex(tid.Vertex)

@@ -21,6 +21,17 @@ type JobStatus struct {
 	Error    string             `json:"error,omitempty"`
 	Vertices []VertexStatus     `json:"vertices,omitempty"`
 	Totals   task.StatsSnapshot `json:"totals"`
+	// Checkpoints summarises the job's checkpoints (nil when off).
+	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
+	// Recoveries lists the job's restarts, oldest first.
+	Recoveries []Recovery `json:"recoveries,omitempty"`
+}
+
+// CheckpointSummary counts a job's checkpoints.
+type CheckpointSummary struct {
+	Completed int   `json:"completed"`
+	Failed    int   `json:"failed"`
+	Latest    int64 `json:"latest"` // newest completed, 0 for none
 }
 
 // VertexStatus sums a vertex's subtasks.
@@ -67,6 +78,21 @@ func (c *Coordinator) List() []JobStatus {
 func (c *Coordinator) statusLocked(j *job) JobStatus {
 	st := JobStatus{ID: j.id, Name: j.spec.Name, State: j.state, Attempt: j.attempt,
 		Created: j.created, Started: j.started, Ended: j.ended, Error: j.errMsg}
+	if k := j.ck; k != nil {
+		st.Recoveries = append([]Recovery(nil), k.recoveries...)
+		if k.cfg != nil {
+			sum := &CheckpointSummary{Latest: k.latest}
+			for _, h := range k.history {
+				switch h.Status {
+				case CheckpointCompleted:
+					sum.Completed++
+				case CheckpointFailed:
+					sum.Failed++
+				}
+			}
+			st.Checkpoints = sum
+		}
+	}
 	var sinks, sources task.StatsSnapshot
 	for _, vi := range j.plan.Describe() {
 		vs := VertexStatus{VertexInfo: vi}

@@ -204,6 +204,13 @@ func (c *Coordinator) InFlight() (int64, bool) {
 // Completed returns the retained completed checkpoints, oldest first.
 func (c *Coordinator) Completed() []int64 { return append([]int64(nil), c.completed...) }
 
+// SkipTo makes the next checkpoint id at least next: ids stay unique per
+// job across attempts, even those of checkpoints that never completed.
+func (c *Coordinator) SkipTo(next int64) { c.next = max(c.next, next) }
+
+// Next returns the id the next checkpoint will get.
+func (c *Coordinator) Next() int64 { return c.next }
+
 // Stop ends periodic triggering (the job is finishing or stopping). A
 // checkpoint in flight may still complete.
 func (c *Coordinator) Stop() { c.stopped = true }

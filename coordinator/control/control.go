@@ -34,6 +34,8 @@ const (
 	CmdCancel = "cancel"
 	// CmdStop asks a source task to end its input early and drain.
 	CmdStop = "stop"
+	// CmdTrigger asks a source task to take checkpoint Checkpoint.
+	CmdTrigger = "trigger"
 )
 
 // TaskID names one subtask of one attempt of a job.
@@ -50,6 +52,11 @@ type Command struct {
 	Task TaskID `json:"task"`
 	// Spec is the job spec (JSON) for deploy; workers plan it themselves.
 	Spec json.RawMessage `json:"spec,omitempty"`
+	// Restore is the key of the manifest a deployed task restores from
+	// ("" starts empty).
+	Restore string `json:"restore,omitempty"`
+	// Checkpoint is the checkpoint to take (CmdTrigger).
+	Checkpoint int64 `json:"checkpoint,omitempty"`
 }
 
 // Task states.
@@ -70,6 +77,12 @@ type Event struct {
 	Error  string             `json:"error,omitempty"`
 	Stats  task.StatsSnapshot `json:"stats"`
 	Time   time.Time          `json:"time"`
+	// Ack is a checkpoint acknowledgement (State RUNNING), or the task's
+	// final transactions (just before FINISHED).
+	Ack *task.Ack `json:"ack,omitempty"`
+	// CorruptCheckpoint is set on a FAILED event when the task could not
+	// restore because checkpoint CorruptCheckpoint's state is damaged.
+	CorruptCheckpoint int64 `json:"corruptCheckpoint,omitempty"`
 }
 
 // Plane is the control channel between one coordinator and its workers.

@@ -13,57 +13,19 @@ import (
 	"github.com/weirstream/weir/statestore/blob"
 )
 
-// TwoPhaseSink is a Sink whose output becomes visible only when a checkpoint
-// completes (DESIGN.md, Checkpoints, steps 4-5).
-//
-// TODO: move to functions/task/api.go, next to Sink, where the runtime uses
-// it.
-type TwoPhaseSink interface {
-	task.Sink
-	// EnableTransactions switches the sink to transactional writing; call
-	// it before the first Write. Afterwards Write only buffers (a full
-	// buffer may be encoded, but nothing is written out), Finish keeps what
-	// is buffered for the last PreCommit, and only Commit makes output
-	// visible. Without it the sink writes as a plain Sink does, and Finish
-	// makes everything visible; Commit and Abort work either way.
-	EnableTransactions()
-	// PreCommit makes everything written since the last PreCommit durable but
-	// invisible, as transaction txnID (unique per sink subtask and checkpoint,
-	// e.g. "<job>-a<attempt>-s<subtask>-c<checkpoint>"), and returns a handle
-	// (JSON) that goes into the checkpoint's manifest. If it fails, what
-	// was buffered stays buffered and goes into the next PreCommit; the
-	// partly staged transaction is left for Abort or CleanStaging.
-	PreCommit(ctx context.Context, txnID string) (json.RawMessage, error)
-	// Commit makes a pre-committed transaction visible. It is idempotent: a
-	// second Commit of the same handle (after a crash, on recovery) is a
-	// no-op. It may be called on a different process than PreCommit, with
-	// only the handle and the sink's spec: the sink must be Open (for its
-	// store or Redis), nothing else.
-	Commit(ctx context.Context, handle json.RawMessage) error
-	// Abort discards a pre-committed transaction; idempotent.
-	Abort(ctx context.Context, handle json.RawMessage) error
-}
+// TwoPhaseSink is task.TwoPhaseSink; the files and redis sinks are ones.
+type TwoPhaseSink = task.TwoPhaseSink
 
 var (
 	_ TwoPhaseSink = (*fileSink)(nil)
 	_ TwoPhaseSink = (*redisSink)(nil)
 )
 
-// AsTwoPhase returns the two-phase sink inside s (seeing through the rate
-// limiter NewSink may wrap it in), or ok=false if s has none. The runtime
-// keeps writing through s; PreCommit, Commit and Abort go to the result.
-func AsTwoPhase(s task.Sink) (tp TwoPhaseSink, ok bool) {
-	for {
-		switch v := s.(type) {
-		case TwoPhaseSink:
-			return v, true
-		case *rateLimitedSink:
-			s = v.Sink
-		default:
-			return nil, false
-		}
-	}
-}
+// AsTwoPhase is task.AsTwoPhase.
+func AsTwoPhase(s task.Sink) (TwoPhaseSink, bool) { return task.AsTwoPhase(s) }
+
+// Unwrap returns the throttled sink (see task.AsTwoPhase).
+func (s *rateLimitedSink) Unwrap() task.Sink { return s.Sink }
 
 // txnHandleVersion is the version of the handles sinks put into manifests;
 // a handle of another version is refused.
@@ -146,4 +108,53 @@ func CleanStaging(ctx context.Context, bucket blob.Bucket, path string, keep fun
 		return removed, fmt.Errorf("clean staging %s: %w", dir, errors.Join(errs...))
 	}
 	return removed, nil
+}
+
+// CleanStaging is the janitor of a files sink: see the package function.
+func (s *fileSink) CleanStaging(ctx context.Context, keep func(txnID string) bool) (int, error) {
+	if s.bucket == nil {
+		return 0, fmt.Errorf("clean staging of files sink %s: not open", s.node)
+	}
+	return CleanStaging(ctx, s.bucket, s.path, keep)
+}
+
+// CleanStaging is the janitor of a redis sink: it deletes the staging
+// lists weir:txn:{<stream>}:<txnID> of every transaction keep does not
+// keep (committed markers stay until they expire).
+func (s *redisSink) CleanStaging(ctx context.Context, keep func(txnID string) bool) (int, error) {
+	if s.client == nil {
+		return 0, fmt.Errorf("clean staging of redis sink %s: not open", s.node)
+	}
+	prefix := redisStagingKey(s.stream, "")
+	var removed int
+	iter := s.client.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		txn := strings.TrimPrefix(key, prefix)
+		if strings.HasPrefix(txn, "done:") || keep(txn) {
+			continue
+		}
+		n, err := s.client.Del(ctx, key).Result()
+		if err != nil {
+			return removed, fmt.Errorf("clean staging of redis sink %s: delete %s: %w", s.node, key, err)
+		}
+		removed += int(n)
+	}
+	if err := iter.Err(); err != nil {
+		return removed, fmt.Errorf("clean staging of redis sink %s: scan %s*: %w", s.node, prefix, err)
+	}
+	return removed, nil
+}
+
+// globEscape escapes the characters Redis's glob patterns treat specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch c {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

@@ -112,7 +112,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		{
 			name: "top", from: "job: rides\n", to: "job: rides\nparallelizm: 2\n",
 			field: "parallelizm", marker: "parallelizm", suggest: "parallelism",
-			accept: "exchange, job, maxParallelism, operators, parallelism, sinks, sources",
+			accept: "checkpoint, exchange, job, maxParallelism, operators, parallelism, restart, sinks, sources",
 		},
 		{
 			name: "source", from: "    type: datagen\n", to: "    typ: datagen\n",

@@ -23,6 +23,72 @@ type Job struct {
 	Operators      []Operator `yaml:"operators,omitempty" json:"operators,omitempty"`
 	Sinks          []Sink     `yaml:"sinks" json:"sinks"`
 	Exchange       *Exchange  `yaml:"exchange,omitempty" json:"exchange,omitempty"`
+	// Checkpoint turns on exactly-once checkpoints; nil is off.
+	Checkpoint *Checkpoint `yaml:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	// Restart says how a failed job restarts from its latest checkpoint.
+	Restart *Restart `yaml:"restart,omitempty" json:"restart,omitempty"`
+}
+
+// Checkpoint configures periodic checkpoints (DESIGN.md, "Checkpoints").
+// With checkpoints on, sinks commit their output only when a checkpoint
+// completes, and a failed job restarts from the latest one.
+type Checkpoint struct {
+	// Interval between the starts of two checkpoints, e.g. "1s" (required).
+	Interval Duration `yaml:"interval" json:"interval"`
+	// Timeout aborts a checkpoint not complete in time (default 10m).
+	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// MinPause is the least time from the end of one checkpoint to the
+	// start of the next (default 0).
+	MinPause Duration `yaml:"minPause,omitempty" json:"minPause,omitempty"`
+	// Retain is how many completed checkpoints are kept (default 1).
+	Retain int `yaml:"retain,omitempty" json:"retain,omitempty"`
+}
+
+// Restart is the restart strategy: exponential backoff with a limit.
+type Restart struct {
+	// Attempts is how many restarts are allowed before the job fails
+	// (default 10; 0 with a restart section means the default).
+	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty"`
+	// Backoff is the delay before the first restart (default 1s); each
+	// restart doubles it up to MaxBackoff (default 30s).
+	Backoff    Duration `yaml:"backoff,omitempty" json:"backoff,omitempty"`
+	MaxBackoff Duration `yaml:"maxBackoff,omitempty" json:"maxBackoff,omitempty"`
+	// ResetAfter: a job that ran this long since its last restart starts
+	// again from Backoff (default 1m).
+	ResetAfter Duration `yaml:"resetAfter,omitempty" json:"resetAfter,omitempty"`
+}
+
+// Restart defaults.
+const (
+	DefaultRestartAttempts = 10
+	DefaultBackoff         = Duration(time.Second)
+	DefaultMaxBackoff      = Duration(30 * time.Second)
+	DefaultResetAfter      = Duration(time.Minute)
+)
+
+// EffectiveRestart returns the restart strategy with defaults filled in.
+// A job without checkpoints and without a restart section does not
+// restart (Attempts 0).
+func (j *Job) EffectiveRestart() Restart {
+	r := Restart{}
+	if j.Restart != nil {
+		r = *j.Restart
+	} else if j.Checkpoint == nil {
+		return r
+	}
+	if r.Attempts == 0 {
+		r.Attempts = DefaultRestartAttempts
+	}
+	if r.Backoff == 0 {
+		r.Backoff = DefaultBackoff
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = max(DefaultMaxBackoff, r.Backoff)
+	}
+	if r.ResetAfter == 0 {
+		r.ResetAfter = DefaultResetAfter
+	}
+	return r
 }
 
 // Defaults used when a field is zero.

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,62}$`)
@@ -258,6 +259,31 @@ func (j *Job) Validate() error {
 	if e := j.Exchange; e != nil {
 		if e.BatchRows < 0 || e.BatchBytes < 0 || e.Credits < 0 || e.BufferTimeout < 0 {
 			add("exchange", "batchRows, batchBytes, credits and bufferTimeout must not be negative")
+		}
+	}
+	if c := j.Checkpoint; c != nil {
+		if c.Interval <= 0 {
+			add("checkpoint.interval", "%s: want a positive duration such as 1s", time.Duration(c.Interval))
+		}
+		if c.Timeout < 0 {
+			add("checkpoint.timeout", "%s is negative", time.Duration(c.Timeout))
+		}
+		if c.MinPause < 0 {
+			add("checkpoint.minPause", "%s is negative", time.Duration(c.MinPause))
+		}
+		if c.Retain < 0 {
+			add("checkpoint.retain", "%d is negative", c.Retain)
+		}
+	}
+	if r := j.Restart; r != nil {
+		if r.Attempts < 0 {
+			add("restart.attempts", "%d is negative", r.Attempts)
+		}
+		if r.Backoff < 0 || r.MaxBackoff < 0 || r.ResetAfter < 0 {
+			add("restart", "backoff, maxBackoff and resetAfter must not be negative")
+		}
+		if r.MaxBackoff > 0 && r.Backoff > r.MaxBackoff {
+			add("restart.maxBackoff", "%s is less than backoff %s", time.Duration(r.MaxBackoff), time.Duration(r.Backoff))
 		}
 	}
 	if cyc := j.cycle(); cyc != "" {

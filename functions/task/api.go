@@ -167,3 +167,88 @@ type Sink interface {
 	Finish(ctx context.Context) error
 	Close() error
 }
+
+// StateKeyGroupField is the first field of every state batch: the key
+// group (int32) of the row's key. Restoring at another parallelism keeps
+// the rows of the key groups a subtask owns and drops the others, so an
+// operator's state must be partitioned by key group.
+const StateKeyGroupField = "key_group"
+
+// Stateful is an operator whose keyed state checkpoints capture.
+//
+// State travels as Arrow record batches of the operator's StateSchema,
+// whose first field is StateKeyGroupField (int32). The runtime writes them
+// as Arrow IPC files in the bucket, so anyone can read a checkpoint with
+// any Arrow reader; the columns after the first are the operator's own and
+// should read well in a table (typed key columns, readable names).
+//
+// A checkpoint captures either everything (a base) or what changed since
+// the previous capture (a delta); restore applies a base and then its
+// deltas in order. How an operator encodes a change (a deletion flag, a
+// "replace this key" row) is its own business, as long as applying the
+// base and every delta in order rebuilds the state exactly.
+type Stateful interface {
+	Operator
+	// StateSchema is the schema of every batch SnapshotState returns.
+	StateSchema() *arrow.Schema
+	// SnapshotState captures the state, on the task goroutine, at a
+	// barrier: every entry when full is true, else the changes since the
+	// previous SnapshotState (or since RestoreState's last call, or Open).
+	// Either way change tracking starts afresh. The caller owns the
+	// batches and uploads them while processing goes on, so they must not
+	// share memory the operator will change. No rows is fine (nil).
+	SnapshotState(full bool) ([]arrow.RecordBatch, error)
+	// RestoreState applies state rows, after Open and before any input:
+	// the batches of a base and then of its deltas, in the order they
+	// were captured, with only the rows of the subtask's key groups. The
+	// operator does not own b. Restored state counts as unchanged: the
+	// next delta holds only what changes after the restore.
+	RestoreState(b arrow.RecordBatch) error
+}
+
+// TwoPhaseSink is a Sink whose output becomes visible only when a checkpoint
+// completes (DESIGN.md, Checkpoints, steps 4-5).
+type TwoPhaseSink interface {
+	Sink
+	// EnableTransactions switches the sink to transactional writing; the
+	// runtime calls it before the first Write when the job checkpoints.
+	// Afterwards Write only buffers (a full buffer may be encoded, but
+	// nothing is written out), Finish keeps what is buffered for the last
+	// PreCommit, and only Commit makes output visible. Without it the sink
+	// writes as a plain Sink does, and Finish makes everything visible;
+	// Commit and Abort work either way.
+	EnableTransactions()
+	// PreCommit makes everything written since the last PreCommit durable but
+	// invisible, as transaction txnID (unique per sink subtask and checkpoint,
+	// e.g. "<job>-a<attempt>-s<subtask>-c<checkpoint>"), and returns a handle
+	// (JSON) that goes into the checkpoint's manifest. If it fails, what
+	// was buffered stays buffered and goes into the next PreCommit; the
+	// partly staged transaction is left for Abort or the janitor.
+	PreCommit(ctx context.Context, txnID string) (json.RawMessage, error)
+	// Commit makes a pre-committed transaction visible. It is idempotent: a
+	// second Commit of the same handle (after a crash, on recovery) is a
+	// no-op. It may be called on a different process than PreCommit, with
+	// only the handle and the sink's spec: the sink must be Open (for its
+	// store or Redis), nothing else.
+	Commit(ctx context.Context, handle json.RawMessage) error
+	// Abort discards a pre-committed transaction; idempotent.
+	Abort(ctx context.Context, handle json.RawMessage) error
+}
+
+// AsTwoPhase returns the two-phase sink inside s, seeing through wrappers
+// with an `Unwrap() Sink` method (a throttle, say), or ok=false if s has
+// none. The runtime keeps writing through s; PreCommit, Commit and Abort
+// go to the result.
+func AsTwoPhase(s Sink) (tp TwoPhaseSink, ok bool) {
+	for s != nil {
+		if tp, ok := s.(TwoPhaseSink); ok {
+			return tp, true
+		}
+		u, ok := s.(interface{ Unwrap() Sink })
+		if !ok {
+			return nil, false
+		}
+		s = u.Unwrap()
+	}
+	return nil, false
+}

@@ -17,8 +17,9 @@ type Stats struct {
 	bpNanos   atomic.Int64
 	started   atomic.Int64 // unix nanos
 
-	Watermark atomic.Int64
-	Counters  Counters
+	Watermark   atomic.Int64
+	Checkpoints atomic.Int64 // snapshots taken
+	Counters    Counters
 }
 
 // Snapshot is a point-in-time copy of Stats.
@@ -36,6 +37,7 @@ type StatsSnapshot struct {
 	DeadLetters     int64   `json:"deadLetters"`
 	SinkRows        int64   `json:"sinkRows"`
 	WindowsFired    int64   `json:"windowsFired"`
+	Checkpoints     int64   `json:"checkpoints"`
 }
 
 func (s *Stats) addIdle(d time.Duration)         { s.idleNanos.Add(int64(d)) }
@@ -65,6 +67,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		DeadLetters:     s.Counters.DeadLetters.Load(),
 		SinkRows:        s.Counters.SinkRows.Load(),
 		WindowsFired:    s.Counters.WindowsFired.Load(),
+		Checkpoints:     s.Checkpoints.Load(),
 	}
 }
 

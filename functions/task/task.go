@@ -52,6 +52,11 @@ type Config struct {
 	// sink writes it. It runs on the task goroutine and must not retain b.
 	// The embedded mode's live views use it.
 	Tap func(sink string, b arrow.RecordBatch)
+
+	// Checkpoints, if set, makes the task take part in checkpoints: it
+	// restores from Checkpoints.Restore, snapshots at barriers, and its
+	// two-phase sinks write transactionally. Nil refuses barriers.
+	Checkpoints *Checkpointing
 }
 
 // SourceHead is the source at the head of a chain and how the runtime
@@ -97,6 +102,19 @@ type Task struct {
 	cfg     Config
 	stats   Stats
 	stopped atomic.Bool
+	trigger chan int64
+}
+
+// TriggerCheckpoint asks a source task to take checkpoint id: record its
+// position, snapshot its chain and emit barrier id. Other tasks take
+// checkpoints when barriers reach them. It does not block; a trigger that
+// finds the queue full is dropped (the checkpoint times out). Safe to call
+// from any goroutine.
+func (t *Task) TriggerCheckpoint(id int64) {
+	select {
+	case t.trigger <- id:
+	default:
+	}
 }
 
 // Stop asks a source task to end its input early, as if the source were
@@ -128,7 +146,7 @@ func New(cfg Config) *Task {
 	if cfg.Source != nil && cfg.Source.WatermarkInterval <= 0 {
 		cfg.Source.WatermarkInterval = 200 * time.Millisecond
 	}
-	t := &Task{cfg: cfg}
+	t := &Task{cfg: cfg, trigger: make(chan int64, 16)}
 	t.stats.Watermark.Store(MinWatermark)
 	return t
 }
@@ -139,7 +157,10 @@ func (t *Task) Stats() *Stats { return &t.stats }
 // Run runs the task until its inputs end (nil: every output got its end
 // entry and every sink finished), ctx is cancelled (ctx.Err()), or it fails.
 func (t *Task) Run(ctx context.Context) (err error) {
-	r := &runner{cfg: &t.cfg, stats: &t.stats, ctx: ctx, mem: t.cfg.Mem, now: t.cfg.Now, stopped: &t.stopped}
+	r := &runner{cfg: &t.cfg, stats: &t.stats, ctx: ctx, mem: t.cfg.Mem, now: t.cfg.Now, stopped: &t.stopped, maxTs: MinWatermark}
+	if t.cfg.Checkpoints != nil {
+		r.cp = newCheckpointer(r, t.trigger)
+	}
 	t.stats.started.Store(time.Now().UnixNano())
 	defer func() {
 		if cerr := r.close(); cerr != nil && err == nil {
@@ -173,6 +194,8 @@ type runner struct {
 	dead      *deadLetters
 	srcOpened bool
 	stopped   *atomic.Bool
+	maxTs     int64         // largest event time a source read
+	cp        *checkpointer // nil without checkpoints
 }
 
 func (r *runner) open() error {
@@ -220,6 +243,17 @@ func (r *runner) open() error {
 			return fmt.Errorf("open %s[%d]: %w", n.Name, cfg.Subtask, err)
 		}
 		r.opened = append(r.opened, i)
+		if tp, ok := AsTwoPhase(n.Sink); ok && cfg.Checkpoints != nil {
+			tp.EnableTransactions()
+		}
+	}
+	if r.cp != nil {
+		if err := r.cp.restore(r.ctx); err != nil {
+			return err
+		}
+		if err := r.cp.restoreSource(); err != nil {
+			return err
+		}
 	}
 	if s := cfg.Source; s != nil {
 		r.headOut = r.targets(s.Out)
@@ -298,6 +332,24 @@ func (r *runner) runInputs() error {
 		}
 	}()
 	head := &nodeInput{r: r, n: cfg.Nodes[0]}
+	var aligner *Aligner
+	if r.cp != nil {
+		aligner = NewAligner(len(cfg.Inputs))
+	}
+	align := func(d AlignDecision) error {
+		if d.Snapshot != 0 {
+			if err := r.cp.take(d.Snapshot, d.Duration); err != nil {
+				return err
+			}
+		}
+		for _, in := range d.Unblock {
+			reader.Resume(in)
+		}
+		for _, in := range d.Block {
+			reader.Pause(in)
+		}
+		return nil
+	}
 	ended := 0
 	for ended < len(cfg.Inputs) {
 		wait := r.untilWake(r.now())
@@ -340,8 +392,22 @@ func (r *runner) runInputs() error {
 						return err
 					}
 				}
+				if aligner != nil {
+					if err := align(aligner.OnEnd(in, time.Now())); err != nil {
+						return err
+					}
+				}
 			case exchange.KindBarrier:
-				return fmt.Errorf("input %s: barrier %d: checkpoints are not enabled for this job", cfg.Inputs[in], e.Value)
+				if aligner == nil {
+					return fmt.Errorf("input %s: barrier %d: checkpoints are not enabled for this job", cfg.Inputs[in], e.Value)
+				}
+				d, err := aligner.OnBarrier(in, e.Value, time.Now())
+				if err != nil {
+					return fmt.Errorf("input %s: %w", cfg.Inputs[in], err)
+				}
+				if err := align(d); err != nil {
+					return err
+				}
 			default:
 				return fmt.Errorf("input %s: unknown entry kind %d", cfg.Inputs[in], e.Kind)
 			}
@@ -356,7 +422,6 @@ func (r *runner) runInputs() error {
 func (r *runner) runSource() error {
 	s := r.cfg.Source
 	var (
-		maxTs    = MinWatermark
 		lastWm   = r.now()
 		lastData = r.now()
 		tokens   float64
@@ -373,6 +438,9 @@ func (r *runner) runSource() error {
 		if r.stopped.Load() {
 			r.cfg.Logger.Info("source stopped early: draining")
 			return r.finish()
+		}
+		if err := r.takeTriggered(); err != nil {
+			return err
 		}
 		now := r.now()
 		maxRows := r.cfg.Batching.Rows
@@ -411,7 +479,7 @@ func (r *runner) runSource() error {
 			lastData = now
 			r.stats.RecordsIn.Add(n)
 			if s.TimeColumn >= 0 {
-				maxTs = max(maxTs, maxTimestamp(b.Column(s.TimeColumn)))
+				r.maxTs = max(r.maxTs, maxTimestamp(b.Column(s.TimeColumn)))
 			}
 			err := r.headOut.Emit(b)
 			b.Release()
@@ -426,8 +494,8 @@ func (r *runner) runSource() error {
 		}
 		if s.TimeColumn >= 0 && now.Sub(lastWm) >= s.WatermarkInterval {
 			lastWm = now
-			if maxTs > MinWatermark {
-				if wm := maxTs - s.MaxOutOfOrderness.Milliseconds() - 1; wm > r.wm {
+			if r.maxTs > MinWatermark {
+				if wm := r.maxTs - s.MaxOutOfOrderness.Milliseconds() - 1; wm > r.wm {
 					if err := r.advance(wm); err != nil {
 						return err
 					}
@@ -445,19 +513,45 @@ func (r *runner) runSource() error {
 	}
 }
 
-// sleep waits d or until ctx is done, counting the time as idle.
+// takeTriggered takes the checkpoints triggered since the last call (a
+// source task's).
+func (r *runner) takeTriggered() error {
+	if r.cp == nil {
+		return nil
+	}
+	for {
+		select {
+		case id := <-r.cp.trigger:
+			if err := r.cp.take(id, 0); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// sleep waits d, until ctx is done or until a checkpoint is triggered,
+// counting the time as idle.
 func (r *runner) sleep(d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	r.stats.addIdle(d)
+	t0 := time.Now()
+	defer func() { r.stats.addIdle(time.Since(t0)) }()
+	var trigger chan int64
+	if r.cp != nil {
+		trigger = r.cp.trigger
+	}
 	select {
 	case <-r.ctx.Done():
 		return r.ctx.Err()
 	case <-t.C:
 		return nil
+	case id := <-trigger:
+		return r.cp.take(id, 0)
 	}
 }
 
@@ -583,11 +677,20 @@ func (r *runner) finish() error {
 			return err
 		}
 	}
-	return r.control(exchange.Entry{Kind: exchange.KindEnd})
+	if err := r.control(exchange.Entry{Kind: exchange.KindEnd}); err != nil {
+		return err
+	}
+	if r.cp != nil {
+		return r.cp.final()
+	}
+	return nil
 }
 
 func (r *runner) close() error {
 	var errs []error
+	if r.cp != nil {
+		r.cp.close()
+	}
 	if r.dead != nil {
 		// Malformed records are never dropped silently, not even when the
 		// task is cancelled.

@@ -18,12 +18,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/coordinator/control"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // Config configures a worker.
@@ -35,7 +37,7 @@ type Config struct {
 	Bucket    blob.Bucket
 	RedisAddr string
 	// HeartbeatTTL is how long the worker stays live without a heartbeat
-	// (default 6s; it heartbeats every third of it).
+	// (default 3s; it heartbeats every third of it).
 	HeartbeatTTL time.Duration
 	// StatsInterval is how often running tasks report metrics (default 1s).
 	StatsInterval time.Duration
@@ -71,7 +73,7 @@ func New(cfg Config) *Worker {
 		cfg.Slots = 4
 	}
 	if cfg.HeartbeatTTL <= 0 {
-		cfg.HeartbeatTTL = 6 * time.Second
+		cfg.HeartbeatTTL = 3 * time.Second
 	}
 	if cfg.StatsInterval <= 0 {
 		cfg.StatsInterval = time.Second
@@ -167,6 +169,13 @@ func (w *Worker) handle(ctx context.Context, c control.Command) {
 		if err := w.deploy(ctx, c); err != nil {
 			w.report(ctx, c.Task, control.StateFailed, err.Error(), task.StatsSnapshot{})
 		}
+	case control.CmdTrigger:
+		w.mu.Lock()
+		r := w.mu.tasks[c.Task]
+		w.mu.Unlock()
+		if r != nil {
+			r.task.TriggerCheckpoint(c.Checkpoint)
+		}
 	case control.CmdCancel, control.CmdStop:
 		w.mu.Lock()
 		r := w.mu.tasks[c.Task]
@@ -207,6 +216,30 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	cfg.Mem = w.cfg.Mem
 	cfg.Tap = w.cfg.Tap
 	cfg.Logger = w.cfg.Logger.With("job", c.Task.Job, "attempt", c.Task.Attempt, "vertex", c.Task.Vertex, "subtask", c.Task.Subtask)
+	var restoring int64
+	if job.Checkpoint != nil {
+		id := c.Task
+		cfg.Checkpoints = &task.Checkpointing{
+			StatePrefix: "jobs/" + id.Job + "/state",
+			Ack: func(a task.Ack) {
+				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				e := control.Event{Task: id, Worker: w.cfg.ID, State: control.StateRunning, Ack: &a, Time: time.Now()}
+				if err := w.cfg.Plane.Report(rctx, e); err != nil {
+					w.cfg.Logger.Warn("report checkpoint ack failed", "task", id, "checkpoint", a.Checkpoint, "err", err)
+				}
+			},
+		}
+		if c.Restore != "" {
+			rs, cp, err := w.restoreFor(ctx, c.Restore, &cfg)
+			if err != nil {
+				w.report(ctx, c.Task, control.StateFailed, err.Error(), task.StatsSnapshot{}, cp)
+				return nil
+			}
+			cfg.Checkpoints.Restore = rs
+			restoring = rs.Checkpoint
+		}
+	}
 	t := task.New(cfg)
 	tctx, cancel := context.WithCancel(ctx)
 	r := &running{cancel: cancel, task: t, done: make(chan struct{})}
@@ -225,6 +258,10 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 		defer close(r.done)
 		err := t.Run(tctx)
 		state, msg := control.StateFinished, ""
+		var corrupt int64
+		if errors.Is(err, task.ErrCorruptState) {
+			corrupt = restoring
+		}
 		switch {
 		case err == nil:
 		case tctx.Err() != nil:
@@ -240,13 +277,46 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 		// Report even when the worker is stopping.
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()
-		w.report(rctx, c.Task, state, msg, t.Stats().Snapshot())
+		w.report(rctx, c.Task, state, msg, t.Stats().Snapshot(), corrupt)
 	}()
 	return nil
 }
 
-func (w *Worker) report(ctx context.Context, id control.TaskID, state, msg string, st task.StatsSnapshot) {
+// restoreFor reads the manifest at key and picks the task's share of it.
+// On a damaged manifest it returns the checkpoint's id with the error.
+func (w *Worker) restoreFor(ctx context.Context, key string, cfg *task.Config) (*task.Restore, int64, error) {
+	_, id, _ := manifest.ParseKey(key)
+	raw, err := w.cfg.Bucket.Get(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("restore %s[%d]: read %s: %w", cfg.Vertex, cfg.Subtask, key, err)
+	}
+	m, err := manifest.Decode(raw)
+	if err != nil {
+		return nil, id, fmt.Errorf("restore %s[%d]: %s: %w: %w", cfg.Vertex, cfg.Subtask, key, task.ErrCorruptState, err)
+	}
+	var stateful []string
+	for _, n := range cfg.Nodes {
+		if _, ok := n.Op.(task.Stateful); ok {
+			stateful = append(stateful, n.Name)
+		}
+	}
+	source := ""
+	if cfg.Source != nil {
+		source = cfg.Source.Name
+	}
+	kgStart, kgEnd := arrowfmt.KeyGroupRange(cfg.Subtask, cfg.MaxParallelism, cfg.Parallelism)
+	rs, err := task.RestoreFor(m, cfg.Vertex, cfg.Subtask, cfg.Parallelism, kgStart, kgEnd, stateful, source)
+	if err != nil {
+		return nil, 0, fmt.Errorf("restore %s[%d]: %w", cfg.Vertex, cfg.Subtask, err)
+	}
+	return rs, 0, nil
+}
+
+func (w *Worker) report(ctx context.Context, id control.TaskID, state, msg string, st task.StatsSnapshot, corrupt ...int64) {
 	e := control.Event{Task: id, Worker: w.cfg.ID, State: state, Error: msg, Stats: st, Time: time.Now()}
+	if len(corrupt) > 0 {
+		e.CorruptCheckpoint = corrupt[0]
+	}
 	if err := w.cfg.Plane.Report(ctx, e); err != nil {
 		w.cfg.Logger.Warn("report task state failed", "task", id, "state", state, "err", err)
 	}

@@ -55,7 +55,11 @@ type Manifest struct {
 	Attempt    int    `json:"attempt"`    // attempt that took it, >= 1
 	// Savepoint marks a manifest under jobs/<job>/savepoints/<name>/,
 	// triggered by a user and never deleted by retention.
-	Savepoint bool      `json:"savepoint,omitempty"`
+	Savepoint bool `json:"savepoint,omitempty"`
+	// Final marks the manifest written when every subtask finished its
+	// bounded input: it holds the last sink transactions and no state to
+	// restore; once it is written the job's output is complete.
+	Final     bool      `json:"final,omitempty"`
 	Triggered time.Time `json:"triggered"` // when the coordinator started it (UTC)
 	Completed time.Time `json:"completed"` // when the last subtask acknowledged (UTC)
 	// MaxParallelism is the job's number of key groups.
@@ -92,8 +96,12 @@ type Subtask struct {
 	SourcePositions map[string]json.RawMessage `json:"sourcePositions,omitempty"`
 	// SinkTransactions were pre-committed at the barrier; the coordinator
 	// commits them after the manifest is written, and again on recovery.
-	SinkTransactions []Txn          `json:"sinkTransactions,omitempty"`
-	Metrics          SubtaskMetrics `json:"metrics"`
+	SinkTransactions []Txn `json:"sinkTransactions,omitempty"`
+	// Watermark is the subtask's event time at the barrier (absent: none
+	// yet). Restore starts event time there, so that records judged late
+	// before a failure are judged the same after it.
+	Watermark *int64         `json:"watermark,omitempty"`
+	Metrics   SubtaskMetrics `json:"metrics"`
 }
 
 // File is one immutable state file. A file may be shared by several

@@ -1,0 +1,662 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/statestore/manifest"
+)
+
+// Checkpointing is a task's part in the job's checkpoints (DESIGN.md,
+// "Checkpoints"). A task without it refuses barriers.
+type Checkpointing struct {
+	// Ack receives the task's acknowledgement of every checkpoint it took,
+	// in checkpoint order, once the checkpoint's files are uploaded, and a
+	// last one with Final set when the task has finished its input, before
+	// Run returns. It is called from a goroutine of the task's.
+	Ack func(Ack)
+	// Restore is the checkpoint to start from; nil starts empty.
+	Restore *Restore
+	// StatePrefix is the bucket prefix state files go under, e.g.
+	// "jobs/<job>/state".
+	StatePrefix string
+	// MaxDeltas is how many deltas may follow a base before the next
+	// snapshot of an operator is a base again (default 8). A base is also
+	// taken once the deltas' bytes reach the base's, so restore reads at
+	// most about twice the state.
+	MaxDeltas int
+}
+
+// Ack is a subtask's acknowledgement of a checkpoint: the manifest entry
+// of the subtask, or why it could not take the checkpoint.
+type Ack struct {
+	Checkpoint int64 `json:"checkpoint"`
+	// Final: the task finished its input; Subtask holds the sinks' last
+	// transactions and nothing to restore.
+	Final   bool             `json:"final,omitempty"`
+	Subtask manifest.Subtask `json:"subtask"`
+	// Decline, if set, is why the checkpoint failed here (an upload or a
+	// pre-commit failed); the coordinator aborts it. The task goes on.
+	Decline string `json:"decline,omitempty"`
+}
+
+// Restore is what a subtask starts from: its share of a checkpoint.
+type Restore struct {
+	Checkpoint int64
+	// Files holds, per operator of the chain, the state files to apply in
+	// order. They may cover more key groups than the subtask owns (after
+	// rescaling); the task keeps its own.
+	Files map[string][]manifest.File
+	// Continue marks operators whose Files are exactly one earlier
+	// subtask's chain over the same key groups: the next checkpoint may
+	// add a delta to them instead of a new base.
+	Continue map[string]bool
+	// SourcePosition is the chain's source position (see
+	// sourceCheckpoint), nil for none.
+	SourcePosition json.RawMessage
+	// Watermark is the event time at the barrier, nil for none.
+	Watermark *int64
+}
+
+// ErrCorruptState is wrapped by restore errors about a state file that is
+// missing or does not match its manifest entry: the checkpoint cannot be
+// restored, an older one may.
+var ErrCorruptState = errors.New("corrupt checkpoint state")
+
+// sourceCheckpoint is what a checkpoint records of a source: the source's
+// own position and the largest event time it had read, so that watermarks
+// continue where they were.
+type sourceCheckpoint struct {
+	Position     json.RawMessage `json:"position"`
+	MaxTimestamp *int64          `json:"maxTimestamp,omitempty"`
+}
+
+// RestoreFor picks what subtask subtask (of parallelism parallelism,
+// owning key groups [kgStart, kgEnd)) of vertex restores from manifest m:
+// the state files of its stateful operators, its source's position and
+// its watermark.
+func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgStart, kgEnd int, stateful []string, source string) (*Restore, error) {
+	r := &Restore{Checkpoint: m.Checkpoint, Files: map[string][]manifest.File{}, Continue: map[string]bool{}}
+	for _, op := range stateful {
+		var from []int // (vertex, subtask) contributions, for Continue
+		exact := false
+		for _, v := range m.Vertices {
+			for _, st := range v.Subtasks {
+				var fs []manifest.File
+				for _, f := range st.State {
+					if f.Operator == op && f.KeyGroupStart < kgEnd && kgStart < f.KeyGroupEnd {
+						fs = append(fs, f)
+					}
+				}
+				if len(fs) > 0 {
+					r.Files[op] = append(r.Files[op], fs...)
+					from = append(from, st.Index)
+					exact = st.KeyGroupStart == kgStart && st.KeyGroupEnd == kgEnd
+				}
+			}
+		}
+		r.Continue[op] = len(from) == 1 && exact
+	}
+	for _, v := range m.Vertices {
+		if v.Name == vertex && v.Parallelism == parallelism {
+			r.Watermark = v.Subtasks[subtask].Watermark
+		}
+		for _, st := range v.Subtasks {
+			pos, ok := st.SourcePositions[source]
+			if source == "" || !ok {
+				continue
+			}
+			if v.Parallelism != parallelism {
+				return nil, fmt.Errorf("checkpoint %d: source %s ran at parallelism %d; restoring it at %d is not supported (keep the source's parallelism)", m.Checkpoint, source, v.Parallelism, parallelism)
+			}
+			if st.Index == subtask {
+				r.SourcePosition = pos
+			}
+		}
+	}
+	if r.Watermark == nil {
+		// Restored at another parallelism: start at the lowest
+		// watermark any earlier subtask had, so nothing is judged later
+		// than it was.
+		for _, v := range m.Vertices {
+			if v.Name != vertex {
+				continue
+			}
+			for _, st := range v.Subtasks {
+				if st.Watermark == nil {
+					r.Watermark = nil
+					break
+				}
+				if r.Watermark == nil || *st.Watermark < *r.Watermark {
+					w := *st.Watermark
+					r.Watermark = &w
+				}
+			}
+		}
+	}
+	return r, nil
+}
+
+// StateFileKey is where a state file goes:
+// <prefix>/<operator>/<kgStart>-<kgEnd>/<checkpoint>-a<attempt>-<kind>.arrow.
+func StateFileKey(prefix, operator string, kgStart, kgEnd int, checkpoint int64, attempt int, kind string) string {
+	return fmt.Sprintf("%s/%s/%d-%d/%d-a%d-%s.arrow", prefix, operator, kgStart, kgEnd, checkpoint, attempt, kind)
+}
+
+// StateFileCheckpoint returns the checkpoint that wrote a state file key
+// (StateFileKey), ok=false for a key of another shape.
+func StateFileCheckpoint(key string) (int64, bool) {
+	name := key[strings.LastIndexByte(key, '/')+1:]
+	n, _, ok := strings.Cut(name, "-")
+	if !ok || !strings.HasSuffix(name, ".arrow") {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(n, 10, 64)
+	return id, err == nil && id > 0
+}
+
+// chain is the files of one stateful operator that a restore applies: a
+// base and the deltas after it. The task goroutine decides base or delta
+// when it captures; the uploader extends the chain as uploads succeed.
+// Generations tie deltas to their base: a delta is only valid on top of
+// the base (and the deltas) it was captured after.
+type chain struct {
+	mu        sync.Mutex
+	files     []manifest.File // uploaded: base first
+	baseBytes int64
+	deltaB    int64
+	capGen    int  // generation of the last base captured, 0 for none
+	captured  int  // deltas captured since it
+	upGen     int  // generation of the base in files, 0 for none
+	failed    int  // a generation whose chain broke (an upload failed)
+	broken    bool // the next capture must be a base
+}
+
+// capture decides whether the next snapshot is a base and returns its
+// generation.
+func (c *chain) capture(maxDeltas int) (full bool, gen int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	full = c.broken || c.capGen == 0 || c.captured >= maxDeltas || (c.upGen == c.capGen && c.deltaB >= c.baseBytes)
+	if full {
+		c.capGen++
+		c.captured = 0
+		c.broken = false
+	} else {
+		c.captured++
+	}
+	return full, c.capGen
+}
+
+// capture is one operator's part of a snapshot, to upload.
+type captured struct {
+	node    int
+	full    bool
+	gen     int
+	schema  *arrow.Schema
+	batches []arrow.RecordBatch
+}
+
+// upload is one checkpoint of the task waiting for its files to upload.
+type upload struct {
+	id      int64
+	final   bool
+	decline string // the checkpoint failed at capture
+	st    manifest.Subtask
+	parts []captured
+}
+
+// checkpointer is a task's checkpoint machinery.
+type checkpointer struct {
+	r       *runner
+	cfg     *Checkpointing
+	chains  map[int]*chain // by node index
+	trigger chan int64
+
+	queue chan *upload
+	done  chan struct{}
+	// dead is set when a capture could not even be queued; not used
+	// concurrently.
+}
+
+func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
+	cfg := r.cfg.Checkpoints
+	if cfg.MaxDeltas <= 0 {
+		cfg.MaxDeltas = 8
+	}
+	c := &checkpointer{r: r, cfg: cfg, chains: map[int]*chain{}, trigger: trigger,
+		queue: make(chan *upload, 64), done: make(chan struct{})}
+	for i, n := range r.cfg.Nodes {
+		if _, ok := n.Op.(Stateful); ok {
+			c.chains[i] = &chain{}
+		}
+	}
+	go c.uploader()
+	return c
+}
+
+// restore loads the state of every stateful node and the watermark.
+func (c *checkpointer) restore(ctx context.Context) error {
+	rs := c.cfg.Restore
+	if rs == nil {
+		return nil
+	}
+	r := c.r
+	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
+	for i, n := range r.cfg.Nodes {
+		sf, ok := n.Op.(Stateful)
+		if !ok {
+			continue
+		}
+		files := rs.Files[n.Name]
+		for _, f := range files {
+			if err := c.restoreFile(ctx, sf, n.Name, f, kgStart, kgEnd); err != nil {
+				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
+			}
+		}
+		if rs.Continue[n.Name] && len(files) > 0 {
+			ch := c.chains[i]
+			ch.files = append([]manifest.File(nil), files...)
+			ch.baseBytes = files[0].Size
+			for _, f := range files[1:] {
+				ch.deltaB += f.Size
+			}
+			ch.captured = len(files) - 1
+			ch.capGen, ch.upGen = 1, 1
+		}
+	}
+	if rs.Watermark != nil && *rs.Watermark > r.wm {
+		wm := *rs.Watermark
+		r.wm = wm
+		r.stats.Watermark.Store(wm)
+		for _, n := range r.cfg.Nodes {
+			if n.Op != nil {
+				if err := n.Op.ProcessWatermark(wm); err != nil {
+					return fmt.Errorf("operator %s: restore watermark: %w", n.Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, f manifest.File, kgStart, kgEnd int) error {
+	data, err := c.r.cfg.Bucket.Get(ctx, f.Key)
+	if err != nil {
+		return fmt.Errorf("%w: read state file %s: %w", ErrCorruptState, f.Key, err)
+	}
+	if int64(len(data)) != f.Size {
+		return fmt.Errorf("%w: state file %s has %d bytes, the manifest says %d", ErrCorruptState, f.Key, len(data), f.Size)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != f.SHA256 {
+		return fmt.Errorf("%w: state file %s has SHA-256 %s, the manifest says %s", ErrCorruptState, f.Key, got, f.SHA256)
+	}
+	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(c.r.mem))
+	if err != nil {
+		return fmt.Errorf("%w: state file %s: not an Arrow IPC file: %w", ErrCorruptState, f.Key, err)
+	}
+	defer rd.Close()
+	want := sf.StateSchema()
+	if !rd.Schema().Equal(want) {
+		return fmt.Errorf("state file %s: schema %s does not match operator %s's state schema %s", f.Key, rd.Schema(), op, want)
+	}
+	for i := 0; i < rd.NumRecords(); i++ {
+		rec, err := rd.RecordBatch(i)
+		if err != nil {
+			return fmt.Errorf("%w: state file %s: batch %d: %w", ErrCorruptState, f.Key, i, err)
+		}
+		kept, err := keepKeyGroups(rec, kgStart, kgEnd, c.r)
+		if err != nil {
+			return fmt.Errorf("state file %s: %w", f.Key, err)
+		}
+		if kept == nil {
+			continue
+		}
+		err = sf.RestoreState(kept)
+		kept.Release()
+		if err != nil {
+			return fmt.Errorf("state file %s: %w", f.Key, err)
+		}
+	}
+	return nil
+}
+
+// keepKeyGroups returns the rows of rec whose key group is in [start,
+// end), nil if none; the caller releases the result.
+func keepKeyGroups(rec arrow.RecordBatch, start, end int, r *runner) (arrow.RecordBatch, error) {
+	if rec.NumCols() == 0 || rec.Schema().Field(0).Name != StateKeyGroupField {
+		return nil, fmt.Errorf("first column is not %s", StateKeyGroupField)
+	}
+	kg, ok := rec.Column(0).(*array.Int32)
+	if !ok {
+		return nil, fmt.Errorf("column %s is %s, not int32", StateKeyGroupField, rec.Column(0).DataType())
+	}
+	var idx []int32
+	all := true
+	for i := 0; i < kg.Len(); i++ {
+		if g := int(kg.Value(i)); g >= start && g < end {
+			idx = append(idx, int32(i))
+		} else {
+			all = false
+		}
+	}
+	switch {
+	case len(idx) == 0:
+		return nil, nil
+	case all:
+		rec.Retain()
+		return rec, nil
+	}
+	return arrowfmt.Take(rec, idx, r.mem), nil
+}
+
+// take snapshots the chain at barrier id and sends the barrier on: the
+// source's position, every stateful operator's state (captured here,
+// uploaded later), the sinks' pre-commits. align is how long alignment
+// took.
+func (c *checkpointer) take(id int64, align time.Duration) error {
+	r := c.r
+	t0 := time.Now()
+	st := c.subtask()
+	st.Metrics.AlignMs = align.Milliseconds()
+	var decline []string
+	if s := r.cfg.Source; s != nil {
+		pos, err := c.sourcePosition()
+		if err != nil {
+			decline = append(decline, err.Error())
+		} else {
+			st.SourcePositions = map[string]json.RawMessage{s.Name: pos}
+		}
+	}
+	u := &upload{id: id}
+	for i, n := range r.cfg.Nodes {
+		if sf, ok := n.Op.(Stateful); ok {
+			full, gen := c.chains[i].capture(c.cfg.MaxDeltas)
+			batches, err := sf.SnapshotState(full)
+			if err != nil {
+				return fmt.Errorf("operator %s: snapshot %d: %w", n.Name, id, err)
+			}
+			u.parts = append(u.parts, captured{node: i, full: full, gen: gen, schema: sf.StateSchema(), batches: batches})
+		}
+	}
+	txns, err := c.preCommit(fmt.Sprintf("c%d", id))
+	if err != nil {
+		decline = append(decline, err.Error())
+	}
+	st.SinkTransactions = txns
+	if r.wm > MinWatermark {
+		wm := r.wm
+		st.Watermark = &wm
+	}
+	st.Metrics.SyncMs = time.Since(t0).Milliseconds()
+	if err := r.control(exchange.Entry{Kind: exchange.KindBarrier, Value: id}); err != nil {
+		u.release()
+		return err
+	}
+	u.st = st
+	if len(decline) > 0 {
+		// The state captured is useless now: its chain must restart.
+		for _, p := range u.parts {
+			ch := c.chains[p.node]
+			ch.mu.Lock()
+			ch.broken, ch.failed = true, p.gen
+			ch.mu.Unlock()
+		}
+		u.release()
+		u.parts = nil
+		u.decline = strings.Join(decline, "; ")
+		return c.enqueue(u)
+	}
+	r.stats.Checkpoints.Add(1)
+	return c.enqueue(u)
+}
+
+func (c *checkpointer) enqueue(u *upload) error {
+	select {
+	case c.queue <- u:
+		return nil
+	case <-c.r.ctx.Done():
+		u.release()
+		return c.r.ctx.Err()
+	}
+}
+
+// final pre-commits what the sinks hold at the end of the input and
+// acknowledges it with Final, then waits until every ack is out.
+func (c *checkpointer) final() error {
+	txns, err := c.preCommit("final")
+	if err != nil {
+		return err
+	}
+	st := c.subtask()
+	st.SinkTransactions = txns
+	if err := c.enqueue(&upload{final: true, st: st}); err != nil {
+		return err
+	}
+	close(c.queue)
+	select {
+	case <-c.done:
+		return nil
+	case <-c.r.ctx.Done():
+		return c.r.ctx.Err()
+	}
+}
+
+// close stops the uploader (after final, a no-op).
+func (c *checkpointer) close() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	func() {
+		defer func() { _ = recover() }() // closed by final already
+		close(c.queue)
+	}()
+	<-c.done
+}
+
+func (c *checkpointer) subtask() manifest.Subtask {
+	r := c.r
+	st := manifest.Subtask{Index: r.cfg.Subtask}
+	if len(c.chains) > 0 {
+		st.KeyGroupStart, st.KeyGroupEnd = arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
+	}
+	return st
+}
+
+func (c *checkpointer) sourcePosition() (json.RawMessage, error) {
+	s := c.r.cfg.Source
+	rs, ok := s.Source.(Resumable)
+	if !ok {
+		return nil, fmt.Errorf("source %s cannot record its position, so checkpoints cannot include it", s.Name)
+	}
+	pos, err := rs.Position()
+	if err != nil {
+		return nil, fmt.Errorf("source %s: position: %w", s.Name, err)
+	}
+	sc := sourceCheckpoint{Position: pos}
+	if c.r.maxTs > MinWatermark {
+		m := c.r.maxTs
+		sc.MaxTimestamp = &m
+	}
+	return json.Marshal(sc)
+}
+
+// restoreSource hands the source its recorded position, before it opens.
+func (c *checkpointer) restoreSource() error {
+	rs := c.cfg.Restore
+	s := c.r.cfg.Source
+	if rs == nil || s == nil {
+		return nil
+	}
+	if rs.SourcePosition == nil {
+		return fmt.Errorf("restore %s[%d]: checkpoint %d has no position for it", s.Name, c.r.cfg.Subtask, rs.Checkpoint)
+	}
+	var sc sourceCheckpoint
+	if err := json.Unmarshal(rs.SourcePosition, &sc); err != nil || sc.Position == nil {
+		return fmt.Errorf("restore %s[%d]: checkpoint %d: position %.200s: want {\"position\": ..., \"maxTimestamp\": ...}", s.Name, c.r.cfg.Subtask, rs.Checkpoint, rs.SourcePosition)
+	}
+	res, ok := s.Source.(Resumable)
+	if !ok {
+		return fmt.Errorf("restore %s[%d]: the source cannot resume from a position", s.Name, c.r.cfg.Subtask)
+	}
+	if err := res.Restore(sc.Position); err != nil {
+		return fmt.Errorf("restore %s[%d]: %w", s.Name, c.r.cfg.Subtask, err)
+	}
+	if sc.MaxTimestamp != nil {
+		c.r.maxTs = *sc.MaxTimestamp
+	}
+	return nil
+}
+
+// preCommit pre-commits every transactional sink of the chain.
+func (c *checkpointer) preCommit(suffix string) ([]manifest.Txn, error) {
+	r := c.r
+	var txns []manifest.Txn
+	for _, n := range r.cfg.Nodes {
+		if n.Sink == nil {
+			continue
+		}
+		tp, ok := AsTwoPhase(n.Sink)
+		if !ok {
+			continue
+		}
+		id := fmt.Sprintf("%s-a%d-%s-s%d-%s", r.cfg.Job, r.cfg.Attempt, n.Name, r.cfg.Subtask, suffix)
+		h, err := tp.PreCommit(r.ctx, id)
+		if err != nil {
+			return txns, fmt.Errorf("sink %s: pre-commit %s: %w", n.Name, id, err)
+		}
+		txns = append(txns, manifest.Txn{Sink: n.Name, ID: id, Handle: h})
+	}
+	return txns, nil
+}
+
+func (u *upload) release() {
+	for _, p := range u.parts {
+		for _, b := range p.batches {
+			b.Release()
+		}
+	}
+}
+
+// uploader writes captured state files in checkpoint order and
+// acknowledges each checkpoint once its files are in the bucket.
+func (c *checkpointer) uploader() {
+	defer close(c.done)
+	for u := range c.queue {
+		if c.r.ctx.Err() != nil {
+			u.release()
+			continue
+		}
+		t0 := time.Now()
+		st := u.st
+		var err error
+		if u.decline != "" {
+			err = errors.New(u.decline)
+		} else {
+			err = c.uploadParts(u, &st)
+		}
+		u.release()
+		ack := Ack{Checkpoint: u.id, Final: u.final, Subtask: st}
+		if err != nil {
+			ack.Decline = err.Error()
+			ack.Subtask.State = nil
+		}
+		ack.Subtask.Metrics.AsyncMs = time.Since(t0).Milliseconds()
+		c.cfg.Ack(ack)
+	}
+}
+
+func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
+	r := c.r
+	var errs []error
+	for _, p := range u.parts {
+		ch := c.chains[p.node]
+		n := r.cfg.Nodes[p.node]
+		ch.mu.Lock()
+		stale := !p.full && (p.gen != ch.upGen || p.gen == ch.failed)
+		ch.mu.Unlock()
+		if stale {
+			errs = append(errs, fmt.Errorf("operator %s: an earlier state upload failed; the next checkpoint takes a base", n.Name))
+			continue
+		}
+		kind := manifest.KindDelta
+		if p.full {
+			kind = manifest.KindBase
+		}
+		f, err := c.writeFile(n.Name, u.id, kind, p.schema, p.batches)
+		ch.mu.Lock()
+		if err != nil {
+			ch.broken, ch.failed = true, p.gen
+			ch.mu.Unlock()
+			errs = append(errs, fmt.Errorf("operator %s: %w", n.Name, err))
+			continue
+		}
+		if p.full {
+			ch.files = []manifest.File{f}
+			ch.baseBytes, ch.deltaB, ch.upGen = f.Size, 0, p.gen
+		} else {
+			ch.files = append(ch.files, f)
+			ch.deltaB += f.Size
+		}
+		st.Metrics.UploadedBytes += f.Size
+		ch.mu.Unlock()
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// The acknowledged state is every chain as it stands after this
+	// checkpoint's uploads, in node order.
+	for i := range r.cfg.Nodes {
+		if ch := c.chains[i]; ch != nil {
+			ch.mu.Lock()
+			st.State = append(st.State, ch.files...)
+			ch.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// writeFile encodes batches as one Arrow IPC file and uploads it.
+func (c *checkpointer) writeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch) (manifest.File, error) {
+	r := c.r
+	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(r.mem), ipc.WithZstd())
+	if err != nil {
+		return manifest.File{}, fmt.Errorf("encode state: %w", err)
+	}
+	for _, b := range batches {
+		if err := w.Write(b); err != nil {
+			_ = w.Close()
+			return manifest.File{}, fmt.Errorf("encode state: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return manifest.File{}, fmt.Errorf("encode state: %w", err)
+	}
+	key := StateFileKey(c.cfg.StatePrefix, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
+	if err := r.cfg.Bucket.Put(r.ctx, key, buf.Bytes()); err != nil {
+		return manifest.File{}, fmt.Errorf("upload %s: %w", key, err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return manifest.File{Key: key, Size: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:]), Kind: kind,
+		Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, nil
+}

@@ -1,0 +1,238 @@
+package integration
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+const chaosSpec = "testdata/chaos.yaml"
+
+// kill sends SIGKILL to a named process of the cluster and waits for it.
+func (c *cluster) kill(name string) {
+	c.t.Helper()
+	c.mu.Lock()
+	p := c.procs[name]
+	delete(c.procs, name)
+	c.mu.Unlock()
+	if p == nil {
+		c.t.Fatalf("no process %s", name)
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// workersWithTasks returns the workers running tasks of the job.
+func (c *cluster) workersWithTasks(id string) []string {
+	st, err := c.status(id)
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, v := range st.Vertices {
+		for _, tk := range v.Tasks {
+			if tk.Worker != "" && tk.State == "RUNNING" {
+				seen[tk.Worker] = true
+			}
+		}
+	}
+	var out []string
+	for w := range seen {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// chaosRun deploys chaos.yaml, runs fault while the job runs, waits for
+// FINISHED and checks that the committed output is exactly the output of
+// a run without failures.
+func chaosRun(t *testing.T, c *cluster, fault func(ctx context.Context, id string)) coordinator.JobStatus {
+	t.Helper()
+	id := c.deploy(chaosSpec)
+	c.waitState(id, coordinator.JobRunning, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	faultDone := make(chan struct{})
+	go func() {
+		defer close(faultDone)
+		fault(ctx, id)
+	}()
+	st := c.waitState(id, coordinator.JobFinished, 5*time.Minute)
+	cancel()
+	<-faultDone
+	checkChaosOutput(t, c.bucket, st)
+	for _, r := range st.Recoveries {
+		t.Logf("recovery to attempt %d from checkpoint %d: %.2fs (%s)", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
+	}
+	if st.Checkpoints != nil {
+		t.Logf("checkpoints: %d completed, %d failed", st.Checkpoints.Completed, st.Checkpoints.Failed)
+	}
+	keys, err := c.redis.Do("KEYS", "weir:{*")
+	if err != nil || keys != "" {
+		t.Errorf("channel keys left in Redis after the job: %q %v", keys, err)
+	}
+	return st
+}
+
+// checkChaosOutput compares the committed output of chaos.yaml with the
+// batch recomputation and checks the sequence checker's rows: every key's
+// counter advanced by exactly one per input row, each (key, n) once.
+func checkChaosOutput(t *testing.T, b blob.BucketReader, st coordinator.JobStatus) {
+	t.Helper()
+	staged, err := b.List(context.Background(), "chaos/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range staged {
+		if strings.Contains(o.Key, "/_staging/") {
+			t.Errorf("staged object left after the job: %s", o.Key)
+		}
+	}
+	js := loadSpec(t, chaosSpec)
+	input := genInput(t, js, "rides")
+	for _, name := range []string{"tumbling", "sessions"} {
+		for _, op := range js.Operators {
+			if op.Name == name {
+				compareRows(t, name, readOutput(t, b, "chaos/"+name+"/"), recomputeWindows(t, &op, "ts", input))
+			}
+		}
+	}
+	rows := readOutput(t, b, "chaos/seqcheck/")
+	const stride = 50
+	seen := map[[2]int64]int{}
+	violations, dups := 0, 0
+	for _, r := range rows {
+		k, _ := r["k"].(int64)
+		n, _ := r["n"].(int64)
+		if ok, _ := r["ok"].(bool); !ok {
+			violations++
+			if violations <= 5 {
+				t.Errorf("sequence violation: %v", r)
+			}
+		}
+		seen[[2]int64{k, n}]++
+		if seen[[2]int64{k, n}] == 2 {
+			dups++
+		}
+	}
+	missing := 0
+	perKey := int64(len(input) / stride)
+	for k := int64(0); k < stride; k++ {
+		for n := int64(1); n <= perKey; n++ {
+			if seen[[2]int64{k, n}] == 0 {
+				missing++
+			}
+		}
+	}
+	t.Logf("sequence checker: %d rows, %d violations, %d duplicated, %d missing", len(rows), violations, dups, missing)
+	if violations+dups+missing > 0 || len(rows) != len(input) {
+		t.Errorf("sequence checker: %d rows for %d inputs, %d violations, %d duplicated, %d missing", len(rows), len(input), violations, dups, missing)
+	}
+}
+
+// TestChaosWorkerKills kills a worker running tasks with SIGKILL every few
+// seconds and starts a replacement, while the job runs: the output is
+// still exactly the failure-free output.
+func TestChaosWorkerKills(t *testing.T) {
+	c := startCluster(t, 3, 3)
+	kills := 0
+	st := chaosRun(t, c, func(ctx context.Context, id string) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for kills < 6 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(3000+rng.IntN(2000)) * time.Millisecond):
+			}
+			ws := c.workersWithTasks(id)
+			if len(ws) == 0 {
+				continue
+			}
+			victim := ws[rng.IntN(len(ws))]
+			t.Logf("kill -9 %s", victim)
+			c.kill(victim)
+			c.addWorker(3)
+			kills++
+		}
+	})
+	if kills < 3 {
+		t.Errorf("only %d kills happened while the job ran", kills)
+	}
+	if len(st.Recoveries) < kills {
+		t.Errorf("%d recoveries for %d kills", len(st.Recoveries), kills)
+	}
+}
+
+// TestChaosCoordinatorRestart kills the coordinator mid-run and starts it
+// again: it finds the job in the bucket and resumes it from its latest
+// checkpoint.
+func TestChaosCoordinatorRestart(t *testing.T) {
+	c := startCluster(t, 3, 3)
+	chaosRun(t, c, func(ctx context.Context, id string) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(8 * time.Second):
+		}
+		t.Log("kill -9 coordinator")
+		c.kill("coordinator")
+		time.Sleep(2 * time.Second)
+		c.start("coordinator", "coordinator", "--listen", strings.TrimPrefix(c.api, "http://"))
+	})
+}
+
+// TestChaosRedisRestart restarts Redis empty mid-run: the lost channels
+// are detected, the job rolls back to its latest checkpoint.
+func TestChaosRedisRestart(t *testing.T) {
+	c := startCluster(t, 3, 3)
+	st := chaosRun(t, c, func(ctx context.Context, id string) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(8 * time.Second):
+		}
+		t.Log("restart redis empty")
+		c.redis.Restart()
+	})
+	if len(st.Recoveries) == 0 {
+		t.Error("no recovery after Redis lost its data")
+	}
+}
+
+// TestChaosMinIOOutage stops MinIO for a while mid-run: checkpoints fail
+// (none counts as complete without its manifest) and the job goes on or
+// recovers once MinIO is back.
+func TestChaosMinIOOutage(t *testing.T) {
+	c := startCluster(t, 3, 3)
+	st := chaosRun(t, c, func(ctx context.Context, id string) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(8 * time.Second):
+		}
+		t.Log("stop minio")
+		c.minio.Stop()
+		time.Sleep(6 * time.Second)
+		c.minio.Start()
+		t.Log("minio back")
+	})
+	if st.Checkpoints == nil || st.Checkpoints.Failed == 0 {
+		t.Logf("no checkpoint failed during the outage: %+v", st.Checkpoints)
+	}
+	// Every completed checkpoint left in the bucket has its manifest.
+	objs, err := c.bucket.List(context.Background(), "jobs/"+st.ID+"/checkpoints/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, "/manifest.json") {
+			t.Errorf("unexpected object %s", o.Key)
+		}
+	}
+}
