@@ -60,10 +60,18 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 }
 
 func (a *app) deployCmd() *cobra.Command {
-	return &cobra.Command{
+	var fromSavepoint string
+	var parallelism int
+	cmd := &cobra.Command{
 		Use:   "deploy SPEC.yaml",
 		Short: "Validate a job spec and deploy it to the coordinator; prints the job id",
-		Args:  cobra.ExactArgs(1),
+		Long: `Validate a job spec and deploy it to the coordinator; prints the job id.
+
+With --from-savepoint the job starts from a savepoint's (or a checkpoint's)
+state and source positions: jobs/<job>/savepoints/<name>/manifest.json as
+weir savepoint printed it. --parallelism restores at another parallelism:
+key groups are redistributed over the new subtasks (sources keep theirs).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
@@ -74,8 +82,15 @@ func (a *app) deployCmd() *cobra.Command {
 			if _, err := parseSpec(data, args[0]); err != nil {
 				return &exitError{code: 2, err: err}
 			}
+			q := url.Values{"file": {args[0]}}
+			if fromSavepoint != "" {
+				q.Set("fromSavepoint", fromSavepoint)
+			}
+			if parallelism != 0 {
+				q.Set("parallelism", fmt.Sprint(parallelism))
+			}
 			var resp coordinator.SubmitResponse
-			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs?file="+url.QueryEscape(args[0]), data, &resp); err != nil {
+			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs?"+q.Encode(), data, &resp); err != nil {
 				return &exitError{code: 1, err: err}
 			}
 			if a.v.GetString("output") == "json" {
@@ -85,6 +100,61 @@ func (a *app) deployCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint manifest (bucket key)")
+	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "default parallelism of the job's operators (restoring rescales)")
+	return cmd
+}
+
+// savepointCmd takes a savepoint of a running job.
+func (a *app) savepointCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "savepoint JOB",
+		Short: "Take a savepoint: a self-contained snapshot under jobs/<job>/savepoints/ that no retention deletes; prints its manifest key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var resp coordinator.SavepointResponse
+			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/savepoint", nil, &resp); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, resp)
+			}
+			fmt.Fprintln(a.stdout, resp.Savepoint)
+			return nil
+		},
+	}
+}
+
+// stopCmd drains a job, or stops it with a savepoint.
+func (a *app) stopCmd() *cobra.Command {
+	var withSavepoint bool
+	cmd := &cobra.Command{
+		Use:   "stop JOB",
+		Short: "Drain a job (sources end early, the job FINISHES), or with --savepoint take a savepoint and stop it there",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "/api/v1/jobs/" + url.PathEscape(args[0]) + "/stop"
+			if !withSavepoint {
+				var st coordinator.JobStatus
+				if err := a.client().do(cmd.Context(), http.MethodPost, path, nil, &st); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%s %s\n", st.ID, st.State)
+				return nil
+			}
+			var resp coordinator.SavepointResponse
+			if err := a.client().do(cmd.Context(), http.MethodPost, path+"?savepoint=true", nil, &resp); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, resp)
+			}
+			fmt.Fprintln(a.stdout, resp.Savepoint)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&withSavepoint, "savepoint", false, "take a savepoint, then stop; deploy the spec again with --from-savepoint to continue")
+	return cmd
 }
 
 func (a *app) jobsCmd() *cobra.Command {

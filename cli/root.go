@@ -94,6 +94,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		a.demoCmd(), a.runCmd(), a.upCmd(), a.coordinatorCmd(), a.workerCmd(),
 		a.deployCmd(), a.jobsCmd(), a.bucketCmd(), a.versionCmd(),
+		a.savepointCmd(), a.stopCmd(),
 	)
 	root.CompletionOptions.HiddenDefaultCmd = false
 	return root

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,6 +23,11 @@ type APIError struct {
 // SubmitResponse is the body of a successful POST /api/v1/jobs.
 type SubmitResponse struct {
 	ID string `json:"id"`
+}
+
+// SavepointResponse names a savepoint's manifest.
+type SavepointResponse struct {
+	Savepoint string `json:"savepoint"`
 }
 
 // Handler serves the coordinator's JSON API:
@@ -66,7 +72,24 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		st, _ := c.Status(r.PathValue("id"))
 		writeJSON(w, http.StatusAccepted, st)
 	})
+	mux.HandleFunc("POST /api/v1/jobs/{id}/savepoint", func(w http.ResponseWriter, r *http.Request) {
+		key, err := c.Savepoint(r.Context(), r.PathValue("id"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, SavepointResponse{Savepoint: key})
+	})
 	mux.HandleFunc("POST /api/v1/jobs/{id}/stop", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("savepoint") == "true" {
+			key, err := c.StopWithSavepoint(r.Context(), r.PathValue("id"))
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, SavepointResponse{Savepoint: key})
+			return
+		}
 		if err := c.Stop(r.Context(), r.PathValue("id")); err != nil {
 			writeErr(w, err)
 			return
@@ -104,8 +127,15 @@ func (c *Coordinator) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	js, err := spec.Parse(body, name)
 	if err == nil {
+		opts := SubmitOptions{FromSavepoint: r.URL.Query().Get("fromSavepoint")}
+		if p := r.URL.Query().Get("parallelism"); p != "" {
+			if opts.Parallelism, err = strconv.Atoi(p); err != nil || opts.Parallelism < 1 {
+				writeJSON(w, http.StatusBadRequest, APIError{Error: fmt.Sprintf("parallelism %q: want a whole number ≥ 1", p)})
+				return
+			}
+		}
 		var id string
-		id, err = c.Submit(r.Context(), js)
+		id, err = c.SubmitWith(r.Context(), js, opts)
 		if err == nil {
 			writeJSON(w, http.StatusCreated, SubmitResponse{ID: id})
 			return

@@ -34,6 +34,7 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // Job states. CANCELING is transient.
@@ -64,6 +65,10 @@ type Config struct {
 	// RedisAddr is the Redis that redis sinks without an address commit
 	// their transactions to.
 	RedisAddr string
+	// Crash is a fault-injection hook for tests: called at named points of
+	// the commit protocol ("manifest-written", "txn-committed"), a true
+	// result abandons the work there, as if the process had died.
+	Crash func(point string) bool
 }
 
 // Coordinator manages jobs.
@@ -119,12 +124,61 @@ func New(cfg Config) *Coordinator {
 
 // SpecKey and StatusKey are where a job's spec and final status live.
 func SpecKey(id string) string   { return "jobs/" + id + "/spec.json" }
+
+// OriginKey holds the manifest key a job was started from (a savepoint),
+// for recovery before the job's own first checkpoint.
+func OriginKey(id string) string { return "jobs/" + id + "/origin" }
 func StatusKey(id string) string { return "jobs/" + id + "/status.json" }
 
 // Submit validates a job fully, stores its spec and schedules it. It
 // returns the job id. A spec that does not validate is refused with
 // spec.Problems and nothing is stored.
 func (c *Coordinator) Submit(ctx context.Context, js *spec.Job) (string, error) {
+	return c.SubmitWith(ctx, js, SubmitOptions{})
+}
+
+// SubmitOptions are the ways to start a job other than from scratch.
+type SubmitOptions struct {
+	// FromSavepoint is the key of a savepoint's (or checkpoint's)
+	// manifest to start from.
+	FromSavepoint string
+	// Parallelism, if not 0, replaces the job's default parallelism:
+	// restoring at another parallelism redistributes key groups. Sources
+	// keep the parallelism they had in the savepoint.
+	Parallelism int
+}
+
+// SubmitWith is Submit with options.
+func (c *Coordinator) SubmitWith(ctx context.Context, js *spec.Job, opts SubmitOptions) (string, error) {
+	var from *manifest.Manifest
+	if opts.FromSavepoint != "" {
+		raw, err := c.cfg.Bucket.Get(ctx, opts.FromSavepoint)
+		if err != nil {
+			return "", fmt.Errorf("read savepoint %s: %w", opts.FromSavepoint, err)
+		}
+		if from, err = manifest.Decode(raw); err != nil {
+			return "", fmt.Errorf("savepoint %s: %w", opts.FromSavepoint, err)
+		}
+		if js.Checkpoint == nil {
+			return "", fmt.Errorf("restore from %s: the spec has no checkpoint section; a job restored from a savepoint must checkpoint to keep its exactly-once output", opts.FromSavepoint)
+		}
+	}
+	if opts.Parallelism != 0 {
+		js.Parallelism = opts.Parallelism
+		for i := range js.Sources {
+			s := &js.Sources[i]
+			if s.Parallelism != 0 || from == nil {
+				continue
+			}
+			for _, v := range from.Vertices {
+				for _, st := range v.Subtasks {
+					if _, ok := st.SourcePositions[s.Name]; ok {
+						s.Parallelism = v.Parallelism
+					}
+				}
+			}
+		}
+	}
 	// Validate first: a spec that cannot be stored (NaN, say) gets
 	// problems naming the field, not an encoding error.
 	if err := js.Validate(); err != nil {
@@ -144,11 +198,20 @@ func (c *Coordinator) Submit(ctx context.Context, js *spec.Job) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	if from != nil && from.MaxParallelism != p.Job.MaxParallelism {
+		return "", fmt.Errorf("restore from %s: it has %d key groups (maxParallelism) and the spec %d; they must be equal", opts.FromSavepoint, from.MaxParallelism, p.Job.MaxParallelism)
+	}
 	id := js.Name + "-" + randomID()
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, SpecKey(id), specJSON); err != nil {
 		return "", fmt.Errorf("store spec of %s: %w", id, err)
 	}
 	j := &job{id: id, spec: js, specJSON: specJSON, plan: p, state: JobCreated, attempt: 1, created: time.Now(), ck: newCkpt(js)}
+	if from != nil {
+		j.ck.origin, j.ck.restoreKey, j.ck.restoring = opts.FromSavepoint, opts.FromSavepoint, from.Checkpoint
+		if err := c.cfg.Bucket.Put(ctx, OriginKey(id), []byte(opts.FromSavepoint+"\n")); err != nil {
+			return "", fmt.Errorf("store origin of %s: %w", id, err)
+		}
+	}
 	c.mu.Lock()
 	c.mu.jobs[id] = j
 	c.mu.Unlock()
@@ -202,6 +265,9 @@ func (c *Coordinator) Load(ctx context.Context) error {
 				j.state, j.errMsg, j.attempt = s.State, s.Error, max(s.Attempt, 1)
 				j.created, j.started, j.ended = s.Created, s.Started, s.Ended
 			}
+		}
+		if origin, err := c.cfg.Bucket.Get(ctx, OriginKey(id)); err == nil {
+			j.ck.origin = strings.TrimSpace(string(origin))
 		}
 		if !terminal(j.state) || (j.state == JobFailed && j.errMsg == "coordinator restarted while the job ran") {
 			if j.ck.restart.Attempts > 0 {
@@ -392,7 +458,7 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 	if e.Stats != (task.StatsSnapshot{}) { // a state change may carry no metrics
 		t.stats = e.Stats
 	}
-	if j.state == JobRestarting {
+	if j.state == JobRestarting && !j.ck.recovered {
 		return // the old attempt winding down
 	}
 	if e.Ack != nil && j.ck != nil && !terminal(j.state) {
@@ -496,7 +562,12 @@ func (c *Coordinator) endLocked(ctx context.Context, j *job, state, msg string) 
 	if j.ck != nil {
 		j.ck.sm = nil
 		j.ck.finalizing = false
+		j.ck.failWaitsLocked("the job ended " + state)
 		j.ck.closeSinks()
+		if j.ck.stoppedAt != "" && msg == "" {
+			msg = "stopped with savepoint " + j.ck.stoppedAt
+			j.errMsg = msg
+		}
 	}
 	st := c.statusLocked(j)
 	if err := c.storeStatus(ctx, j.id, st); err != nil {
@@ -549,7 +620,7 @@ func (c *Coordinator) checkWorkers(ctx context.Context) {
 				t.state = control.StateCanceled
 				continue
 			}
-			if j.state == JobRestarting {
+			if j.state == JobRestarting && !j.ck.recovered {
 				t.state = control.StateCanceled
 				continue
 			}

@@ -93,9 +93,16 @@ type ckpt struct {
 	finalizing bool
 	retryAt    time.Time // of a failed finalization
 	ready      bool      // recovered: deploy the new attempt
+	// recovered: the restart's recovery is done and its attempt deployed
+	// (or about to be); a failure now needs another restart.
+	recovered bool
 
 	history    []CheckpointInfo
 	recoveries []Recovery
+
+	origin    string // savepoint the job started from, "" for none
+	waits     []*savepointWait
+	stoppedAt string // savepoint a stop-with-savepoint took
 
 	sinkMu sync.Mutex
 	sinks  map[string]task.TwoPhaseSink // opened to commit
@@ -170,7 +177,7 @@ func (c *Coordinator) checkpointTick(ctx context.Context, now time.Time) {
 		switch {
 		case j.state == JobRunning && k.sm != nil && !k.finalizing:
 			c.execLocked(ctx, j, k.sm.Tick(now))
-		case j.state == JobRestarting && !k.recovering && !k.busy && !now.Before(k.restartAt):
+		case j.state == JobRestarting && !k.recovered && !k.recovering && !k.busy && !now.Before(k.restartAt):
 			c.recoverLocked(ctx, j)
 		}
 		if k.finalizing && !k.busy && !now.Before(k.retryAt) {
@@ -202,12 +209,31 @@ func (c *Coordinator) execLocked(ctx context.Context, j *job, ds []checkpoint.De
 			c.writeManifestLocked(j, d)
 		case checkpoint.Complete:
 			k.latest = d.Checkpoint
+			// Savepoints are not retained by the state machine; the
+			// copy under savepoints/ is self-contained.
+			for id, m := range k.retained {
+				if id < d.Checkpoint && m != nil && k.find(id) != nil && k.find(id).Savepoint {
+					delete(k.retained, id)
+				}
+			}
 			if h := k.find(d.Checkpoint); h != nil {
 				h.Status, h.Duration = CheckpointCompleted, d.Duration.Seconds()
 			}
 			c.cfg.Logger.Info("checkpoint completed", "job", j.id, "checkpoint", d.Checkpoint, "duration", d.Duration)
 		case checkpoint.Abort:
+			var missing []string
+			for _, v := range j.plan.Vertices {
+				for s := 0; s < v.Parallelism; s++ {
+					if _, ok := k.acks[d.Checkpoint][checkpoint.Task{Vertex: v.Name, Subtask: s}]; !ok {
+						missing = append(missing, fmt.Sprintf("%s[%d]", v.Name, s))
+					}
+				}
+			}
+			c.cfg.Logger.Info("checkpoint not acknowledged by", "job", j.id, "checkpoint", d.Checkpoint, "tasks", strings.Join(missing, " "))
 			delete(k.acks, d.Checkpoint)
+			if d.Savepoint {
+				k.finishWaitsLocked(d.Checkpoint, "", fmt.Errorf("savepoint %d aborted: %s", d.Checkpoint, d.Reason))
+			}
 			if h := k.find(d.Checkpoint); h != nil {
 				h.Status, h.Reason = CheckpointFailed, d.Reason
 			}
@@ -252,6 +278,7 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 		}
 		k.txns[t.ID] = pendingTxn{checkpoint: cp, task: e.Task, txn: t}
 	}
+	c.cfg.Logger.Debug("checkpoint ack", "job", j.id, "task", e.Task, "checkpoint", a.Checkpoint, "final", a.Final, "decline", a.Decline)
 	if a.Final || k.sm == nil {
 		return
 	}
@@ -339,14 +366,40 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		err := c.putManifest(ctx, m)
+		cm := m
+		if m.Savepoint {
+			// The checkpoint copy is an ordinary checkpoint: recovery
+			// restores from it like any other.
+			c2 := *m
+			c2.Savepoint = false
+			cm = &c2
+		}
+		err := c.putManifest(ctx, cm)
+		if err == nil && c.crash("manifest-written") {
+			return
+		}
 		var committed []string
 		if err == nil {
-			committed = c.commitAll(ctx, j, m)
+			var crashed bool
+			if committed, crashed = c.commitAll(ctx, j, cm); crashed {
+				return
+			}
+		}
+		var spKey string
+		var spErr error
+		if err == nil && m.Savepoint {
+			spKey, spErr = c.copySavepoint(ctx, cm)
 		}
 		c.done(func(ctx context.Context) {
 			k.busy = false
+			if m.Savepoint {
+				if err != nil {
+					spErr = err
+				}
+				k.finishWaitsLocked(id, spKey, spErr)
+			}
 			if err == nil {
+				m = cm
 				k.retained[id] = m
 				k.maxID = max(k.maxID, id)
 				for _, t := range committed {
@@ -369,6 +422,11 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 	}()
 }
 
+// crash reports whether the test hook abandons the work at point.
+func (c *Coordinator) crash(point string) bool {
+	return c.cfg.Crash != nil && c.cfg.Crash(point)
+}
+
 func (c *Coordinator) putManifest(ctx context.Context, m *manifest.Manifest) error {
 	data, err := m.Encode()
 	if err != nil {
@@ -384,7 +442,7 @@ func (c *Coordinator) putManifest(ctx context.Context, m *manifest.Manifest) err
 // commitAll commits every transaction in m and returns the ids committed.
 // A failure is logged; the transaction stays pending and commits with
 // the next checkpoint or on recovery.
-func (c *Coordinator) commitAll(ctx context.Context, j *job, m *manifest.Manifest) []string {
+func (c *Coordinator) commitAll(ctx context.Context, j *job, m *manifest.Manifest) (_ []string, crashed bool) {
 	var ok []string
 	for _, v := range m.Vertices {
 		for _, st := range v.Subtasks {
@@ -393,11 +451,14 @@ func (c *Coordinator) commitAll(ctx context.Context, j *job, m *manifest.Manifes
 					c.cfg.Logger.Warn("commit sink transaction failed", "job", j.id, "txn", t.ID, "err", err)
 					continue
 				}
+				if c.crash("txn-committed") {
+					return nil, true
+				}
 				ok = append(ok, t.ID)
 			}
 		}
 	}
-	return ok
+	return ok, false
 }
 
 func (c *Coordinator) commitTxn(ctx context.Context, j *job, t manifest.Txn) error {
@@ -528,11 +589,11 @@ func (c *Coordinator) failOrRestartLocked(ctx context.Context, j *job, msg strin
 	if corrupt > 0 {
 		k.bad[corrupt] = true
 	}
-	if j.state == JobRestarting {
-		return
+	if j.state == JobRestarting && !k.recovered {
+		return // a restart is pending already
 	}
 	now := time.Now()
-	if !j.started.IsZero() && now.Sub(j.started) >= time.Duration(k.restart.ResetAfter) {
+	if j.state == JobRunning && now.Sub(j.started) >= time.Duration(k.restart.ResetAfter) {
 		k.backoff = time.Duration(k.restart.Backoff)
 		k.restarts = 0
 	}
@@ -549,7 +610,9 @@ func (c *Coordinator) failOrRestartLocked(ctx context.Context, j *job, msg strin
 		k.sm = nil
 	}
 	clear(k.acks)
+	k.failWaitsLocked(msg)
 	j.state, j.errMsg = JobRestarting, msg
+	k.recovered, k.ready = false, false
 	k.restartAt = now.Add(k.backoff)
 	k.backoff = min(2*k.backoff, time.Duration(k.restart.MaxBackoff))
 	k.recoveries = append(k.recoveries, Recovery{Attempt: j.attempt + 1, Reason: msg, Detected: now})
@@ -570,10 +633,20 @@ func (c *Coordinator) recoverLocked(ctx context.Context, j *job) {
 		oldTasks = append(oldTasks, id)
 	}
 	bad := maps(k.bad)
+	origin := k.origin
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		key, m, maxID, err := c.latestManifest(ctx, j.id, bad)
+		if err == nil && m == nil && origin != "" {
+			// No checkpoint of its own yet: back to the savepoint.
+			var raw []byte
+			if raw, err = c.cfg.Bucket.Get(ctx, origin); err == nil {
+				if m, err = manifest.Decode(raw); err == nil {
+					key = origin
+				}
+			}
+		}
 		if err == nil && m != nil {
 			// Commit again what the checkpoint pre-committed (a no-op
 			// when done), so that the janitor may drop everything else.
@@ -638,7 +711,7 @@ func (c *Coordinator) recoverLocked(ctx context.Context, j *job) {
 			}
 			j.attempt = old + 1
 			j.tasks = nil
-			k.ready = true
+			k.ready, k.recovered = true, true
 			if n := len(k.recoveries); n > 0 {
 				k.recoveries[n-1].RestoredFrom = k.restoring
 			}
@@ -768,7 +841,7 @@ func (c *Coordinator) finalizeLocked(ctx context.Context, j *job) {
 		err := c.putManifest(ctx, m)
 		var committed []string
 		if err == nil {
-			committed = c.commitAll(ctx, j, m)
+			committed, _ = c.commitAll(ctx, j, m)
 			if len(committed) < len(k.txnIDs(m)) {
 				err = errors.New("some transactions did not commit")
 			}
@@ -826,4 +899,152 @@ func (c *Coordinator) Checkpoints(id string) ([]CheckpointInfo, error) {
 	out := slices.Clone(j.ck.history)
 	slices.Reverse(out)
 	return out, nil
+}
+
+// SavepointPrefix returns the prefix of a savepoint's objects.
+func SavepointPrefix(job, name string) string { return "jobs/" + job + "/savepoints/" + name + "/" }
+
+// savepointWait is a caller of Savepoint waiting for checkpoint id.
+type savepointWait struct {
+	id   int64
+	key  string // manifest key once written
+	err  error
+	done chan struct{}
+}
+
+// Savepoint takes a savepoint of a running job now: a checkpoint whose
+// manifest and state files are also copied, self-contained, under
+// jobs/<job>/savepoints/<name>/, where no retention deletes them. It waits
+// until the savepoint is written and returns its manifest's key.
+func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) {
+	c.mu.Lock()
+	j := c.mu.jobs[id]
+	if j == nil {
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: %w", id, ErrNotFound)
+	}
+	k := j.ck
+	if terminal(j.state) {
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s (%s): %w", id, j.state, ErrEnded)
+	}
+	if k == nil || k.cfg == nil {
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: the job has no checkpoint section; savepoints need checkpoints on", id)
+	}
+	if j.state != JobRunning || k.sm == nil || k.finalizing {
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: the job is %s; try again when it runs", id, j.state)
+	}
+	d, err := k.sm.TriggerSavepoint(time.Now())
+	if err != nil {
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: %w", id, err)
+	}
+	w := &savepointWait{id: d.Checkpoint, done: make(chan struct{})}
+	k.waits = append(k.waits, w)
+	c.execLocked(ctx, j, []checkpoint.Decision{d})
+	c.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.key, w.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("savepoint of %s: %w", id, ctx.Err())
+	}
+}
+
+// finishWaitsLocked tells the callers waiting for savepoint id.
+func (k *ckpt) finishWaitsLocked(id int64, key string, err error) {
+	kept := k.waits[:0]
+	for _, w := range k.waits {
+		if w.id == id {
+			w.key, w.err = key, err
+			close(w.done)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	k.waits = kept
+}
+
+// failWaitsLocked fails every waiting savepoint (the attempt failed).
+func (k *ckpt) failWaitsLocked(reason string) {
+	for _, w := range k.waits {
+		w.err = fmt.Errorf("savepoint %d failed: %s", w.id, reason)
+		close(w.done)
+	}
+	k.waits = nil
+}
+
+// copySavepoint copies checkpoint m's state files under the savepoint's
+// prefix and writes its self-contained manifest there. Its sink
+// transactions are committed already and are left out: a job restored
+// from the savepoint starts with nothing pending.
+func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (string, error) {
+	name := fmt.Sprintf("sp-%d-%s", m.Checkpoint, time.Now().UTC().Format("20060102T150405Z"))
+	prefix := SavepointPrefix(m.Job, name)
+	sp := *m
+	sp.Savepoint = true
+	sp.Vertices = make([]manifest.Vertex, len(m.Vertices))
+	copied := map[string]string{}
+	for i, v := range m.Vertices {
+		nv := v
+		nv.Subtasks = make([]manifest.Subtask, len(v.Subtasks))
+		for s, st := range v.Subtasks {
+			ns := st
+			ns.SinkTransactions = nil
+			ns.State = make([]manifest.File, len(st.State))
+			for f, file := range st.State {
+				to, ok := copied[file.Key]
+				if !ok {
+					rest := file.Key
+					if i := strings.Index(rest, "/state/"); i >= 0 {
+						rest = rest[i+len("/state/"):]
+					}
+					to = prefix + "state/" + rest
+					data, err := c.cfg.Bucket.Get(ctx, file.Key)
+					if err != nil {
+						return "", fmt.Errorf("copy %s: %w", file.Key, err)
+					}
+					if err := c.cfg.Bucket.Put(ctx, to, data); err != nil {
+						return "", fmt.Errorf("copy %s to %s: %w", file.Key, to, err)
+					}
+					copied[file.Key] = to
+				}
+				file.Key = to
+				ns.State[f] = file
+			}
+			nv.Subtasks[s] = ns
+		}
+		sp.Vertices[i] = nv
+	}
+	data, err := sp.Encode()
+	if err != nil {
+		return "", fmt.Errorf("encode savepoint manifest: %w", err)
+	}
+	key := manifest.SavepointKey(m.Job, name)
+	if err := c.cfg.Bucket.PutIfAbsent(ctx, key, data); err != nil {
+		return "", fmt.Errorf("write %s: %w", key, err)
+	}
+	return key, nil
+}
+
+// StopWithSavepoint takes a savepoint and then cancels the job, aborting
+// whatever its sinks staged after the savepoint: deploying the spec again
+// with --from-savepoint continues exactly where it stopped.
+func (c *Coordinator) StopWithSavepoint(ctx context.Context, id string) (string, error) {
+	key, err := c.Savepoint(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	j := c.mu.jobs[id]
+	if j != nil {
+		j.ck.stoppedAt = key
+	}
+	c.mu.Unlock()
+	if err := c.Cancel(ctx, id); err != nil {
+		return key, err
+	}
+	return key, nil
 }

@@ -150,7 +150,14 @@ func TestChaosWorkerKills(t *testing.T) {
 				return
 			case <-time.After(time.Duration(3000+rng.IntN(2000)) * time.Millisecond):
 			}
-			ws := c.workersWithTasks(id)
+			var ws []string
+			c.mu.Lock()
+			for _, w := range c.workersWithTasks(id) {
+				if c.procs[w] != nil {
+					ws = append(ws, w)
+				}
+			}
+			c.mu.Unlock()
 			if len(ws) == 0 {
 				continue
 			}

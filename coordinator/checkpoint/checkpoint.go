@@ -326,8 +326,8 @@ func (c *Coordinator) ManifestWritten(now time.Time, id int64, err error) []Deci
 }
 
 func (c *Coordinator) abort(now time.Time, reason string) Decision {
-	id := c.pending.id
+	id, sp := c.pending.id, c.pending.savepoint
 	c.pending = nil
 	c.lastEnd = now
-	return Decision{Kind: Abort, Checkpoint: id, Reason: reason}
+	return Decision{Kind: Abort, Checkpoint: id, Savepoint: sp, Reason: reason}
 }

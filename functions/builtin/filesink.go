@@ -108,7 +108,13 @@ func (s *fileSink) Open(ctx *task.SinkContext) error {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	// Object names are unique per job, attempt and subtask: a job
+	// restored from another's savepoint may write to the same path, and
+	// a commit never overwrites an object that exists.
 	s.part = fmt.Sprintf("part-%d-a%d-", ctx.Subtask, ctx.Attempt)
+	if ctx.Job != "" {
+		s.part = fmt.Sprintf("part-%d-%s-a%d-", ctx.Subtask, ctx.Job, ctx.Attempt)
+	}
 	return nil
 }
 
