@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/coordinator/control"
@@ -66,7 +67,7 @@ type Config struct {
 	// their transactions to.
 	RedisAddr string
 	// Crash is a fault-injection hook for tests: called at named points of
-	// the commit protocol ("manifest-written", "txn-committed"), a true
+	// the commit protocol ("precommitted": an ack with a sink transaction came in; "manifest-written"; "txn-committed"), a true
 	// result abandons the work there, as if the process had died.
 	Crash func(point string) bool
 }
@@ -82,7 +83,8 @@ type Coordinator struct {
 	// results carries the outcomes of asynchronous work (manifest
 	// writes, recoveries) back to the main loop.
 	results      chan func(context.Context)
-	wantSchedule bool // guarded by mu
+	wantSchedule bool        // guarded by mu
+	dead         atomic.Bool // a Crash hook fired: Run stops
 }
 
 type job struct {
@@ -303,7 +305,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	lastCk := time.Now()
 	for {
 		evs, err := c.cfg.Plane.Events(ctx, 100*time.Millisecond)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || c.dead.Load() {
 			return nil
 		}
 		if err != nil {

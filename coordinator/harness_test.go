@@ -31,6 +31,7 @@ type env struct {
 	xch    exchange.Transport
 	bucket blob.Bucket
 	c      *coordinator.Coordinator
+	stopC  func() // stops the first coordinator's Run
 }
 
 func newEnv(t *testing.T) *env {
@@ -46,17 +47,48 @@ func newEnv(t *testing.T) *env {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.c.Run(runCtx) }()
+	var once sync.Once
+	e.stopC = func() {
+		once.Do(func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("coordinator Run: %v", err)
+			}
+		})
+	}
 	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("coordinator Run: %v", err)
-		}
+		e.stopC()
 		cancel()
 		e.xch.Close()
 		e.plane.Close()
 		e.bucket.Close()
 	})
 	return e
+}
+
+// stopCoordinator stops the env's first coordinator.
+func (e *env) stopCoordinator() { e.stopC() }
+
+// startCoordinator starts another coordinator over the env's plane and
+// bucket, as a restarted process would: it loads the jobs and runs until
+// the test ends. It becomes e.c.
+func (e *env) startCoordinator(cfg coordinator.Config) *coordinator.Coordinator {
+	e.t.Helper()
+	c := coordinator.New(cfg)
+	if err := c.Load(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	e.t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			e.t.Errorf("coordinator Run: %v", err)
+		}
+	})
+	e.c = c
+	return c
 }
 
 // workerOpts tune startWorker.

@@ -176,6 +176,7 @@ func (c *Coordinator) checkpointTick(ctx context.Context, now time.Time) {
 		}
 		switch {
 		case j.state == JobRunning && k.sm != nil && !k.finalizing:
+			c.triggerSavepointLocked(ctx, j, now)
 			c.execLocked(ctx, j, k.sm.Tick(now))
 		case j.state == JobRestarting && !k.recovered && !k.recovering && !k.busy && !now.Before(k.restartAt):
 			c.recoverLocked(ctx, j)
@@ -277,6 +278,9 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 			cp = math.MaxInt64
 		}
 		k.txns[t.ID] = pendingTxn{checkpoint: cp, task: e.Task, txn: t}
+	}
+	if len(a.Subtask.SinkTransactions) > 0 && c.crash("precommitted") {
+		return
 	}
 	c.cfg.Logger.Debug("checkpoint ack", "job", j.id, "task", e.Task, "checkpoint", a.Checkpoint, "final", a.Final, "decline", a.Decline)
 	if a.Final || k.sm == nil {
@@ -424,7 +428,11 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 
 // crash reports whether the test hook abandons the work at point.
 func (c *Coordinator) crash(point string) bool {
-	return c.cfg.Crash != nil && c.cfg.Crash(point)
+	if c.cfg.Crash != nil && c.cfg.Crash(point) {
+		c.dead.Store(true)
+		return true
+	}
+	return false
 }
 
 func (c *Coordinator) putManifest(ctx context.Context, m *manifest.Manifest) error {
@@ -924,26 +932,21 @@ func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) 
 		return "", fmt.Errorf("savepoint of %s: %w", id, ErrNotFound)
 	}
 	k := j.ck
-	if terminal(j.state) {
+	switch {
+	case terminal(j.state):
 		c.mu.Unlock()
 		return "", fmt.Errorf("savepoint of %s (%s): %w", id, j.state, ErrEnded)
-	}
-	if k == nil || k.cfg == nil {
+	case k == nil || k.cfg == nil:
 		c.mu.Unlock()
 		return "", fmt.Errorf("savepoint of %s: the job has no checkpoint section; savepoints need checkpoints on", id)
-	}
-	if j.state != JobRunning || k.sm == nil || k.finalizing {
+	case j.state != JobRunning || k.sm == nil || k.finalizing:
 		c.mu.Unlock()
 		return "", fmt.Errorf("savepoint of %s: the job is %s; try again when it runs", id, j.state)
 	}
-	d, err := k.sm.TriggerSavepoint(time.Now())
-	if err != nil {
-		c.mu.Unlock()
-		return "", fmt.Errorf("savepoint of %s: %w", id, err)
-	}
-	w := &savepointWait{id: d.Checkpoint, done: make(chan struct{})}
+	// The savepoint is triggered as soon as no checkpoint is in flight
+	// (checkpointTick), instead of the next periodic checkpoint.
+	w := &savepointWait{done: make(chan struct{})}
 	k.waits = append(k.waits, w)
-	c.execLocked(ctx, j, []checkpoint.Decision{d})
 	c.mu.Unlock()
 	select {
 	case <-w.done:
@@ -951,6 +954,32 @@ func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) 
 	case <-ctx.Done():
 		return "", fmt.Errorf("savepoint of %s: %w", id, ctx.Err())
 	}
+}
+
+// triggerSavepointLocked starts the savepoint callers wait for, if any
+// wait and no checkpoint is in flight.
+func (c *Coordinator) triggerSavepointLocked(ctx context.Context, j *job, now time.Time) {
+	k := j.ck
+	var waiting []*savepointWait
+	for _, w := range k.waits {
+		if w.id == 0 {
+			waiting = append(waiting, w)
+		}
+	}
+	if len(waiting) == 0 || k.busy {
+		return
+	}
+	if _, inflight := k.sm.InFlight(); inflight {
+		return
+	}
+	d, err := k.sm.TriggerSavepoint(now)
+	if err != nil {
+		return
+	}
+	for _, w := range waiting {
+		w.id = d.Checkpoint
+	}
+	c.execLocked(ctx, j, []checkpoint.Decision{d})
 }
 
 // finishWaitsLocked tells the callers waiting for savepoint id.

@@ -338,7 +338,8 @@ func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, 
 }
 
 // keepKeyGroups returns the rows of rec whose key group is in [start,
-// end), nil if none; the caller releases the result.
+// end), nil if none; the caller releases the result. It works for any
+// column type: it concatenates slices of the kept runs of rows.
 func keepKeyGroups(rec arrow.RecordBatch, start, end int, r *runner) (arrow.RecordBatch, error) {
 	if rec.NumCols() == 0 || rec.Schema().Field(0).Name != StateKeyGroupField {
 		return nil, fmt.Errorf("first column is not %s", StateKeyGroupField)
@@ -347,23 +348,49 @@ func keepKeyGroups(rec arrow.RecordBatch, start, end int, r *runner) (arrow.Reco
 	if !ok {
 		return nil, fmt.Errorf("column %s is %s, not int32", StateKeyGroupField, rec.Column(0).DataType())
 	}
-	var idx []int32
-	all := true
+	var runs [][2]int64 // kept [from, to)
+	kept := 0
 	for i := 0; i < kg.Len(); i++ {
-		if g := int(kg.Value(i)); g >= start && g < end {
-			idx = append(idx, int32(i))
+		if g := int(kg.Value(i)); g < start || g >= end || kg.IsNull(i) {
+			continue
+		}
+		kept++
+		if n := len(runs); n > 0 && runs[n-1][1] == int64(i) {
+			runs[n-1][1]++
 		} else {
-			all = false
+			runs = append(runs, [2]int64{int64(i), int64(i) + 1})
 		}
 	}
 	switch {
-	case len(idx) == 0:
+	case kept == 0:
 		return nil, nil
-	case all:
+	case kept == kg.Len():
 		rec.Retain()
 		return rec, nil
 	}
-	return arrowfmt.Take(rec, idx, r.mem), nil
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for c := range cols {
+		parts := make([]arrow.Array, len(runs))
+		for i, run := range runs {
+			parts[i] = array.NewSlice(rec.Column(c), run[0], run[1])
+		}
+		col, err := array.Concatenate(parts, r.mem)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("keep key groups [%d,%d): %w", start, end, err)
+		}
+		cols[c] = col
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(kept)), nil
 }
 
 // take snapshots the chain at barrier id and sends the barrier on: the

@@ -1,0 +1,255 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/functions/spec"
+
+	_ "github.com/weirstream/weir/examples/seqcheck" // sequence-check
+)
+
+// eoSpec is a checkpointing job whose output is deterministic (counts and
+// integer extremes only), so that runs compare line for line: a keyed
+// tumbling window and the sequence checker, from a throttled datagen.
+func eoSpec(path string, rate int) string {
+	return fmt.Sprintf(`
+job: eo
+parallelism: 2
+checkpoint: {interval: 150ms, timeout: 10s, retain: 2}
+restart: {attempts: 20, backoff: 50ms, maxBackoff: 200ms}
+sources:
+  - name: rides
+    type: datagen
+    count: 12000
+    rate: %d
+    schema: {ride_id: int64, zone: string, ts: timestamp_ms}
+    eventTime: {column: ts, maxOutOfOrderness: 2s}
+    datagen:
+      seed: 3
+      eventsPerSecond: 50
+      outOfOrderness: 2s
+      fields:
+        zone: {values: [a, b, c, d, e, f, g]}
+operators:
+  - name: tumbling
+    input: rides
+    keyBy: [zone]
+    window: {type: tumbling, size: 10s}
+    aggregate: {n: count(), lo: min(ride_id), hi: max(ride_id)}
+  - name: keyed
+    input: rides
+    select: {k: "ride_id %% 20", seq: ride_id}
+  - name: seqcheck
+    input: keyed
+    keyBy: [k]
+    function: sequence-check
+    config: {stride: 20}
+sinks:
+  - {name: windows-out, input: tumbling, type: files, path: %s/windows, format: jsonl}
+  - {name: seq-out, input: seqcheck, type: files, path: %s/seq, format: jsonl}
+`, rate, path, path)
+}
+
+// lines returns every output line under prefix as a sorted list of
+// canonical JSON strings.
+func (e *env) lines(prefix string) []string {
+	e.t.Helper()
+	var out []string
+	for _, r := range e.readJSONL(prefix) {
+		b, _ := json.Marshal(r)
+		out = append(out, string(b))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// staged lists what is left under _staging/ prefixes below prefix.
+func (e *env) staged(prefix string) []string {
+	e.t.Helper()
+	objs, err := e.bucket.List(e.ctx, prefix)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		if strings.Contains(o.Key, "/_staging/") {
+			out = append(out, o.Key)
+		}
+	}
+	return out
+}
+
+// reference runs eoSpec without failures once per test and returns its
+// output lines (windows then sequence).
+func (e *env) reference() (windows, seq []string) {
+	e.t.Helper()
+	id := e.submitSpec(eoSpec("ref", 0), coordinator.SubmitOptions{})
+	if st := e.wait(id, 30*time.Second); st.State != coordinator.JobFinished {
+		e.t.Fatalf("reference run: %s %s", st.State, st.Error)
+	}
+	windows, seq = e.lines("ref/windows/"), e.lines("ref/seq/")
+	if len(seq) != 12000 {
+		e.t.Fatalf("reference run: %d sequence rows, want 12000", len(seq))
+	}
+	return windows, seq
+}
+
+func (e *env) submitSpec(src string, opts coordinator.SubmitOptions) string {
+	e.t.Helper()
+	js, err := spec.Parse([]byte(src), "job.yaml")
+	if err != nil {
+		e.t.Fatalf("Parse: %v", err)
+	}
+	id, err := e.c.SubmitWith(e.ctx, js, opts)
+	if err != nil {
+		e.t.Fatalf("Submit: %v", err)
+	}
+	return id
+}
+
+// checkExact compares the output under prefix with the reference.
+func (e *env) checkExact(what string, gotW, gotS, wantW, wantS []string) {
+	e.t.Helper()
+	for _, l := range gotS {
+		if !strings.Contains(l, `"ok":true`) {
+			e.t.Errorf("%s: sequence violation %s", what, l)
+			break
+		}
+	}
+	if !slices.Equal(gotW, wantW) {
+		e.t.Errorf("%s: %d window rows differ from the %d of the run without failures", what, len(gotW), len(wantW))
+	}
+	if !slices.Equal(gotS, wantS) {
+		e.t.Errorf("%s: %d sequence rows differ from the %d of the run without failures", what, len(gotS), len(wantS))
+	}
+}
+
+// TestRestartExactlyOnce stops a worker while the job runs: the job
+// restarts from its latest checkpoint on the other worker and its
+// committed output equals a run without failures.
+func TestRestartExactlyOnce(t *testing.T) {
+	e := newEnv(t)
+	stop1 := e.startWorker("w1", 4, workerOpts{})
+	e.startWorker("w2", 4, workerOpts{})
+	wantW, wantS := e.reference()
+
+	id := e.submitSpec(eoSpec("out", 4000), coordinator.SubmitOptions{})
+	e.waitFor(id, "two checkpoints", func(st coordinator.JobStatus) bool {
+		return st.Checkpoints != nil && st.Checkpoints.Completed >= 2
+	})
+	stop1()
+	e.startWorker("w3", 4, workerOpts{})
+	st := e.wait(id, 40*time.Second)
+	if st.State != coordinator.JobFinished {
+		t.Fatalf("job ended %s: %s", st.State, st.Error)
+	}
+	if len(st.Recoveries) == 0 {
+		t.Fatal("no recovery recorded")
+	}
+	for _, r := range st.Recoveries {
+		t.Logf("recovery to attempt %d from checkpoint %d in %.2fs: %s", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
+	}
+	e.checkExact("after a restart", e.lines("out/windows/"), e.lines("out/seq/"), wantW, wantS)
+	if s := e.staged("out/"); len(s) > 0 {
+		t.Errorf("staged objects left: %v", s)
+	}
+}
+
+// TestCommitCrashPoints kills the coordinator at each point of the commit
+// protocol and starts a new one over the same bucket: it resumes the job
+// from its latest checkpoint, commits that checkpoint's transactions
+// again (a no-op where done), the janitor aborts every other staged
+// transaction, and the visible output is exact.
+func TestCommitCrashPoints(t *testing.T) {
+	for _, point := range []string{"precommitted", "manifest-written", "txn-committed"} {
+		t.Run(point, func(t *testing.T) {
+			e := newEnv(t)
+			e.startWorker("w1", 4, workerOpts{})
+			wantW, wantS := e.reference()
+
+			var armed, fired atomic.Bool
+			cfg := coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.xch, CancelTimeout: 5 * time.Second,
+				Crash: func(p string) bool { return p == point && armed.Load() && fired.CompareAndSwap(false, true) }}
+			c1 := coordinator.New(cfg)
+			ctx1, stop1 := context.WithCancel(context.Background())
+			done1 := make(chan error, 1)
+			go func() { done1 <- c1.Run(ctx1) }()
+			defer stop1()
+			// The env's coordinator stops reading events: c1 takes over.
+			e.stopCoordinator()
+			e.c = c1
+			id := e.submitSpec(eoSpec("out", 3000), coordinator.SubmitOptions{})
+			e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
+				return st.Checkpoints != nil && st.Checkpoints.Completed >= 1
+			})
+			armed.Store(true)
+			select {
+			case err := <-done1:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the coordinator did not crash at %s", point)
+			}
+			c2 := e.startCoordinator(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.xch, CancelTimeout: 5 * time.Second})
+			st := e.wait(id, 40*time.Second)
+			if st.State != coordinator.JobFinished {
+				t.Fatalf("job ended %s: %s", st.State, st.Error)
+			}
+			_ = c2
+			e.checkExact("crash at "+point, e.lines("out/windows/"), e.lines("out/seq/"), wantW, wantS)
+			if s := e.staged("out/"); len(s) > 0 {
+				t.Errorf("staged objects left after the janitor: %v", s)
+			}
+		})
+	}
+}
+
+// TestSavepointRescale stops a job with a savepoint at parallelism 2 and
+// resumes it at 3 and at 1: the output before the savepoint plus the
+// output after it equals a run without interruption.
+func TestSavepointRescale(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker("w1", 4, workerOpts{})
+	wantW, wantS := e.reference()
+
+	id := e.submitSpec(eoSpec("first", 3000), coordinator.SubmitOptions{})
+	e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
+		return st.Checkpoints != nil && st.Checkpoints.Completed >= 1
+	})
+	key, err := e.c.StopWithSavepoint(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("savepoint %s", key)
+	if st := e.wait(id, 20*time.Second); st.State != coordinator.JobCanceled {
+		t.Fatalf("stopped job is %s, want CANCELED", st.State)
+	}
+	firstW, firstS := e.lines("first/windows/"), e.lines("first/seq/")
+	if len(firstS) == 0 || len(firstS) >= 12000 {
+		t.Fatalf("%d rows before the savepoint: the stop came too early or too late", len(firstS))
+	}
+	for _, p := range []int{3, 1} {
+		path := fmt.Sprintf("p%d", p)
+		rid := e.submitSpec(eoSpec(path, 0), coordinator.SubmitOptions{FromSavepoint: key, Parallelism: p})
+		if st := e.wait(rid, 30*time.Second); st.State != coordinator.JobFinished {
+			t.Fatalf("restore at parallelism %d: %s %s", p, st.State, st.Error)
+		}
+		gotW := append(slices.Clone(firstW), e.lines(path+"/windows/")...)
+		gotS := append(slices.Clone(firstS), e.lines(path+"/seq/")...)
+		slices.Sort(gotW)
+		slices.Sort(gotS)
+		e.checkExact(fmt.Sprintf("savepoint at 2, resumed at %d", p), gotW, gotS, wantW, wantS)
+	}
+	if s := e.staged("first/"); len(s) > 0 {
+		t.Errorf("staged objects left: %v", s)
+	}
+}
