@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/statestore/manifest"
 
 	_ "github.com/weirstream/weir/examples/seqcheck" // sequence-check
 )
@@ -251,5 +252,107 @@ func TestSavepointRescale(t *testing.T) {
 	}
 	if s := e.staged("first/"); len(s) > 0 {
 		t.Errorf("staged objects left: %v", s)
+	}
+}
+
+// TestCorruptCheckpointFallsBack damages the newest checkpoint (its
+// manifest, or one of its state files) while the coordinator is down:
+// restore refuses it with an error naming what is wrong and falls back
+// to the previous checkpoint, and the output stays exact.
+func TestCorruptCheckpointFallsBack(t *testing.T) {
+	for _, what := range []string{"manifest", "state-file"} {
+		t.Run(what, func(t *testing.T) {
+			e := newEnv(t)
+			e.startWorker("w1", 4, workerOpts{})
+			wantW, wantS := e.reference()
+
+			var armed, fired atomic.Bool
+			c1 := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.xch, CancelTimeout: 5 * time.Second,
+				Crash: func(p string) bool { return p == "manifest-written" && armed.Load() && fired.CompareAndSwap(false, true) }})
+			ctx1, stop1 := context.WithCancel(context.Background())
+			defer stop1()
+			done1 := make(chan error, 1)
+			go func() { done1 <- c1.Run(ctx1) }()
+			e.stopCoordinator()
+			e.c = c1
+			id := e.submitSpec(strings.Replace(eoSpec("out", 3000), "retain: 2", "retain: 3", 1), coordinator.SubmitOptions{})
+			e.waitFor(id, "three checkpoints", func(st coordinator.JobStatus) bool {
+				return st.Checkpoints != nil && st.Checkpoints.Completed >= 3
+			})
+			armed.Store(true)
+			select {
+			case <-done1:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the coordinator did not crash")
+			}
+			// The newest manifest is the one written at the crash.
+			objs, err := e.bucket.List(e.ctx, "jobs/"+id+"/checkpoints/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var newest int64
+			var key string
+			for _, o := range objs {
+				if _, n, ok := manifest.ParseKey(o.Key); ok && n > newest {
+					newest, key = n, o.Key
+				}
+			}
+			raw, err := e.bucket.Get(e.ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch what {
+			case "manifest":
+				if err := e.bucket.Put(e.ctx, key, raw[:len(raw)/2]); err != nil {
+					t.Fatal(err)
+				}
+			case "state-file":
+				m, err := manifest.Decode(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				damaged := ""
+				for _, f := range m.Files() {
+					if strings.Contains(f, fmt.Sprintf("/%d-a", newest)) {
+						damaged = f
+						break
+					}
+				}
+				if damaged == "" {
+					t.Fatalf("checkpoint %d wrote no state file of its own", newest)
+				}
+				data, err := e.bucket.Get(e.ctx, damaged)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data[len(data)/2] ^= 0xff
+				if err := e.bucket.Put(e.ctx, damaged, data); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("damaged %s", damaged)
+			}
+			e.startCoordinator(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.xch, CancelTimeout: 5 * time.Second})
+			st := e.wait(id, 40*time.Second)
+			if st.State != coordinator.JobFinished {
+				t.Fatalf("job ended %s: %s", st.State, st.Error)
+			}
+			restored := int64(-1)
+			for _, r := range st.Recoveries {
+				t.Logf("recovery to attempt %d from checkpoint %d: %s", r.Attempt, r.RestoredFrom, r.Reason)
+				if r.RestoredFrom > 0 {
+					restored = r.RestoredFrom
+				}
+			}
+			if restored != newest-1 {
+				t.Errorf("the job last restored from checkpoint %d, want %d (the one before the damaged %d)", restored, newest-1, newest)
+			}
+			if what == "state-file" && !slices.ContainsFunc(st.Recoveries, func(r coordinator.Recovery) bool { return strings.Contains(r.Reason, "SHA-256") }) {
+				t.Errorf("no recovery names the SHA-256 mismatch: %+v", st.Recoveries)
+			}
+			e.checkExact("after falling back", e.lines("out/windows/"), e.lines("out/seq/"), wantW, wantS)
+			if s := e.staged("out/"); len(s) > 0 {
+				t.Errorf("staged objects left: %v", s)
+			}
+		})
 	}
 }

@@ -83,6 +83,9 @@ type ckpt struct {
 	retained map[int64]*manifest.Manifest
 	maxID    int64 // highest checkpoint id seen
 	bad      map[int64]bool
+	// committed is the newest checkpoint whose transactions all committed
+	// (known to this coordinator).
+	committed int64
 	busy     bool // a manifest write, recovery or finalization is running
 	acks     map[int64]map[checkpoint.Task]task.Ack
 
@@ -330,6 +333,11 @@ func (c *Coordinator) buildManifest(j *job, id int64, triggered time.Time, acks 
 	for _, p := range j.ck.txns {
 		if p.checkpoint <= id || final {
 			t := checkpoint.Task{Vertex: p.task.Vertex, Subtask: p.task.Subtask}
+			if v := j.plan.Vertex(t.Vertex); v == nil || t.Subtask >= v.Parallelism {
+				// A transaction of a subtask the plan no longer has
+				// still commits: it goes with the first subtask.
+				t = checkpoint.Task{Vertex: j.plan.Vertices[0].Name}
+			}
 			byTask[t] = append(byTask[t], p.txn)
 		}
 	}
@@ -408,6 +416,9 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 				k.maxID = max(k.maxID, id)
 				for _, t := range committed {
 					delete(k.txns, t)
+				}
+				if len(committed) == len(k.txnIDs(m)) {
+					k.committed = id
 				}
 			} else {
 				c.cfg.Logger.Warn("manifest write failed", "job", j.id, "checkpoint", id, "err", err)
@@ -595,6 +606,12 @@ func (c *Coordinator) failOrRestartLocked(ctx context.Context, j *job, msg strin
 		return
 	}
 	if corrupt > 0 {
+		if corrupt <= k.committed {
+			// Its output is visible: restoring an older checkpoint
+			// would produce it again.
+			c.failLocked(ctx, j, fmt.Sprintf("%s; checkpoint %d's output is committed, so no older checkpoint can replace it", msg, corrupt))
+			return
+		}
 		k.bad[corrupt] = true
 	}
 	if j.state == JobRestarting && !k.recovered {
@@ -655,9 +672,8 @@ func (c *Coordinator) recoverLocked(ctx context.Context, j *job) {
 				}
 			}
 		}
-		if err == nil && m != nil {
-			// Commit again what the checkpoint pre-committed (a no-op
-			// when done), so that the janitor may drop everything else.
+		if err == nil && m != nil && m.Final {
+			// The job had finished: commit its last output and end.
 			for _, v := range m.Vertices {
 				for _, st := range v.Subtasks {
 					for _, t := range st.SinkTransactions {
@@ -710,6 +726,20 @@ func (c *Coordinator) recoverLocked(ctx context.Context, j *job) {
 			if m != nil {
 				k.latest, k.restoreKey, k.restoring = m.Checkpoint, key, m.Checkpoint
 				k.retained[m.Checkpoint] = m
+				// The restored checkpoint's transactions commit with the
+				// new attempt's first checkpoint (or its final one): by
+				// then every task has restored, so the checkpoint is
+				// known good. Until then the janitor keeps them staged,
+				// and if the restore fails they are aborted with it.
+				if !m.Final {
+					for _, v := range m.Vertices {
+						for s, st := range v.Subtasks {
+							for _, t := range st.SinkTransactions {
+								k.txns[t.ID] = pendingTxn{checkpoint: m.Checkpoint, task: control.TaskID{Job: j.id, Vertex: v.Name, Subtask: s}, txn: t}
+							}
+						}
+					}
+				}
 				if m.Final {
 					j.attempt = old + 1
 					k.finalizing = false
