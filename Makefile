@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 15m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e fuzz dev-up dev-down demo clean
+.PHONY: all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -56,7 +56,7 @@ unit:
 test: deps vet staticcheck unit
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
-bench: deps bench-exchange bench-rows bench-e2e
+bench: deps bench-exchange bench-rows bench-e2e bench-checkpoints
 
 bench-exchange:
 	$(GO) test -run '^$$' -bench 'Throughput' -benchtime 2s -count 1 ./exchange/ | tee .bench-exchange.txt
@@ -66,6 +66,12 @@ bench-rows:
 
 bench-e2e:
 	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -count 2 -timeout 30m ./integration/ | tee .bench-e2e.txt
+
+# Checkpoint overhead (off / 10s / 1s, state in MinIO) and recovery time
+# after kill -9 of a worker.
+bench-checkpoints:
+	$(GO) test -run '^$$' -bench 'CheckpointOverhead' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee .bench-checkpoints.txt
+	$(GO) test -run '^$$' -bench 'Recovery' -benchtime 3x -count 1 -timeout 30m ./integration/ | tee -a .bench-checkpoints.txt
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./arrowfmt/

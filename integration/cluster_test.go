@@ -21,10 +21,14 @@ import (
 // weirBin is the weir binary built once for the package's tests.
 var weirBin string
 
-// buildWeir builds cli/weir into dir.
-func buildWeir(dir string) (string, error) {
+// buildWeir builds cli/weir into dir, with the race detector if race.
+func buildWeir(dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "weir")
-	cmd := exec.Command("go", "build", "-race", "-o", bin, "github.com/weirstream/weir/cli/weir")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "github.com/weirstream/weir/cli/weir")...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build weir: %w", err)
@@ -35,7 +39,7 @@ func buildWeir(dir string) (string, error) {
 // cluster is a coordinator and workers, each a weir process, on a real
 // Redis and a real MinIO.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	redis   *testenv.Redis
 	minio   *testenv.MinIO
 	env     []string
@@ -55,7 +59,7 @@ type proc struct {
 
 // startCluster starts Redis, MinIO, `weir coordinator` and n `weir worker`
 // processes with the given slots each.
-func startCluster(t *testing.T, workers, slots int) *cluster {
+func startCluster(t testing.TB, workers, slots int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, procs: map[string]*proc{}, logDir: t.TempDir()}
 	c.redis = testenv.StartRedis(t)

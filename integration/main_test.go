@@ -5,6 +5,7 @@
 package integration
 
 import (
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,7 +21,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	weirBin, err = buildWeir(dir)
+	// Tests run weir under the race detector; benchmarks measure a
+	// normal build.
+	flag.Parse()
+	race := flag.Lookup("test.bench").Value.String() == ""
+	weirBin, err = buildWeir(dir, race)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

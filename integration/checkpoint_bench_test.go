@@ -1,0 +1,184 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/worker"
+	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// BenchmarkCheckpointOverhead runs the end-to-end benchmark job with
+// checkpoints off, every 10 s and every 1 s, with state and sink
+// transactions in a real MinIO, and reports events per CPU-second of weir
+// plus MinIO and what an average checkpoint cost: its duration, and the
+// largest alignment, synchronous and asynchronous (upload) time of any
+// subtask.
+//
+//	go test -run '^$' -bench CheckpointOverhead -benchtime 1x ./integration/
+func BenchmarkCheckpointOverhead(b *testing.B) {
+	minio := testenv.StartMinIO(b)
+	for _, interval := range []string{"off", "10s", "1s"} {
+		b.Run(interval, func(b *testing.B) {
+			src := benchSpec(benchEvents)
+			if interval != "off" {
+				src = strings.Replace(src, "parallelism: 2\n", fmt.Sprintf("parallelism: 2\ncheckpoint: {interval: %s}\n", interval), 1)
+			}
+			js, err := spec.Parse([]byte(src), "bench.yaml")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < b.N; i++ {
+				bucket, err := blob.NewS3(context.Background(), minio.S3Config())
+				if err != nil {
+					b.Fatal(err)
+				}
+				runCheckpointBench(b, js, bucket, minio.PID())
+				bucket.Close()
+			}
+		})
+	}
+}
+
+func runCheckpointBench(b *testing.B, js *spec.Job, bucket blob.Bucket, minioPID int) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, pl := exchange.NewLocal(), control.NewLocal()
+	defer tr.Close()
+	defer pl.Close()
+	coord := coordinator.New(coordinator.Config{Plane: pl, Bucket: bucket, Transport: tr})
+	w := worker.New(worker.Config{ID: "bench", Slots: 2, Plane: pl, Transport: tr, Bucket: bucket})
+	done := make(chan struct{}, 2)
+	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
+	go func() { _ = w.Run(ctx); done <- struct{}{} }()
+	defer func() { cancel(); <-done; <-done }()
+	testenv.WaitFor(b, 10*time.Second, "the worker registered", func() error {
+		if ws, err := pl.Workers(ctx); err != nil || len(ws) == 0 {
+			return fmt.Errorf("%d workers: %v", len(ws), err)
+		}
+		return nil
+	})
+	runtime.GC()
+	cpu0, _ := testenv.ProcessCPU(0)
+	mcpu0, _ := testenv.ProcessCPU(minioPID)
+	start := time.Now()
+	id, err := coord.Submit(ctx, js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
+	st, err := coord.Wait(wctx, id)
+	wcancel()
+	wall := time.Since(start)
+	if err != nil || st.State != coordinator.JobFinished {
+		b.Fatalf("job %s: %s %v %s", id, st.State, err, st.Error)
+	}
+	cpu1, _ := testenv.ProcessCPU(0)
+	mcpu1, _ := testenv.ProcessCPU(minioPID)
+	if st.Totals.RecordsIn != int64(benchEvents) {
+		b.Fatalf("read %d events, want %d", st.Totals.RecordsIn, benchEvents)
+	}
+	b.ReportMetric((mcpu1 - mcpu0).Seconds(), "minio-cpu-s")
+	report(b, benchEvents, wall, cpu1-cpu0+mcpu1-mcpu0)
+	cps, err := coord.Checkpoints(id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int
+	var dur, align, sync, async, bytes float64
+	for _, c := range cps {
+		if c.Status != coordinator.CheckpointCompleted || c.Final {
+			continue
+		}
+		n++
+		dur += c.Duration * 1000
+		align += float64(c.AlignMs)
+		sync += float64(c.SyncMs)
+		async += float64(c.AsyncMs)
+		bytes += float64(c.Bytes)
+	}
+	b.ReportMetric(float64(n), "checkpoints")
+	if n > 0 {
+		b.ReportMetric(dur/float64(n), "ckpt-ms")
+		b.ReportMetric(align/float64(n), "align-ms")
+		b.ReportMetric(sync/float64(n), "sync-ms")
+		b.ReportMetric(async/float64(n), "async-ms")
+		b.ReportMetric(bytes/float64(n)/1024, "upload-KiB")
+	}
+}
+
+// BenchmarkRecovery measures how long a job takes to run again after one
+// of its workers is killed with SIGKILL: from the kill, and from the
+// coordinator noticing (heartbeat expiry) to every task of the new attempt
+// running. The cluster is real processes (coordinator, three workers) on
+// Redis and MinIO.
+//
+//	go test -run '^$' -bench Recovery -benchtime 3x ./integration/
+func BenchmarkRecovery(b *testing.B) {
+	c := startCluster(b, 3, 3)
+	id := c.deploy(chaosSpec)
+	c.waitState(id, coordinator.JobRunning, time.Minute)
+	var killToRun, detectToRun float64
+	for i := 0; i < b.N; i++ {
+		testenv.WaitFor(b, time.Minute, "a completed checkpoint", func() error {
+			st, err := c.status(id)
+			if err != nil {
+				return err
+			}
+			if st.State != coordinator.JobRunning || st.Checkpoints == nil || st.Checkpoints.Completed == 0 {
+				return fmt.Errorf("state %s", st.State)
+			}
+			return nil
+		})
+		st, err := c.status(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		attempt := st.Attempt
+		var victim string
+		for _, w := range c.workersWithTasks(id) {
+			c.mu.Lock()
+			alive := c.procs[w] != nil
+			c.mu.Unlock()
+			if alive {
+				victim = w
+				break
+			}
+		}
+		if victim == "" {
+			b.Fatal("no live worker runs the job")
+		}
+		c.kill(victim)
+		killed := time.Now()
+		c.addWorker(3)
+		testenv.WaitFor(b, time.Minute, "running again", func() error {
+			st, err = c.status(id)
+			if err != nil {
+				return err
+			}
+			if st.Attempt <= attempt || st.State != coordinator.JobRunning {
+				return fmt.Errorf("attempt %d, %s", st.Attempt, st.State)
+			}
+			return nil
+		})
+		killToRun += time.Since(killed).Seconds()
+		if n := len(st.Recoveries); n > 0 {
+			detectToRun += st.Recoveries[n-1].Seconds
+		}
+	}
+	b.ReportMetric(killToRun/float64(b.N), "kill-to-running-s")
+	b.ReportMetric(detectToRun/float64(b.N), "detect-to-running-s")
+	if _, err := c.weir("jobs", "cancel", id); err != nil {
+		b.Fatal(err)
+	}
+}
