@@ -406,3 +406,138 @@ func (acc *accumulators) appendResults(i int, b array.Builder, slots []int32) {
 func timestampInt64s(ts []arrow.Timestamp) []int64 {
 	return arrow.Int64Traits.CastFromBytes(arrow.TimestampTraits.CastToBytes(ts))
 }
+
+// State columns. A checkpoint writes the state of aggregate a as the
+// columns a.stateFields gives, one row per window:
+//
+//	<name>__count  int64  n (every aggregate)
+//	<name>__sum    the input type: the sum (sum and avg)
+//	<name>__min    the input type: the least value so far (min)
+//	<name>__max    the input type: the greatest value so far (max)
+//
+// The value column is null exactly when the count is 0, when the state is
+// the empty one. Together they rebuild the accumulator bit for bit.
+
+// stateFields returns the state columns of a (before the operator makes
+// their names unique).
+func (a *Aggregate) stateFields() []arrow.Field {
+	fs := []arrow.Field{{Name: a.Name + "__count", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}
+	if a.Func == AggCount {
+		return fs
+	}
+	suffix := "__sum"
+	switch a.Func {
+	case AggMin:
+		suffix = "__min"
+	case AggMax:
+		suffix = "__max"
+	}
+	return append(fs, arrow.Field{Name: a.Name + suffix, Type: a.In.Arrow(), Nullable: true})
+}
+
+// appendState appends the state of each of slots to bs, the builders of
+// the state columns of every aggregate in order; a negative slot appends
+// nulls.
+func (acc *accumulators) appendState(bs []array.Builder, slots []int32) {
+	k := 0
+	for i := range acc.aggs {
+		a, c := &acc.aggs[i], &acc.cols[i]
+		nb := bs[k].(*array.Int64Builder)
+		k++
+		for _, s := range slots {
+			if s < 0 {
+				nb.AppendNull()
+			} else {
+				nb.Append(c.n[s])
+			}
+		}
+		if a.Func == AggCount {
+			continue
+		}
+		switch b := bs[k].(type) {
+		case *array.Int64Builder:
+			for _, s := range slots {
+				if s < 0 || c.n[s] == 0 {
+					b.AppendNull()
+				} else {
+					b.Append(c.i[s])
+				}
+			}
+		case *array.TimestampBuilder:
+			for _, s := range slots {
+				if s < 0 || c.n[s] == 0 {
+					b.AppendNull()
+				} else {
+					b.Append(arrow.Timestamp(c.i[s]))
+				}
+			}
+		case *array.Float64Builder:
+			for _, s := range slots {
+				if s < 0 || c.n[s] == 0 {
+					b.AppendNull()
+				} else {
+					b.Append(c.f[s])
+				}
+			}
+		default:
+			panic(fmt.Sprintf("builtin: state of aggregate %s into a %T", a.Name, b))
+		}
+		k++
+	}
+}
+
+// checkState reports whether row r of cols, the state columns of every
+// aggregate in order (of the types stateFields gives, named names), holds
+// a state setState can take. The error names the column and the value.
+func (acc *accumulators) checkState(cols []arrow.Array, names []string, r int) error {
+	k := 0
+	for i := range acc.aggs {
+		a := &acc.aggs[i]
+		nc := cols[k].(*array.Int64)
+		if nc.IsNull(r) {
+			return fmt.Errorf("column %s: null, want the count of aggregate %s", names[k], a.Name)
+		}
+		n := nc.Value(r)
+		if n < 0 {
+			return fmt.Errorf("column %s: %d is not a count", names[k], n)
+		}
+		k++
+		if a.Func == AggCount {
+			continue
+		}
+		switch null := cols[k].IsNull(r); {
+		case null && n > 0:
+			return fmt.Errorf("column %s: null with %s %d: want the value of %d rows", names[k], names[k-1], n, n)
+		case !null && n == 0:
+			return fmt.Errorf("column %s: %v with %s 0: want null", names[k], arrowfmt.Value(cols[k], r), names[k-1])
+		}
+		k++
+	}
+	return nil
+}
+
+// setState sets slot s to the state in row r of cols, which checkState
+// accepted.
+func (acc *accumulators) setState(s int32, cols []arrow.Array, r int) {
+	acc.reset(s)
+	k := 0
+	for i := range acc.aggs {
+		a, c := &acc.aggs[i], &acc.cols[i]
+		c.n[s] = cols[k].(*array.Int64).Value(r)
+		k++
+		if a.Func == AggCount {
+			continue
+		}
+		if c.n[s] > 0 {
+			switch v := cols[k].(type) {
+			case *array.Int64:
+				c.i[s] = v.Value(r)
+			case *array.Timestamp:
+				c.i[s] = int64(v.Value(r))
+			case *array.Float64:
+				c.f[s] = v.Value(r)
+			}
+		}
+		k++
+	}
+}

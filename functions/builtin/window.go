@@ -218,12 +218,15 @@ func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 // emitted). Accumulators live column-wise in one accumulators value. The
 // timers (fire and cleanup times per window) are derived from the windows
 // and need not be saved: restore re-registers them.
+//
+// The operator is a task.Stateful; window_state.go describes its state
+// batches and how a delta encodes the keys that changed.
 func NewWindow(op *spec.Operator, in Stream) (task.Operator, error) {
 	cfg, err := newWindowConfig(op, in)
 	if err != nil {
 		return nil, err
 	}
-	return &windowOperator{cfg: cfg, wm: task.MinWatermark}, nil
+	return &windowOperator{cfg: cfg, wm: task.MinWatermark, state: newWindowStateLayout(cfg, op.KeyBy)}, nil
 }
 
 // window is one window of one key.
@@ -243,8 +246,13 @@ type windowKey struct {
 	group int        // key group
 	vals  []windowKeyValue
 	// wins is sorted by start. Session windows are disjoint and do not
-	// touch, so their ends are sorted too.
+	// touch, so their ends are sorted too. A key whose state is dropped
+	// has none.
 	wins []windowState
+	// dirty: the key is in windowOperator.dirty, its state changed since
+	// the last snapshot. fresh: the key was created since, so no snapshot
+	// has it and a delta need not clear it once it is dropped.
+	dirty, fresh bool
 }
 
 // windowKeyValue is one typed key column value, as in the first row of the key.
@@ -363,6 +371,19 @@ type windowOperator struct {
 	wm      int64
 	out     *array.RecordBuilder
 	lateOut *array.RecordBuilder
+	mem     memory.Allocator
+
+	// Checkpoints (window_state.go). state describes the state batches.
+	// With track set (from the first SnapshotState or RestoreState on),
+	// dirty lists the keys whose state changed since the last snapshot, in
+	// the order they first changed, including keys dropped since (no
+	// windows left). rearm: state was restored and its timers are not
+	// registered yet; started: input or a watermark has come.
+	state   *windowStateLayout
+	track   bool
+	dirty   []*windowKey
+	rearm   bool
+	started bool
 
 	// Scratch reused across batches.
 	hashes   []uint64
@@ -375,6 +396,7 @@ type windowOperator struct {
 	released []int32 // slots merged away in this batch, released at its end
 	fire     []windowFiring
 	fireSlot []int32
+	fireKeys []*windowKey
 	cleanups []windowTimer
 }
 
@@ -389,6 +411,7 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
+	w.mem = mem
 	w.counters = ctx.Counters
 	if w.counters == nil {
 		w.counters = new(task.Counters)
@@ -426,6 +449,8 @@ func (w *windowOperator) Close() error {
 		w.lateOut = nil
 	}
 	w.groups, w.timers, w.acc = nil, windowTimers{}, nil
+	clear(w.dirty)
+	w.dirty = nil
 	return nil
 }
 
@@ -445,6 +470,10 @@ func (w *windowOperator) windowLate(end int64) bool {
 }
 
 func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
+	w.started = true
+	if w.rearm {
+		w.armRestoredTimers()
+	}
 	n := int(b.NumRows())
 	if n == 0 {
 		return nil
@@ -494,7 +523,8 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 				ks = ks.next
 			}
 			if ks == nil {
-				ks = w.newKey(b, r, kg, w.hashes[r])
+				ks = w.newKey(b, w.cfg.keyCols, r, kg, w.hashes[r])
+				ks.fresh = w.track // see windowKey.fresh; reset with dirty
 			}
 			last = ks
 		}
@@ -563,10 +593,11 @@ func floorMod(a, b int64) int64 {
 	return m
 }
 
-// newKey adds the state of the key of row r, taking its typed values.
-func (w *windowOperator) newKey(b arrow.RecordBatch, r, kg int, hash uint64) *windowKey {
-	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: kg, vals: make([]windowKeyValue, len(w.cfg.keyCols))}
-	for i, c := range w.cfg.keyCols {
+// newKey adds the state of the key of row r, taking its typed values from
+// the key columns cols of b. w.keyBuf holds the key's encoding.
+func (w *windowOperator) newKey(b arrow.RecordBatch, cols []int, r, kg int, hash uint64) *windowKey {
+	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: kg, vals: make([]windowKeyValue, len(cols))}
+	for i, c := range cols {
 		col := b.Column(c)
 		v := &ks.vals[i]
 		if col.IsNull(r) {
@@ -593,6 +624,14 @@ func (w *windowOperator) newKey(b arrow.RecordBatch, r, kg int, hash uint64) *wi
 	ks.next = w.groups[g][hash]
 	w.groups[g][hash] = ks
 	return ks
+}
+
+// markDirty records that the state of ks changed, for the next delta.
+func (w *windowOperator) markDirty(ks *windowKey) {
+	if w.track && !ks.dirty {
+		ks.dirty = true
+		w.dirty = append(w.dirty, ks)
+	}
 }
 
 // removeKey drops the state of ks, which has no windows left.
@@ -717,6 +756,7 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 // so an earlier queue entry no longer finds it).
 func (w *windowOperator) addRow(ks *windowKey, i int, r int32, force bool) {
 	win := &ks.wins[i]
+	w.markDirty(ks)
 	w.rows = append(w.rows, r)
 	w.slots = append(w.slots, win.slot)
 	if (!win.pending || force) && win.end-1 <= w.wm {
@@ -740,6 +780,7 @@ func (w *windowOperator) takeFiring(fs []windowFiring, ks *windowKey, i int) []w
 	win := &ks.wins[i]
 	fs = append(fs, windowFiring{key: ks, start: win.start, end: win.end, slot: win.slot, refire: win.emitted})
 	win.pending, win.emitted = false, true
+	w.markDirty(ks)
 	return fs
 }
 
@@ -747,6 +788,10 @@ func (w *windowOperator) takeFiring(fs []windowFiring, ks *windowKey, i int) []w
 // order of (window_end, key), then drops the windows whose cleanup time
 // has come.
 func (w *windowOperator) ProcessWatermark(wm int64) error {
+	w.started = true
+	if w.rearm {
+		w.armRestoredTimers()
+	}
 	if wm <= w.wm {
 		return nil
 	}
@@ -782,6 +827,7 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 		}
 		w.acc.release(ks.wins[i].slot)
 		ks.wins = slices.Delete(ks.wins, i, i+1)
+		w.markDirty(ks)
 		if len(ks.wins) == 0 {
 			w.removeKey(ks)
 		}
@@ -825,19 +871,21 @@ func (w *windowOperator) emitBatch(fs []windowFiring) error {
 	rb.Reserve(len(fs))
 	starts := rb.Field(0).(*array.TimestampBuilder)
 	ends := rb.Field(1).(*array.TimestampBuilder)
-	w.fireSlot = w.fireSlot[:0]
+	w.fireSlot, w.fireKeys = w.fireSlot[:0], w.fireKeys[:0]
 	refires := 0
 	for _, f := range fs {
 		starts.Append(arrow.Timestamp(f.start))
 		ends.Append(arrow.Timestamp(f.end))
 		w.fireSlot = append(w.fireSlot, f.slot)
+		w.fireKeys = append(w.fireKeys, f.key)
 		if f.refire {
 			refires++
 		}
 	}
 	for c := range w.cfg.keyCols {
-		appendKeyColumn(rb.Field(2+c), fs, c)
+		appendKeyColumn(rb.Field(2+c), w.fireKeys, c)
 	}
+	clear(w.fireKeys) // drop the key pointers
 	base := 2 + len(w.cfg.keyCols)
 	for i := range w.cfg.aggs {
 		w.acc.appendResults(i, rb.Field(base+i), w.fireSlot)
@@ -852,10 +900,10 @@ func (w *windowOperator) emitBatch(fs []windowFiring) error {
 	return nil
 }
 
-// appendKeyColumn appends key column c of every firing to b.
-func appendKeyColumn(b array.Builder, fs []windowFiring, c int) {
-	for _, f := range fs {
-		v := &f.key.vals[c]
+// appendKeyColumn appends key column c of every key of keys to b.
+func appendKeyColumn(b array.Builder, keys []*windowKey, c int) {
+	for _, ks := range keys {
+		v := &ks.vals[c]
 		if v.null {
 			b.AppendNull()
 			continue

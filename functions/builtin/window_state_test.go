@@ -1,0 +1,799 @@
+package builtin
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// newWinHarnessRange is newWinHarness for the subtask owning key groups
+// [kgStart, kgEnd) of 128.
+func newWinHarnessRange(t testing.TB, op *spec.Operator, in Stream, kgStart, kgEnd int) *winHarness {
+	t.Helper()
+	h := &winHarness{
+		t:        t,
+		mem:      memory.NewCheckedAllocator(memory.NewGoAllocator()),
+		in:       in,
+		out:      &winCollector{},
+		late:     &winCollector{},
+		counters: &task.Counters{},
+	}
+	o, err := NewWindow(op, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.op = o
+	ctx := &task.Context{
+		Job: "test", Node: op.Name, MaxParallelism: 128, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd,
+		Mem: h.mem, Out: h.out, Counters: h.counters,
+		Side: func(name string) task.Output { return h.late },
+	}
+	if err := o.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := o.Close(); err != nil {
+			t.Error(err)
+		}
+		h.mem.AssertSize(t, 0)
+	})
+	return h
+}
+
+// winStep is one step of an input: a batch of rows (winFields), or a
+// watermark when rows is nil.
+type winStep struct {
+	rows [][]any
+	wm   int64
+}
+
+// winSteps cuts events into random batches, each followed by the watermark
+// max_ts - bound - 1.
+func winSteps(rng *rand.Rand, events []winEvent, bound int64) []winStep {
+	var steps []winStep
+	wm, maxTs := task.MinWatermark, int64(-1<<62)
+	for i := 0; i < len(events); {
+		n := 1 + rng.IntN(80)
+		batch := events[i:min(i+n, len(events))]
+		i += len(batch)
+		steps = append(steps, winStep{rows: winEventRows(batch)})
+		for _, e := range batch {
+			maxTs = max(maxTs, e.ts)
+		}
+		wm = max(wm, maxTs-bound-1)
+		steps = append(steps, winStep{wm: wm})
+	}
+	return steps
+}
+
+// winRowGroup is the key group of an input row keyed by (k, k2).
+func winRowGroup(row []any) int {
+	return arrowfmt.KeyGroup(arrowfmt.HashKeyValues(row[1], row[2]), 128)
+}
+
+// step feeds s to h, only the rows of key groups [kgStart, kgEnd).
+func (h *winHarness) step(s winStep, kgStart, kgEnd int) {
+	h.t.Helper()
+	if s.rows == nil {
+		h.watermark(s.wm)
+		return
+	}
+	var rows [][]any
+	for _, row := range s.rows {
+		if kg := winRowGroup(row); kg >= kgStart && kg < kgEnd {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) > 0 {
+		h.batch(rows...)
+	}
+}
+
+func (h *winHarness) finish() {
+	h.t.Helper()
+	h.watermark(task.MaxWatermark)
+	if err := h.op.Finish(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// winStateRows renders state rows as winRows does, with the key group.
+func winStateRows(b arrow.RecordBatch) []string {
+	kgs := b.Column(0).(*array.Int32)
+	cols := b.Columns()[1:]
+	rest := array.NewRecordBatch(arrow.NewSchema(b.Schema().Fields()[1:], nil), cols, b.NumRows())
+	defer rest.Release()
+	rows := winRows(rest)
+	for r := range rows {
+		rows[r] = strconv.Itoa(int(kgs.Value(r))) + " " + rows[r]
+	}
+	return rows
+}
+
+// snapshot takes a snapshot of h and returns it as an Arrow IPC file, as
+// the runtime uploads it, and its rows. It keeps the batches to the end of
+// the test and checks then that they did not change while h went on.
+func (h *winHarness) snapshot(full bool) (file []byte, rows []string) {
+	h.t.Helper()
+	st := h.op.(task.Stateful)
+	batches, err := st.SnapshotState(full)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	fw, err := ipc.NewFileWriter(&buf, ipc.WithSchema(st.StateSchema()), ipc.WithAllocator(h.mem))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, b := range batches {
+		if !b.Schema().Equal(st.StateSchema()) {
+			h.t.Fatalf("state batch schema %v, want %v", b.Schema(), st.StateSchema())
+		}
+		rows = append(rows, winStateRows(b)...)
+		if err := fw.Write(b); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		h.t.Fatal(err)
+	}
+	// The runtime uploads the batches while the operator goes on: read
+	// them concurrently (the race detector sees any memory they share with
+	// the operator) and once more at the end.
+	saved := slices.Clone(rows)
+	read := make(chan []string, 1)
+	go func() {
+		var again []string
+		for _, b := range batches {
+			again = append(again, winStateRows(b)...)
+		}
+		read <- again
+	}()
+	h.t.Cleanup(func() {
+		concurrently := <-read
+		var again []string
+		for _, b := range batches {
+			again = append(again, winStateRows(b)...)
+			b.Release()
+		}
+		if !slices.Equal(again, saved) || !slices.Equal(concurrently, saved) {
+			h.t.Errorf("a snapshot changed after it was taken:\n%s%s", winDiff(again, saved), winDiff(concurrently, saved))
+		}
+	})
+	return buf.Bytes(), rows
+}
+
+// winStateDump renders every key's windows, sorted, as a full snapshot
+// would have them, without touching the operator's change tracking.
+func winStateDump(t testing.TB, h *winHarness) []string {
+	t.Helper()
+	w := h.op.(*windowOperator)
+	sb := windowStateBuilder{w: w, rb: array.NewRecordBuilder(h.mem, w.state.schema)}
+	defer sb.release()
+	for _, m := range w.groups {
+		for _, ks := range m {
+			for ; ks != nil; ks = ks.next {
+				sb.addKey(ks)
+			}
+		}
+	}
+	sb.flush()
+	var rows []string
+	for _, b := range sb.out {
+		rows = append(rows, winStateRows(b)...)
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// winStateBatch is winBatch for state schemas (int32 key groups).
+func winStateBatch(t testing.TB, mem memory.Allocator, schema *arrow.Schema, rows ...[]any) arrow.RecordBatch {
+	t.Helper()
+	rb := array.NewRecordBuilder(mem, schema)
+	defer rb.Release()
+	for _, row := range rows {
+		if len(row) != schema.NumFields() {
+			t.Fatalf("row %v: want %d values", row, schema.NumFields())
+		}
+		for c, v := range row {
+			if v == nil {
+				rb.Field(c).AppendNull()
+				continue
+			}
+			switch b := rb.Field(c).(type) {
+			case *array.Int32Builder:
+				b.Append(int32(v.(int)))
+			case *array.Int64Builder:
+				b.Append(int64(v.(int)))
+			case *array.TimestampBuilder:
+				b.Append(arrow.Timestamp(v.(int)))
+			case *array.Float64Builder:
+				b.Append(v.(float64))
+			case *array.StringBuilder:
+				b.Append(v.(string))
+			case *array.BooleanBuilder:
+				b.Append(v.(bool))
+			}
+		}
+	}
+	return rb.NewRecordBatch()
+}
+
+// restore applies snapshot files to h in order, keeping the rows of key
+// groups [kgStart, kgEnd) as the runtime does.
+func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
+	h.t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(h.t, 0)
+	for _, file := range files {
+		fr, err := ipc.NewFileReader(bytes.NewReader(file), ipc.WithAllocator(mem))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if want := h.op.(task.Stateful).StateSchema(); !fr.Schema().Equal(want) {
+			h.t.Fatalf("state file schema %v, want %v", fr.Schema(), want)
+		}
+		for i := range fr.NumRecords() {
+			b, err := fr.RecordBatchAt(i)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			kept := winStateFilter(h.t, b, kgStart, kgEnd, mem)
+			b.Release()
+			if kept == nil {
+				continue
+			}
+			err = h.op.(task.Stateful).RestoreState(kept)
+			kept.Release()
+			if err != nil {
+				fr.Close()
+				return err
+			}
+		}
+		if err := fr.Close(); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return nil
+}
+
+// winStateFilter returns the rows of b whose key group is in [start, end),
+// nil if none.
+func winStateFilter(t testing.TB, b arrow.RecordBatch, start, end int, mem memory.Allocator) arrow.RecordBatch {
+	t.Helper()
+	kgs := b.Column(0).(*array.Int32)
+	var runs [][2]int
+	n := 0
+	for r := range int(b.NumRows()) {
+		if kg := int(kgs.Value(r)); kg < start || kg >= end {
+			continue
+		}
+		n++
+		if k := len(runs); k > 0 && runs[k-1][1] == r {
+			runs[k-1][1]++
+		} else {
+			runs = append(runs, [2]int{r, r + 1})
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	cols := make([]arrow.Array, b.NumCols())
+	for c, col := range b.Columns() {
+		parts := make([]arrow.Array, len(runs))
+		for i, run := range runs {
+			parts[i] = array.NewSlice(col, int64(run[0]), int64(run[1]))
+		}
+		var err error
+		cols[c], err = array.Concatenate(parts, mem)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	return array.NewRecordBatch(b.Schema(), cols, int64(n))
+}
+
+// winStateCases are windows with allowed lateness and more disorder than
+// the watermark allows for, so that rows come late, within lateness
+// (re-firing windows) and beyond (the late output).
+var winStateCases = []spec.Window{
+	{Type: spec.WindowTumbling, Size: winMs(50), AllowedLateness: winMs(30), LateOutput: "late"},
+	{Type: spec.WindowTumbling, Size: winMs(20), LateOutput: "late"},
+	{Type: spec.WindowSliding, Size: winMs(60), Slide: winMs(20), AllowedLateness: winMs(25), LateOutput: "late"},
+	{Type: spec.WindowSession, Gap: winMs(15), AllowedLateness: winMs(20), LateOutput: "late"},
+	{Type: spec.WindowSession, Gap: winMs(8), LateOutput: "late"},
+}
+
+func winStateName(w spec.Window) string {
+	return fmt.Sprintf("%s/%s+%s", w.Type, w.Size+w.Slide+w.Gap, w.AllowedLateness)
+}
+
+// winSnap is a snapshot taken in a run, after steps[:cut].
+type winSnap struct {
+	file           []byte
+	rows           int
+	full           bool
+	cut            int
+	wm             int64 // the watermark at the cut
+	out, late      int   // rows emitted before the cut
+	fired, refired int64
+	state          []string // every key's windows
+}
+
+// TestWindowStateRestore runs an input through a window operator that
+// takes full and delta snapshots at many points, then for every snapshot
+// restores a new operator from the base and deltas up to it, gives it the
+// watermark at the cut and the rest of the input, and checks that what
+// the first operator emitted before the cut and the new one after is
+// exactly what an operator that never stopped emits: the same rows in the
+// same order, the same late rows, the same counts of firings.
+func TestWindowStateRestore(t *testing.T) {
+	for _, w := range winStateCases {
+		for seed := range uint64(2) {
+			t.Run(fmt.Sprintf("%s/%d", winStateName(w), seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, 11))
+				events := winGenerate(rng, 1500, 120)
+				if seed == 1 {
+					// Many keys: most are untouched between snapshots, so
+					// that a delta misses any change not tracked.
+					for i := range events {
+						events[i].k += strconv.Itoa(rng.IntN(20))
+					}
+				}
+				steps := winSteps(rng, events, 10)
+				op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+				in := winStream(t)
+
+				ref := newWinHarnessRange(t, op, in, 0, 128)
+				for _, s := range steps {
+					ref.step(s, 0, 128)
+				}
+				ref.finish()
+				want, wantLate := ref.out.take(), ref.late.take()
+				if len(wantLate) == 0 || ref.counters.WindowsRefire.Load() == 0 && w.AllowedLateness > 0 {
+					t.Fatalf("%d late rows and %d re-fires: the input does not test lateness", len(wantLate), ref.counters.WindowsRefire.Load())
+				}
+
+				// The run that snapshots, at random cuts, some between a
+				// batch and its watermark; every third snapshot is full and
+				// the first is a delta (since Open).
+				h := newWinHarnessRange(t, op, in, 0, 128)
+				var snaps []winSnap
+				wm := task.MinWatermark
+				for i, s := range steps {
+					h.step(s, 0, 128)
+					if s.rows == nil {
+						wm = s.wm
+					}
+					if rng.IntN(8) != 0 {
+						continue
+					}
+					full := len(snaps)%3 == 2
+					file, rows := h.snapshot(full)
+					snaps = append(snaps, winSnap{
+						file: file, rows: len(rows), full: full, cut: i + 1, wm: wm, state: winStateDump(t, h),
+						out: len(h.out.rows), late: len(h.late.rows),
+						fired: h.counters.WindowsFired.Load(), refired: h.counters.WindowsRefire.Load(),
+					})
+				}
+				h.finish()
+				if got := h.out.rows; !slices.Equal(got, want) {
+					t.Fatalf("snapshots changed the output:\n%s", winDiff(got, want))
+				}
+				if len(snaps) < 5 {
+					t.Fatalf("only %d snapshots", len(snaps))
+				}
+				var baseRows, deltaRows, bases, deltas int
+				for k, snap := range snaps {
+					if snap.full {
+						baseRows += snap.rows
+						bases++
+					} else {
+						deltaRows += snap.rows
+						deltas++
+					}
+					base := 0
+					for j := k; j >= 0; j-- {
+						if snaps[j].full {
+							base = j
+							break
+						}
+					}
+					var files [][]byte
+					for _, s := range snaps[base : k+1] {
+						files = append(files, s.file)
+					}
+					r := newWinHarnessRange(t, op, in, 0, 128)
+					if err := r.restore(files, 0, 128); err != nil {
+						t.Fatalf("snapshot %d: %v", k, err)
+					}
+					if got := winStateDump(t, r); !slices.Equal(got, snap.state) {
+						t.Fatalf("restored from snapshot %d (base %d): the state differs\n%s", k, base, winDiff(got, snap.state))
+					}
+					r.watermark(snap.wm)
+					for _, s := range steps[snap.cut:] {
+						r.step(s, 0, 128)
+					}
+					r.finish()
+					got := append(slices.Clone(h.out.rows[:snap.out]), r.out.take()...)
+					if !slices.Equal(got, want) {
+						t.Fatalf("restored from snapshot %d (cut after step %d of %d, base %d): output differs\n%s", k, snap.cut, len(steps), base, winDiff(got, want))
+					}
+					gotLate := append(slices.Clone(h.late.rows[:snap.late]), r.late.take()...)
+					if !slices.Equal(gotLate, wantLate) {
+						t.Fatalf("restored from snapshot %d: late output differs\n%s", k, winDiff(gotLate, wantLate))
+					}
+					if f, rf := snap.fired+r.counters.WindowsFired.Load(), snap.refired+r.counters.WindowsRefire.Load(); f != ref.counters.WindowsFired.Load() || rf != ref.counters.WindowsRefire.Load() {
+						t.Errorf("restored from snapshot %d: %d firings (%d re-fires), want %d (%d)", k, f, rf, ref.counters.WindowsFired.Load(), ref.counters.WindowsRefire.Load())
+					}
+				}
+				t.Logf("%d output rows, %d late; %d bases of %.0f rows on average, %d deltas of %.0f", len(want), len(wantLate),
+					bases, float64(baseRows)/float64(max(bases, 1)), deltas, float64(deltaRows)/float64(max(deltas, 1)))
+			})
+		}
+	}
+}
+
+// TestWindowStateRescale snapshots two subtasks (key groups [0, 64) and
+// [64, 128)), restores the state into three subtasks and into one, and
+// checks that the union of what they emit equals what one uninterrupted
+// operator emits.
+func TestWindowStateRescale(t *testing.T) {
+	for _, w := range []spec.Window{winStateCases[0], winStateCases[2], winStateCases[3]} {
+		t.Run(winStateName(w), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 5))
+			// More keys than winGenerate's, so that every subtask has some.
+			events := winGenerate(rng, 2000, 120)
+			for i := range events {
+				events[i].k += strconv.Itoa(rng.IntN(10))
+			}
+			steps := winSteps(rng, events, 10)
+			op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+			in := winStream(t)
+
+			ref := newWinHarnessRange(t, op, in, 0, 128)
+			for _, s := range steps {
+				ref.step(s, 0, 128)
+			}
+			ref.finish()
+			want, wantLate := ref.out.take(), ref.late.take()
+			slices.Sort(want)
+			slices.Sort(wantLate)
+
+			type rng2 struct{ start, end int }
+			old := []rng2{{0, 64}, {64, 128}}
+			olds := make([]*winHarness, len(old))
+			files := make([][][]byte, len(old))
+			for i, r := range old {
+				olds[i] = newWinHarnessRange(t, op, in, r.start, r.end)
+			}
+			// A base a third of the way, deltas at two thirds and at the
+			// cut, between a batch and its watermark.
+			cut := len(steps)*3/4 | 1
+			wm := task.MinWatermark
+			for i, s := range steps[:cut] {
+				for j, h := range olds {
+					h.step(s, old[j].start, old[j].end)
+				}
+				if s.rows == nil {
+					wm = s.wm
+				}
+				if i == len(steps)/3 || i == len(steps)*2/3 || i == cut-1 {
+					for j, h := range olds {
+						file, _ := h.snapshot(i == len(steps)/3)
+						files[j] = append(files[j], file)
+					}
+				}
+			}
+			if steps[cut].rows != nil {
+				t.Fatal("the cut is not between a batch and its watermark")
+			}
+			var pre, preLate []string
+			for _, h := range olds {
+				pre = append(pre, h.out.take()...)
+				preLate = append(preLate, h.late.take()...)
+			}
+
+			for _, p := range []int{3, 1, 2} {
+				var got, gotLate []string
+				got = append(got, pre...)
+				gotLate = append(gotLate, preLate...)
+				for i := range p {
+					start, end := arrowfmt.KeyGroupRange(i, 128, p)
+					h := newWinHarnessRange(t, op, in, start, end)
+					// Every old subtask's checkpoint chain, each filtered to
+					// this subtask's key groups.
+					for j := range olds {
+						if err := h.restore(files[j], start, end); err != nil {
+							t.Fatal(err)
+						}
+					}
+					h.watermark(wm)
+					for _, s := range steps[cut:] {
+						h.step(s, start, end)
+					}
+					h.finish()
+					got = append(got, h.out.take()...)
+					gotLate = append(gotLate, h.late.take()...)
+				}
+				slices.Sort(got)
+				slices.Sort(gotLate)
+				if !slices.Equal(got, want) {
+					t.Fatalf("2 -> %d subtasks: output differs\n%s", p, winDiff(got, want))
+				}
+				if !slices.Equal(gotLate, wantLate) {
+					t.Fatalf("2 -> %d subtasks: late output differs\n%s", p, winDiff(gotLate, wantLate))
+				}
+			}
+			t.Logf("%d output rows, %d late, %d before the cut", len(want), len(wantLate), len(pre))
+		})
+	}
+}
+
+// TestWindowStateDeltaSize changes 1% of 10000 keys and checks that the
+// delta has a row per changed window, 1% of the base, and that base and
+// delta restore the state.
+func TestWindowStateDeltaSize(t *testing.T) {
+	const keys = 10000
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(1000)}, []string{"k", "k2"},
+		"n", "count()", "s", "sum(v)", "hi", "max(f)")
+	in := winStream(t)
+	h := newWinHarnessRange(t, op, in, 0, 128)
+	rows := make([][]any, keys)
+	for i := range rows {
+		rows[i] = []any{i % 1000, "key", i, i, float64(i)}
+	}
+	h.batch(rows...)
+	h.watermark(100)
+	base, baseRows := h.snapshot(true)
+	if len(baseRows) != keys {
+		t.Fatalf("base has %d rows, want %d", len(baseRows), keys)
+	}
+
+	var changed [][]any
+	for i := 0; i < keys; i += 100 { // 1%
+		changed = append(changed, []any{500, "key", i, 1, 0.5})
+	}
+	h.batch(changed...)
+	h.watermark(200)
+	delta, deltaRows := h.snapshot(false)
+	t.Logf("base: %d rows, %d bytes; delta after changing %d keys: %d rows, %d bytes", len(baseRows), len(base), len(changed), len(deltaRows), len(delta))
+	if len(deltaRows) != len(changed) {
+		t.Fatalf("delta has %d rows, want %d (1%% of the base):\n%s", len(deltaRows), len(changed), strings.Join(deltaRows[:min(5, len(deltaRows))], "\n"))
+	}
+	for _, row := range deltaRows {
+		if f := strings.Fields(row); f[3] != windowRowReplace {
+			t.Fatalf("delta row %q: want a replace row", row)
+		}
+	}
+	if _, rows := h.snapshot(false); len(rows) != 0 {
+		t.Fatalf("a delta with no change has %d rows", len(rows))
+	}
+
+	// The restored state is the state, and restoring counts as no change.
+	r := newWinHarnessRange(t, op, in, 0, 128)
+	if err := r.restore([][]byte{base, delta}, 0, 128); err != nil {
+		t.Fatal(err)
+	}
+	if _, rows := r.snapshot(false); len(rows) != 0 {
+		t.Fatalf("a delta right after a restore has %d rows", len(rows))
+	}
+	_, want := h.snapshot(true)
+	_, got := r.snapshot(true)
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("restored state differs:\n%s", winDiff(got, want))
+	}
+	r.watermark(200)
+	h.finish()
+	r.finish()
+	if got, want := r.out.take(), h.out.take(); !slices.Equal(got, want) || len(want) != keys {
+		t.Fatalf("restored output differs (%d rows, want %d):\n%s", len(got), len(want), winDiff(got, want))
+	}
+}
+
+// TestWindowStateRows spells out the state of a small example: the
+// schema, the rows of a base, and a delta with a fired window, a new
+// window and a dropped key.
+func TestWindowStateRows(t *testing.T) {
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10), AllowedLateness: winMs(5)}, []string{"k"},
+		"n", "count()", "s", "sum(v)", "lo", "min(f)", "first", "min(ts)", "m", "avg(v)")
+	in := winStream(t)
+	h := newWinHarnessRange(t, op, in, 0, 128)
+	var names []string
+	for _, f := range h.op.(task.Stateful).StateSchema().Fields() {
+		names = append(names, f.Name+":"+f.Type.String())
+	}
+	wantNames := []string{"key_group:int32", "k:utf8", "kind:utf8",
+		"window_start:timestamp[ms, tz=UTC]", "window_end:timestamp[ms, tz=UTC]", "emitted:bool", "pending:bool",
+		"n__count:int64", "s__count:int64", "s__sum:int64", "lo__count:int64", "lo__min:float64",
+		"first__count:int64", "first__min:timestamp[ms, tz=UTC]", "m__count:int64", "m__sum:int64"}
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("state schema:\n got %v\nwant %v", names, wantNames)
+	}
+	kgA := arrowfmt.KeyGroup(arrowfmt.HashKeyValues("a"), 128)
+	kgB := arrowfmt.KeyGroup(arrowfmt.HashKeyValues("b"), 128)
+	h.batch([]any{1, "a", 0, 1, 2.5}, []any{2, "a", 0, nil, 1.5}, []any{12, "a", 0, 3, nil}, []any{14, "b", 0, nil, nil})
+	_, got := h.snapshot(true)
+	slices.Sort(got)
+	want := []string{
+		fmt.Sprintf("%d a replace 0 10 false true 2 1 1 2 1.5 2 1 1 1", kgA),
+		fmt.Sprintf("%d a window 10 20 false true 1 1 3 0 null 1 12 1 3", kgA),
+		fmt.Sprintf("%d b replace 10 20 false true 1 0 null 0 null 1 14 0 null", kgB),
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("base:\n got %q\nwant %q", got, want)
+	}
+	// [0, 10) of a fires; then it is cleaned up, and b gets a row.
+	h.watermark(9)
+	h.expect("0 10 a 2 1 1.5 1 1")
+	_, got = h.snapshot(false)
+	if want := []string{fmt.Sprintf("%d a replace 0 10 true false 2 1 1 2 1.5 2 1 1 1", kgA), fmt.Sprintf("%d a window 10 20 false true 1 1 3 0 null 1 12 1 3", kgA)}; !slices.Equal(got, want) {
+		t.Fatalf("delta after firing:\n got %q\nwant %q", got, want)
+	}
+	h.watermark(19) // [10, 20) fires; [0, 10) is cleaned up
+	h.expect("10 20 a 1 3 null 12 3", "10 20 b 1 null null 14 null")
+	_, got = h.snapshot(false)
+	slices.Sort(got)
+	want = []string{
+		fmt.Sprintf("%d a replace 10 20 true false 1 1 3 0 null 1 12 1 3", kgA),
+		fmt.Sprintf("%d b replace 10 20 true false 1 0 null 0 null 1 14 0 null", kgB),
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("delta after firing and cleanup:\n got %q\nwant %q", got, want)
+	}
+	h.watermark(24) // cleanup of [10, 20)
+	_, got = h.snapshot(false)
+	slices.Sort(got)
+	if want := []string{fmt.Sprintf("%d a clear null null null null null null null null null null null null null", kgA), fmt.Sprintf("%d b clear null null null null null null null null null null null null null", kgB)}; !slices.Equal(got, want) {
+		t.Fatalf("delta after cleanup:\n got %q\nwant %q", got, want)
+	}
+
+	// Names the state columns take from key columns are made unique.
+	s, err := arrowfmt.NewSchema([]arrowfmt.Field{{Name: "ts", Type: arrowfmt.TimestampMs}, {Name: "kind", Type: arrowfmt.Int64}, {Name: "key_group", Type: arrowfmt.Bool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewWindow(winOp(spec.Window{Type: spec.WindowSession, Gap: winMs(5)}, []string{"kind", "key_group"}, "kind__count", "count()"), Stream{Schema: s, TimeColumn: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = names[:0]
+	for _, f := range o.(task.Stateful).StateSchema().Fields() {
+		names = append(names, f.Name)
+	}
+	if want := []string{"key_group", "kind_2", "key_group_2", "kind", "window_start", "window_end", "emitted", "pending", "kind__count__count"}; !slices.Equal(names, want) {
+		t.Errorf("state columns %v, want %v", names, want)
+	}
+}
+
+// TestWindowStateErrors checks that a restore refuses what does not fit,
+// naming the operator, the row and what is wrong.
+func TestWindowStateErrors(t *testing.T) {
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()", "s", "sum(v)")
+	in := winStream(t)
+	h := newWinHarnessRange(t, op, in, 0, 128)
+	h.batch([]any{1, "a", 0, 1, nil})
+	base, _ := h.snapshot(true)
+	kg := arrowfmt.KeyGroup(arrowfmt.HashKeyValues("a"), 128)
+	start, end := kg+1, kg+2
+	if kg == 127 {
+		start, end = 0, 1
+	}
+
+	wantErr := func(name string, err error, want ...string) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			return
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not contain %q", name, err, w)
+			}
+		}
+	}
+
+	r := newWinHarnessRange(t, op, in, start, end)
+	wantErr("outside the key groups", r.restore([][]byte{base}, 0, 128),
+		"window win: restore state: row 0 (k=\"a\")", fmt.Sprintf("key group %d is outside this subtask's key groups [%d, %d)", kg, start, end))
+
+	r = newWinHarnessRange(t, op, in, 0, 128)
+	if err := r.restore([][]byte{base}, 0, 128); err != nil {
+		t.Fatal(err)
+	}
+	// A base replaces every key it has: restoring it twice is restoring it
+	// once. A window row adds to what is there.
+	if err := r.restore([][]byte{base}, 0, 128); err != nil {
+		t.Fatal(err)
+	}
+	st := r.op.(task.Stateful)
+	b := winStateBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 1, 1})
+	defer b.Release()
+	wantErr("twice", st.RestoreState(b), "window win: restore state: row 0 (k=\"a\")", "already has window [0, 10)")
+
+	r.watermark(5)
+	wantErr("after input", r.restore([][]byte{base}, 0, 128), "window win: restore state", "input has already come")
+
+	// Other operators' state.
+	other := newWinHarnessRange(t, winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()", "s", "max(v)"), in, 0, 128)
+	r = newWinHarnessRange(t, op, in, 0, 128)
+	st = r.op.(task.Stateful)
+	b = winStateBatch(t, other.mem, other.op.(task.Stateful).StateSchema())
+	defer b.Release()
+	wantErr("schema", st.RestoreState(b), "window win: restore state", "column 9 is s__max int64, want s__sum int64")
+
+	other = newWinHarnessRange(t, winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(20)}, []string{"k"}, "n", "count()", "s", "sum(v)"), in, 0, 128)
+	other.batch([]any{1, "a", 0, 1, nil})
+	file, _ := other.snapshot(true)
+	wantErr("window size", r.restore([][]byte{file}, 0, 128), `row 0 (k="a")`, "[0, 20) is not a tumbling window of size 10ms")
+
+	bad := func(kind any, count any) arrow.RecordBatch {
+		return winStateBatch(t, r.mem, st.StateSchema(), []any{kg, "a", kind, 0, 10, false, true, count, 1, 1})
+	}
+	b = bad("merge", 1)
+	defer b.Release()
+	wantErr("kind", st.RestoreState(b), `column kind: "merge" is not a row kind`)
+	b = bad("replace", nil)
+	defer b.Release()
+	wantErr("count", st.RestoreState(b), "column n__count: null")
+	b = winStateBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 0, 7})
+	defer b.Release()
+	wantErr("sum without a count", st.RestoreState(b), "column s__sum: 7 with s__count 0: want null")
+	b = winStateBatch(t, r.mem, st.StateSchema(), []any{(kg + 1) % 128, "a", "clear", nil, nil, nil, nil, nil, nil, nil})
+	defer b.Release()
+	wantErr("wrong key group", st.RestoreState(b), fmt.Sprintf("key group %d, but the key is in key group %d of 128", (kg+1)%128, kg))
+}
+
+// TestWindowStateLowerWatermark restores a window that has fired with a
+// watermark below its end, as the runtime does at another parallelism (the
+// least of the old subtasks' watermarks): a row for it fires it again when
+// the watermark reaches its end, not only at its cleanup.
+func TestWindowStateLowerWatermark(t *testing.T) {
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10), AllowedLateness: winMs(100)}, []string{"k"}, "n", "count()")
+	in := winStream(t)
+	h := newWinHarnessRange(t, op, in, 0, 128)
+	h.batch([]any{1, "a", 0, 0, nil}, []any{12, "a", 0, 0, nil})
+	h.watermark(9)
+	h.expect("0 10 a 1")
+	file, _ := h.snapshot(true)
+
+	r := newWinHarnessRange(t, op, in, 0, 128)
+	if err := r.restore([][]byte{file}, 0, 128); err != nil {
+		t.Fatal(err)
+	}
+	r.watermark(5)
+	r.batch([]any{2, "a", 0, 0, nil})
+	r.expect()
+	r.watermark(9)
+	r.expect("0 10 a 2")
+	if got := r.counters.WindowsRefire.Load(); got != 1 {
+		t.Errorf("WindowsRefire = %d, want 1", got)
+	}
+	r.watermark(19)
+	r.expect("10 20 a 1")
+}
