@@ -74,9 +74,11 @@ bench-checkpoints:
 	$(GO) test -run '^$$' -bench 'Recovery' -benchtime 3x -count 1 -timeout 30m ./integration/ | tee -a .bench-checkpoints.txt
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./arrowfmt/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./arrowfmt/
 	$(GO) test -run '^$$' -fuzz FuzzJSONDecoder -fuzztime 30s ./arrowfmt/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./functions/spec/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./statestore/manifest/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeStateFile -fuzztime 30s ./functions/task/
 
 dev-up: deps build
 	deploy/dev-up.sh

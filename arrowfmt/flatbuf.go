@@ -56,11 +56,19 @@ const (
 	fbTypeUtf8          = 5
 	fbTypeBool          = 6
 	fbTypeTimestamp     = 10
+	fbTypeBinary        = 4
 )
+
+// msgRules widen what verifyMessage accepts: state files (DecodeFile)
+// hold binary columns and zstd-compressed record batches; channel
+// payloads hold neither.
+type msgRules struct {
+	binary, compressed bool
+}
 
 // verifyMessage checks the flatbuffer Message meta and returns its type and
 // body length.
-func verifyMessage(meta []byte) (ipc.MessageType, int64, error) {
+func verifyMessage(meta []byte, rules msgRules) (ipc.MessageType, int64, error) {
 	root, err := fbRoot(meta)
 	if err != nil {
 		return 0, 0, err
@@ -85,10 +93,15 @@ func verifyMessage(meta []byte) (ipc.MessageType, int64, error) {
 	}
 	switch mt := ipc.MessageType(typ); mt {
 	case ipc.MessageSchema:
-		return mt, bodyLen, verifySchema(hdr)
+		return mt, bodyLen, verifySchema(hdr, rules)
 	case ipc.MessageRecordBatch:
 		if hdr.slot(recordBatchCompression) != 0 {
-			return 0, 0, fmt.Errorf("compressed record batches are not supported")
+			if !rules.compressed {
+				return 0, 0, fmt.Errorf("compressed record batches are not supported")
+			}
+			if _, _, err := hdr.table(recordBatchCompression); err != nil {
+				return 0, 0, err
+			}
 		}
 		for _, v := range []struct{ id, size int }{
 			{recordBatchNodes, 16}, {recordBatchBuffers, 16}, {recordBatchVariadicCount, 8},
@@ -103,7 +116,7 @@ func verifyMessage(meta []byte) (ipc.MessageType, int64, error) {
 	}
 }
 
-func verifySchema(s fbTable) error {
+func verifySchema(s fbTable, rules msgRules) error {
 	start, n, err := s.vector(schemaFields, 4)
 	if err != nil {
 		return err
@@ -113,7 +126,7 @@ func verifySchema(s fbTable) error {
 		if err != nil {
 			return err
 		}
-		if err := verifyField(f); err != nil {
+		if err := verifyField(f, rules); err != nil {
 			return fmt.Errorf("field %d: %w", i, err)
 		}
 	}
@@ -124,7 +137,7 @@ func verifySchema(s fbTable) error {
 	return err
 }
 
-func verifyField(f fbTable) error {
+func verifyField(f fbTable, rules msgRules) error {
 	if err := f.checkString(fieldName); err != nil {
 		return err
 	}
@@ -134,6 +147,10 @@ func verifyField(f fbTable) error {
 	}
 	switch tag {
 	case fbTypeInt, fbTypeFloatingPoint, fbTypeUtf8, fbTypeBool, fbTypeTimestamp:
+	case fbTypeBinary:
+		if !rules.binary {
+			return fmt.Errorf("%w: type tag %d", ErrUnknownType, tag)
+		}
 	default:
 		return fmt.Errorf("%w: type tag %d", ErrUnknownType, tag)
 	}

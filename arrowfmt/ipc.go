@@ -124,7 +124,7 @@ func (d *Decoder) Decode(payload []byte) (rec arrow.RecordBatch, err error) {
 		}
 	}()
 
-	d.msgs, err = splitMessages(d.msgs[:0], payload)
+	d.msgs, err = splitMessages(d.msgs[:0], payload, msgRules{})
 	defer clear(d.msgs) // do not keep the payload alive through the scratch
 	if err != nil {
 		return nil, err
@@ -289,7 +289,7 @@ const continuationMarker = 0xFFFFFFFF
 // continuation marker, metadata length, flatbuffer metadata, body. The
 // returned slices alias payload; their capacity is clipped so nothing can
 // append into it.
-func splitMessages(dst []rawMessage, p []byte) ([]rawMessage, error) {
+func splitMessages(dst []rawMessage, p []byte, rules msgRules) ([]rawMessage, error) {
 	if len(p) == 0 {
 		return dst, fmt.Errorf("%w: empty payload", ErrMalformed)
 	}
@@ -309,7 +309,7 @@ func splitMessages(dst []rawMessage, p []byte) ([]rawMessage, error) {
 			return dst, fmt.Errorf("%w: metadata length %d at byte %d exceeds payload", ErrMalformed, n, pos)
 		}
 		meta := p[start : start+n : start+n]
-		typ, bodyLen, err := verifyMessage(meta)
+		typ, bodyLen, err := verifyMessage(meta, rules)
 		if err != nil {
 			return dst, fmt.Errorf("%w: message at byte %d: %w", ErrMalformed, pos, err)
 		}

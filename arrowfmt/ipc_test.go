@@ -64,7 +64,7 @@ func TestSchemaSentOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	types := func(p []byte) []ipc.MessageType {
-		msgs, err := splitMessages(nil, p)
+		msgs, err := splitMessages(nil, p, msgRules{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,7 +318,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 	// Lengths larger than the buffers: raise each int64 20 (the record
 	// batch length and the field node lengths) in the metadata.
-	msgs, _ := splitMessages(nil, second)
+	msgs, _ := splitMessages(nil, second, msgRules{})
 	twenty := binary.LittleEndian.AppendUint64(nil, 20)
 	for i := range len(msgs[0].meta) - 8 {
 		if bytes.Equal(msgs[0].meta[i:i+8], twenty) {

@@ -31,6 +31,43 @@ func validateRecord(rec arrow.RecordBatch, types []Type) error {
 }
 
 func validateArray(data arrow.ArrayData, t Type) error {
+	switch t {
+	case Int64, Float64, TimestampMs:
+		return validateLayout(data, layoutFixed, 8)
+	case Bool:
+		return validateLayout(data, layoutBitmap, 0)
+	case String:
+		return validateLayout(data, layoutOffsets, 0)
+	}
+	return fmt.Errorf("unsupported type %q", t)
+}
+
+// validateArrowArray is validateArray for any flat Arrow type with a
+// fixed width, a bitmap, or 32-bit offsets (state files hold int32 key
+// groups, int8 flags and binary values).
+func validateArrowArray(data arrow.ArrayData) error {
+	dt := data.DataType()
+	switch dt.ID() {
+	case arrow.BOOL:
+		return validateLayout(data, layoutBitmap, 0)
+	case arrow.STRING, arrow.BINARY:
+		return validateLayout(data, layoutOffsets, 0)
+	}
+	if fw, ok := dt.(arrow.FixedWidthDataType); ok && fw.BitWidth() >= 8 && fw.BitWidth()%8 == 0 {
+		return validateLayout(data, layoutFixed, fw.BitWidth()/8)
+	}
+	return fmt.Errorf("unsupported type %s", dt)
+}
+
+type layout int
+
+const (
+	layoutFixed   layout = iota // values of width bytes
+	layoutBitmap                // one bit per value
+	layoutOffsets               // int32 offsets into a data buffer
+)
+
+func validateLayout(data arrow.ArrayData, l layout, width int) error {
 	n, off := data.Len(), data.Offset()
 	if n < 0 || off < 0 || off > maxInt-n-1 {
 		return fmt.Errorf("bad length %d or offset %d", n, off)
@@ -60,16 +97,16 @@ func validateArray(data arrow.ArrayData, t Type) error {
 	}
 
 	values := buf(1)
-	switch t {
-	case Int64, Float64, TimestampMs:
-		if len(values)/8 < end {
+	switch l {
+	case layoutFixed:
+		if len(values)/width < end {
 			return fmt.Errorf("values buffer of %d bytes for %d rows", len(values), end)
 		}
-	case Bool:
+	case layoutBitmap:
 		if int64(len(values)) < bitutil.BytesForBits(int64(end)) {
 			return fmt.Errorf("values bitmap of %d bytes for %d rows", len(values), end)
 		}
-	case String:
+	case layoutOffsets:
 		if len(values)/4 < end+1 {
 			return fmt.Errorf("offsets buffer of %d bytes for %d rows", len(values), end)
 		}
@@ -88,8 +125,6 @@ func validateArray(data arrow.ArrayData, t Type) error {
 		if int64(prev) > dataLen {
 			return fmt.Errorf("string offset %d beyond data of %d bytes", prev, dataLen)
 		}
-	default:
-		return fmt.Errorf("unsupported type %q", t)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
@@ -307,21 +308,17 @@ func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, 
 	if got := hex.EncodeToString(sum[:]); got != f.SHA256 {
 		return fmt.Errorf("%w: state file %s has SHA-256 %s, the manifest says %s", ErrCorruptState, f.Key, got, f.SHA256)
 	}
-	rd, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(c.r.mem))
+	batches, err := DecodeStateFile(data, sf.StateSchema(), c.r.mem)
 	if err != nil {
-		return fmt.Errorf("%w: state file %s: not an Arrow IPC file: %w", ErrCorruptState, f.Key, err)
+		return fmt.Errorf("%w: state file %s: %w", ErrCorruptState, f.Key, err)
 	}
-	defer rd.Close()
-	want := sf.StateSchema()
-	if !rd.Schema().Equal(want) {
-		return fmt.Errorf("state file %s: schema %s does not match operator %s's state schema %s", f.Key, rd.Schema(), op, want)
-	}
-	for i := 0; i < rd.NumRecords(); i++ {
-		rec, err := rd.RecordBatch(i)
-		if err != nil {
-			return fmt.Errorf("%w: state file %s: batch %d: %w", ErrCorruptState, f.Key, i, err)
+	defer func() {
+		for _, b := range batches {
+			b.Release()
 		}
-		kept, err := keepKeyGroups(rec, kgStart, kgEnd, c.r)
+	}()
+	for _, rec := range batches {
+		kept, err := keepKeyGroups(rec, kgStart, kgEnd, c.r.mem)
 		if err != nil {
 			return fmt.Errorf("state file %s: %w", f.Key, err)
 		}
@@ -337,10 +334,61 @@ func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, 
 	return nil
 }
 
+// maxStateExpansion bounds what decoding a state file may allocate, as a
+// multiple of its size (compressed columns grow when decoded): a damaged
+// length in the file is refused instead of allocating gigabytes.
+const maxStateExpansion = 64
+
+// DecodeStateFile reads a state file: an Arrow IPC file whose schema must
+// be want. It returns its batches (the caller releases them), or an error
+// for anything that is not such a file, never a panic.
+func DecodeStateFile(data []byte, want *arrow.Schema, mem memory.Allocator) (batches []arrow.RecordBatch, err error) {
+	limit := &limitAllocator{mem: mem, left: int64(len(data))*maxStateExpansion + 1<<20}
+	defer func() {
+		if p := recover(); p != nil { // the allocation limit
+			batches, err = nil, fmt.Errorf("not a readable Arrow IPC file: %v", p)
+		}
+	}()
+	schema, batches, err := arrowfmt.DecodeFile(data, limit)
+	if err != nil {
+		return nil, err
+	}
+	if !schema.Equal(want) {
+		for _, b := range batches {
+			b.Release()
+		}
+		return nil, fmt.Errorf("schema %s is not the operator's state schema %s", schema, want)
+	}
+	return batches, nil
+}
+
+// limitAllocator refuses (panics, which DecodeStateFile recovers) once
+// more than left bytes are asked for in all.
+type limitAllocator struct {
+	mem  memory.Allocator
+	left int64
+}
+
+func (a *limitAllocator) Allocate(n int) []byte {
+	if a.left -= int64(n); a.left < 0 {
+		panic(fmt.Sprintf("state file asks for %d more bytes than its size allows", -a.left))
+	}
+	return a.mem.Allocate(n)
+}
+
+func (a *limitAllocator) Reallocate(n int, b []byte) []byte {
+	if a.left -= int64(n - len(b)); a.left < 0 {
+		panic(fmt.Sprintf("state file asks for %d more bytes than its size allows", -a.left))
+	}
+	return a.mem.Reallocate(n, b)
+}
+
+func (a *limitAllocator) Free(b []byte) { a.mem.Free(b) }
+
 // keepKeyGroups returns the rows of rec whose key group is in [start,
 // end), nil if none; the caller releases the result. It works for any
 // column type: it concatenates slices of the kept runs of rows.
-func keepKeyGroups(rec arrow.RecordBatch, start, end int, r *runner) (arrow.RecordBatch, error) {
+func keepKeyGroups(rec arrow.RecordBatch, start, end int, mem memory.Allocator) (arrow.RecordBatch, error) {
 	if rec.NumCols() == 0 || rec.Schema().Field(0).Name != StateKeyGroupField {
 		return nil, fmt.Errorf("first column is not %s", StateKeyGroupField)
 	}
@@ -381,7 +429,7 @@ func keepKeyGroups(rec arrow.RecordBatch, start, end int, r *runner) (arrow.Reco
 		for i, run := range runs {
 			parts[i] = array.NewSlice(rec.Column(c), run[0], run[1])
 		}
-		col, err := array.Concatenate(parts, r.mem)
+		col, err := array.Concatenate(parts, mem)
 		for _, p := range parts {
 			p.Release()
 		}
@@ -665,25 +713,35 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 func (c *checkpointer) writeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch) (manifest.File, error) {
 	r := c.r
 	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
-	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(r.mem), ipc.WithZstd())
+	data, err := EncodeStateFile(schema, batches, r.mem)
 	if err != nil {
-		return manifest.File{}, fmt.Errorf("encode state: %w", err)
+		return manifest.File{}, err
+	}
+	key := StateFileKey(c.cfg.StatePrefix, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
+	if err := r.cfg.Bucket.Put(r.ctx, key, data); err != nil {
+		return manifest.File{}, fmt.Errorf("upload %s: %w", key, err)
+	}
+	sum := sha256.Sum256(data)
+	return manifest.File{Key: key, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Kind: kind,
+		Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, nil
+}
+
+// EncodeStateFile writes batches of schema as one Arrow IPC file with
+// zstd-compressed buffers (docs/checkpoint-format.md, "State files").
+func EncodeStateFile(schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator) ([]byte, error) {
+	var buf bytes.Buffer
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(mem), ipc.WithZstd())
+	if err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
 	}
 	for _, b := range batches {
 		if err := w.Write(b); err != nil {
 			_ = w.Close()
-			return manifest.File{}, fmt.Errorf("encode state: %w", err)
+			return nil, fmt.Errorf("encode state: %w", err)
 		}
 	}
 	if err := w.Close(); err != nil {
-		return manifest.File{}, fmt.Errorf("encode state: %w", err)
+		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	key := StateFileKey(c.cfg.StatePrefix, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
-	if err := r.cfg.Bucket.Put(r.ctx, key, buf.Bytes()); err != nil {
-		return manifest.File{}, fmt.Errorf("upload %s: %w", key, err)
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	return manifest.File{Key: key, Size: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:]), Kind: kind,
-		Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, nil
+	return buf.Bytes(), nil
 }

@@ -1,0 +1,164 @@
+package task
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/statestore/manifest"
+)
+
+var testStateSchema = arrow.NewSchema([]arrow.Field{
+	{Name: StateKeyGroupField, Type: arrow.PrimitiveTypes.Int32},
+	{Name: "key", Type: arrow.BinaryTypes.String},
+	{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+}, nil)
+
+func testStateBatch(mem memory.Allocator, groups []int32) arrow.RecordBatch {
+	b := array.NewRecordBuilder(mem, testStateSchema)
+	defer b.Release()
+	for i, g := range groups {
+		b.Field(0).(*array.Int32Builder).Append(g)
+		b.Field(1).(*array.StringBuilder).Append(string(rune('a' + i%26)))
+		b.Field(2).(*array.Int64Builder).Append(int64(i))
+	}
+	return b.NewRecordBatch()
+}
+
+func TestStateFileRoundTrip(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	rec := testStateBatch(mem, []int32{0, 5, 5, 9, 1, 7})
+	defer rec.Release()
+	data, err := EncodeStateFile(testStateSchema, []arrow.RecordBatch{rec, rec}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeStateFile(data, testStateSchema, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].NumRows() != 6 || !array.RecordEqual(got[0], rec) {
+		t.Fatalf("decoded %d batches, want 2 equal to the input", len(got))
+	}
+	// keepKeyGroups keeps [4, 8): rows 1, 2 and 5, in order.
+	kept, err := keepKeyGroups(got[0], 4, 8, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.NumRows() != 3 {
+		t.Fatalf("kept %d rows, want 3", kept.NumRows())
+	}
+	ns := kept.Column(2).(*array.Int64)
+	if ns.Value(0) != 1 || ns.Value(1) != 2 || ns.Value(2) != 5 {
+		t.Errorf("kept rows n = %v, want [1 2 5]", ns)
+	}
+	kept.Release()
+	if none, _ := keepKeyGroups(got[0], 20, 30, mem); none != nil {
+		t.Error("kept rows outside every key group")
+	}
+	for _, b := range got {
+		b.Release()
+	}
+	// Another schema is refused.
+	other := arrow.NewSchema([]arrow.Field{{Name: StateKeyGroupField, Type: arrow.PrimitiveTypes.Int32}}, nil)
+	if _, err := DecodeStateFile(data, other, mem); err == nil {
+		t.Error("a state file of another schema was accepted")
+	}
+	// Every truncation is an error, not a panic.
+	for n := 0; n < len(data); n += max(1, len(data)/200) {
+		if bs, err := DecodeStateFile(data[:n], testStateSchema, mem); err == nil {
+			for _, b := range bs {
+				b.Release()
+			}
+			t.Fatalf("a state file truncated to %d of %d bytes was accepted", n, len(data))
+		}
+	}
+}
+
+// FuzzDecodeStateFile: any bytes decode to batches of the schema or to an
+// error; never a panic or an allocation beyond the file's bound.
+func FuzzDecodeStateFile(f *testing.F) {
+	rec := testStateBatch(memory.DefaultAllocator, []int32{0, 1, 2, 3})
+	data, err := EncodeStateFile(testStateSchema, []arrow.RecordBatch{rec}, memory.DefaultAllocator)
+	rec.Release()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add(data[:len(data)/2])
+	f.Add([]byte("ARROW1\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		bs, err := DecodeStateFile(b, testStateSchema, mem)
+		if err == nil {
+			for _, r := range bs {
+				if !r.Schema().Equal(testStateSchema) {
+					t.Fatalf("decoded a batch of schema %s", r.Schema())
+				}
+				r.Release()
+			}
+		}
+	})
+}
+
+func TestRestoreForRescale(t *testing.T) {
+	file := func(op string, s, e int, kind string) manifest.File {
+		return manifest.File{Key: op + "/" + kind, Operator: op, KeyGroupStart: s, KeyGroupEnd: e, Kind: kind}
+	}
+	wm := func(v int64) *int64 { return &v }
+	m := &manifest.Manifest{Checkpoint: 7, MaxParallelism: 128, Vertices: []manifest.Vertex{
+		{Name: "src", Parallelism: 2, Subtasks: []manifest.Subtask{
+			{Index: 0, SourcePositions: map[string]json.RawMessage{"src": json.RawMessage(`{"position":{"next":4}}`)}},
+			{Index: 1, SourcePositions: map[string]json.RawMessage{"src": json.RawMessage(`{"position":{"next":5}}`)}},
+		}},
+		{Name: "win", Parallelism: 2, Keyed: true, Subtasks: []manifest.Subtask{
+			{Index: 0, KeyGroupEnd: 64, Watermark: wm(100), State: []manifest.File{file("win", 0, 64, "base"), file("win", 0, 64, "delta")}},
+			{Index: 1, KeyGroupStart: 64, KeyGroupEnd: 128, Watermark: wm(90), State: []manifest.File{file("win", 64, 128, "base")}},
+		}},
+	}}
+	// Same parallelism: the subtask's own chain, continued.
+	r, err := RestoreFor(m, "win", 0, 2, 0, 64, []string{"win"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Files["win"]) != 2 || !r.Continue["win"] || *r.Watermark != 100 {
+		t.Errorf("same parallelism: %d files, continue %v, watermark %v", len(r.Files["win"]), r.Continue["win"], *r.Watermark)
+	}
+	// Rescaled to 3: subtask 1 owns [42, 85) and reads both chains, from
+	// the lowest watermark.
+	r, err = RestoreFor(m, "win", 1, 3, 42, 85, []string{"win"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Files["win"]) != 3 || r.Continue["win"] || *r.Watermark != 90 {
+		t.Errorf("rescaled: %d files, continue %v, watermark %v", len(r.Files["win"]), r.Continue["win"], *r.Watermark)
+	}
+	// Sources keep their position by subtask; another parallelism is
+	// refused.
+	r, err = RestoreFor(m, "src", 1, 2, 0, 0, nil, "src")
+	if err != nil || string(r.SourcePosition) != `{"position":{"next":5}}` {
+		t.Errorf("source position %s, %v", r.SourcePosition, err)
+	}
+	if _, err := RestoreFor(m, "src", 0, 3, 0, 0, nil, "src"); err == nil {
+		t.Error("a source restored at another parallelism was accepted")
+	}
+}
+
+func TestStateFileCheckpoint(t *testing.T) {
+	key := StateFileKey("jobs/j-1/state", "win", 0, 64, 12, 3, manifest.KindDelta)
+	if key != "jobs/j-1/state/win/0-64/12-a3-delta.arrow" {
+		t.Fatalf("key %s", key)
+	}
+	if id, ok := StateFileCheckpoint(key); !ok || id != 12 {
+		t.Errorf("StateFileCheckpoint(%s) = %d, %v", key, id, ok)
+	}
+	for _, bad := range []string{"jobs/j/state/win/0-64/x-a1-base.arrow", "jobs/j/spec.json", "a/0-a1-base.arrow"} {
+		if _, ok := StateFileCheckpoint(bad); ok {
+			t.Errorf("StateFileCheckpoint(%s) accepted", bad)
+		}
+	}
+}
