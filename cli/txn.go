@@ -1,0 +1,366 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/manifest"
+)
+
+// States of a sink transaction as the inspection commands report them.
+const (
+	txnCommitted = "committed" // its output is visible (or it had none)
+	txnPending   = "pending"   // its output still waits in the sink's staging area
+	txnOrphan    = "orphan"    // staged, and in no retained manifest
+	txnUnknown   = "unknown"   // cannot tell: a redis sink without --redis-addr, an unknown sink or handle
+)
+
+// txnRow is one line of weir txn list.
+type txnRow struct {
+	Sink string `json:"sink"`
+	Type string `json:"type,omitempty"` // the sink's type: files, redis
+	ID   string `json:"id"`
+	// Checkpoints are the retained checkpoints whose manifests list the
+	// transaction (a transaction of a checkpoint that did not complete is
+	// carried into the next manifest); none for an orphan.
+	Checkpoints []int64 `json:"checkpoints,omitempty"`
+	State       string  `json:"state"`
+}
+
+func (a *app) txnCmd() *cobra.Command {
+	t := &cobra.Command{Use: "txn", Short: "Inspect the sink transactions of a job's checkpoints"}
+	t.AddCommand(&cobra.Command{
+		Use:   "list JOB",
+		Short: "List the sink transactions of a job's retained checkpoints, and staged ones no manifest lists",
+		Long: `List the sink transactions of a job, read from the store: every transaction
+the retained manifests (jobs/<job>/checkpoints/<n>/manifest.json) list, with
+the checkpoints that list it and its state:
+
+  committed  its output is visible: a files sink's staged objects are gone
+             from <path>/_staging/<txn>/; a redis sink's committed marker
+             weir:txn:{<stream>}:done:<txn> is set (or it had no rows)
+  pending    its output still waits: staged objects, or the staging list
+             weir:txn:{<stream>}:<txn>
+  orphan     staged, but in no retained manifest: a checkpoint that did not
+             complete, to be aborted when the job recovers or is cleaned
+  unknown    cannot tell: a redis sink without --redis-addr, or neither a
+             staging list nor a marker (aborted, or the marker expired)
+
+The sinks' paths and streams come from the job spec, jobs/<job>/spec.json.
+Redis is checked only when --redis-addr (WEIR_REDIS_ADDR) is set, at the
+sink's own addr when the spec gives one.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			job := args[0]
+			b, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			js, specErr := loadJobSpec(ctx, b, job)
+			keys, err := manifestKeys(ctx, b, job)
+			if err != nil {
+				return err
+			}
+			if specErr != nil {
+				if len(keys) == 0 && errors.Is(specErr, blob.ErrNotFound) {
+					return fmt.Errorf("no job %s in %s: neither its spec nor any checkpoint", job, b.Describe())
+				}
+				fmt.Fprintf(a.stderr, "weir: %v: staged transactions that no manifest lists are not shown\n", specErr)
+			}
+			tc := a.newTxnChecker(b, js)
+			defer tc.close()
+			rows, err := a.listTxns(ctx, b, js, keys, tc)
+			if err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				if rows == nil {
+					rows = []txnRow{}
+				}
+				return writeJSON(a.stdout, rows)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SINK\tTXN ID\tCHECKPOINT\tSTATE")
+			for _, r := range rows {
+				cps := "-"
+				if len(r.Checkpoints) > 0 {
+					ids := make([]string, len(r.Checkpoints))
+					for i, id := range r.Checkpoints {
+						ids[i] = strconv.FormatInt(id, 10)
+					}
+					cps = strings.Join(ids, ",")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Sink, r.ID, cps, r.State)
+			}
+			return tw.Flush()
+		},
+	})
+	return t
+}
+
+// listTxns gathers the transactions of the manifests at keys (newest
+// first) and the staged ones no manifest lists.
+func (a *app) listTxns(ctx context.Context, b blob.BucketReader, js *spec.Job, keys []manifestKey, tc *txnChecker) ([]txnRow, error) {
+	type sinkTxn struct{ sink, id string }
+	byID := map[sinkTxn]*txnRow{}
+	var rows []*txnRow
+	for i := len(keys) - 1; i >= 0; i-- { // oldest first: checkpoint lists ascend
+		m, err := readManifestKey(ctx, b, keys[i].key)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "weir: skipping checkpoint %d: %v\n", keys[i].id, err)
+			continue
+		}
+		for _, v := range m.Vertices {
+			for _, s := range v.Subtasks {
+				for _, t := range s.SinkTransactions {
+					k := sinkTxn{t.Sink, t.ID}
+					if r := byID[k]; r != nil {
+						if !slices.Contains(r.Checkpoints, m.Checkpoint) {
+							r.Checkpoints = append(r.Checkpoints, m.Checkpoint)
+						}
+						continue
+					}
+					state, err := tc.state(ctx, t)
+					if err != nil {
+						return nil, err
+					}
+					r := &txnRow{Sink: t.Sink, Type: tc.sinkType(t), ID: t.ID, Checkpoints: []int64{m.Checkpoint}, State: state}
+					byID[k] = r
+					rows = append(rows, r)
+				}
+			}
+		}
+	}
+	if js != nil {
+		for _, s := range js.Effective().Sinks {
+			var staged []string
+			var err error
+			switch s.Type {
+			case spec.SinkFiles:
+				staged, err = stagedFileTxns(ctx, b, s.Path)
+			case spec.SinkRedis:
+				staged, err = tc.stagedRedisTxns(ctx, &s)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range staged {
+				k := sinkTxn{s.Name, id}
+				if byID[k] == nil {
+					r := &txnRow{Sink: s.Name, Type: s.Type, ID: id, State: txnOrphan}
+					byID[k] = r
+					rows = append(rows, r)
+				}
+			}
+		}
+	}
+	out := make([]txnRow, len(rows))
+	for i, r := range rows {
+		out[i] = *r
+	}
+	slices.SortStableFunc(out, func(x, y txnRow) int {
+		if c := cmp.Compare(x.Sink, y.Sink); c != 0 {
+			return c
+		}
+		if (len(x.Checkpoints) == 0) != (len(y.Checkpoints) == 0) {
+			return cmp.Compare(len(y.Checkpoints), len(x.Checkpoints)) // orphans last
+		}
+		if len(x.Checkpoints) > 0 {
+			if c := cmp.Compare(x.Checkpoints[0], y.Checkpoints[0]); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(x.ID, y.ID)
+	})
+	return out, nil
+}
+
+// filesStagingDir is where a files sink writing under path stages its
+// transactions (as functions/builtin does): <path>/_staging/<txnID>/.
+func filesStagingDir(path string) string { return strings.TrimRight(path, "/") + "/_staging/" }
+
+// stagedFileTxns lists the transactions with objects under a files sink's
+// staging directory.
+func stagedFileTxns(ctx context.Context, b blob.BucketReader, path string) ([]string, error) {
+	dir := filesStagingDir(path)
+	objs, err := b.List(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s in %s: %w", dir, b.Describe(), err)
+	}
+	var ids []string
+	for _, o := range objs {
+		id, _, ok := strings.Cut(strings.TrimPrefix(o.Key, dir), "/")
+		if ok && (len(ids) == 0 || ids[len(ids)-1] != id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// txnChecker tells whether sink transactions are committed: files sinks
+// through the store, redis sinks through Redis when --redis-addr is set.
+type txnChecker struct {
+	b         blob.BucketReader
+	sinks     map[string]spec.Sink // from the job spec; empty without one
+	redisAddr string               // --redis-addr; "" leaves redis transactions unknown
+	clients   map[string]*redis.Client
+}
+
+func (a *app) newTxnChecker(b blob.BucketReader, js *spec.Job) *txnChecker {
+	tc := &txnChecker{b: b, sinks: map[string]spec.Sink{}, redisAddr: a.v.GetString("redis-addr"), clients: map[string]*redis.Client{}}
+	if js != nil {
+		for _, s := range js.Sinks {
+			tc.sinks[s.Name] = s
+		}
+	}
+	return tc
+}
+
+func (tc *txnChecker) close() {
+	for _, c := range tc.clients {
+		_ = c.Close()
+	}
+}
+
+// sinkType is the type of the sink a transaction belongs to: from the job
+// spec, else from the shape of its handle.
+func (tc *txnChecker) sinkType(t manifest.Txn) string {
+	if s, ok := tc.sinks[t.Sink]; ok {
+		return s.Type
+	}
+	var h map[string]json.RawMessage
+	if json.Unmarshal(t.Handle, &h) == nil {
+		if _, ok := h["objects"]; ok {
+			return spec.SinkFiles
+		}
+		if _, ok := h["stream"]; ok {
+			return spec.SinkRedis
+		}
+	}
+	return ""
+}
+
+// redis returns a client for a redis sink's Redis, nil without
+// --redis-addr.
+func (tc *txnChecker) redis(sink string) *redis.Client {
+	if tc.redisAddr == "" {
+		return nil
+	}
+	addr := tc.redisAddr
+	if s, ok := tc.sinks[sink]; ok && s.Addr != "" {
+		addr = s.Addr
+	}
+	c := tc.clients[addr]
+	if c == nil {
+		c = redis.NewClient(&redis.Options{Addr: addr, Password: os.Getenv("WEIR_REDIS_PASSWORD"), ContextTimeoutEnabled: true})
+		tc.clients[addr] = c
+	}
+	return c
+}
+
+// The keys of a redis sink's transaction (as functions/builtin names them).
+func redisStagingKey(stream, txn string) string { return "weir:txn:{" + stream + "}:" + txn }
+func redisDoneKey(stream, txn string) string    { return "weir:txn:{" + stream + "}:done:" + txn }
+
+// state tells a transaction's state: txnCommitted, txnPending or
+// txnUnknown.
+func (tc *txnChecker) state(ctx context.Context, t manifest.Txn) (string, error) {
+	switch tc.sinkType(t) {
+	case spec.SinkFiles:
+		var h struct {
+			Objects []struct {
+				Staged string `json:"staged"`
+			} `json:"objects"`
+		}
+		if json.Unmarshal(t.Handle, &h) != nil {
+			return txnUnknown, nil
+		}
+		for _, o := range h.Objects {
+			_, err := tc.b.Stat(ctx, o.Staged)
+			if err == nil {
+				return txnPending, nil
+			}
+			if !errors.Is(err, blob.ErrNotFound) {
+				return "", fmt.Errorf("sink %s: transaction %s: staged object %s: %w", t.Sink, t.ID, o.Staged, err)
+			}
+		}
+		return txnCommitted, nil
+	case spec.SinkRedis:
+		var h struct {
+			Stream string `json:"stream"`
+			Txn    string `json:"txn"`
+			Rows   int64  `json:"rows"`
+		}
+		if json.Unmarshal(t.Handle, &h) != nil || h.Stream == "" || h.Txn == "" {
+			return txnUnknown, nil
+		}
+		if h.Rows == 0 {
+			return txnCommitted, nil // an empty transaction stages nothing
+		}
+		c := tc.redis(t.Sink)
+		if c == nil {
+			return txnUnknown, nil
+		}
+		if n, err := c.Exists(ctx, redisDoneKey(h.Stream, h.Txn)).Result(); err != nil {
+			return "", fmt.Errorf("sink %s: transaction %s: %w", t.Sink, t.ID, err)
+		} else if n > 0 {
+			return txnCommitted, nil
+		}
+		if n, err := c.Exists(ctx, redisStagingKey(h.Stream, h.Txn)).Result(); err != nil {
+			return "", fmt.Errorf("sink %s: transaction %s: %w", t.Sink, t.ID, err)
+		} else if n > 0 {
+			return txnPending, nil
+		}
+	}
+	return txnUnknown, nil
+}
+
+// stagedRedisTxns lists the transactions with a staging list next to a
+// redis sink's stream; none without --redis-addr.
+func (tc *txnChecker) stagedRedisTxns(ctx context.Context, s *spec.Sink) ([]string, error) {
+	c := tc.redis(s.Name)
+	if c == nil || s.Stream == "" {
+		return nil, nil
+	}
+	prefix := redisStagingKey(s.Stream, "")
+	var ids []string
+	iter := c.Scan(ctx, 0, redisGlobEscape(prefix)+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if id := strings.TrimPrefix(iter.Val(), prefix); !strings.HasPrefix(id, "done:") {
+			ids = append(ids, id)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("sink %s: scan %s*: %w", s.Name, prefix, err)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// redisGlobEscape escapes the characters of Redis glob patterns.
+func redisGlobEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch c {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
