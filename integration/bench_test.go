@@ -64,7 +64,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	b.Run("embedded", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			runBenchJob(b, js, exchange.NewLocal(), control.NewLocal(), 0)
+			runBenchJob(b, js, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
 		}
 	})
 	b.Run("redis", func(b *testing.B) {
@@ -78,7 +78,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			runBenchJob(b, js, tr, pl, srv.PID())
+			runBenchJob(b, js, tr, pl, benchDir(b), map[string]int{"redis": srv.PID()})
 		}
 	})
 	b.Run("handwritten", func(b *testing.B) {
@@ -96,15 +96,15 @@ func BenchmarkEndToEnd(b *testing.B) {
 	})
 }
 
-func runBenchJob(b *testing.B, js *spec.Job, tr exchange.Transport, pl control.Plane, redisPID int) {
+// runBenchJob runs js to the end in this process (coordinator and one
+// worker with two slots) on the given exchange, control plane and bucket,
+// and reports throughput per CPU-second of this process plus the helper
+// processes pids (Redis, MinIO). It returns the coordinator and the job id
+// for further metrics.
+func runBenchJob(b *testing.B, js *spec.Job, tr exchange.Transport, pl control.Plane, bucket blob.Bucket, pids map[string]int) (*coordinator.Coordinator, string) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bucket, err := blob.NewDir(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bucket.Close()
 	defer tr.Close()
 	defer pl.Close()
 	coord := coordinator.New(coordinator.Config{Plane: pl, Bucket: bucket, Transport: tr})
@@ -121,9 +121,9 @@ func runBenchJob(b *testing.B, js *spec.Job, tr exchange.Transport, pl control.P
 	})
 	runtime.GC()
 	cpu0, _ := testenv.ProcessCPU(0)
-	var rcpu0 time.Duration
-	if redisPID != 0 {
-		rcpu0, _ = testenv.ProcessCPU(redisPID)
+	other0 := map[string]time.Duration{}
+	for name, pid := range pids {
+		other0[name], _ = testenv.ProcessCPU(pid)
 	}
 	start := time.Now()
 	id, err := coord.Submit(ctx, js)
@@ -139,15 +139,26 @@ func runBenchJob(b *testing.B, js *spec.Job, tr exchange.Transport, pl control.P
 	}
 	cpu1, _ := testenv.ProcessCPU(0)
 	cpu := cpu1 - cpu0
-	if redisPID != 0 {
-		rcpu1, _ := testenv.ProcessCPU(redisPID)
-		b.ReportMetric((rcpu1 - rcpu0).Seconds(), "redis-cpu-s")
-		cpu += rcpu1 - rcpu0
+	for name, pid := range pids {
+		c, _ := testenv.ProcessCPU(pid)
+		b.ReportMetric((c - other0[name]).Seconds(), name+"-cpu-s")
+		cpu += c - other0[name]
 	}
 	if st.Totals.RecordsIn != int64(benchEvents) {
 		b.Fatalf("read %d events, want %d", st.Totals.RecordsIn, benchEvents)
 	}
 	report(b, benchEvents, wall, cpu)
+	return coord, id
+}
+
+// benchDir is a directory bucket for one run.
+func benchDir(b *testing.B) blob.Bucket {
+	bucket, err := blob.NewDir(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bucket.Close() })
+	return bucket
 }
 
 func report(b *testing.B, events int, wall, cpu time.Duration) {

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/weirstream/weir/coordinator/control"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/spec"
-	"github.com/weirstream/weir/functions/worker"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -51,45 +49,7 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 
 func runCheckpointBench(b *testing.B, js *spec.Job, bucket blob.Bucket, minioPID int) {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	tr, pl := exchange.NewLocal(), control.NewLocal()
-	defer tr.Close()
-	defer pl.Close()
-	coord := coordinator.New(coordinator.Config{Plane: pl, Bucket: bucket, Transport: tr})
-	w := worker.New(worker.Config{ID: "bench", Slots: 2, Plane: pl, Transport: tr, Bucket: bucket})
-	done := make(chan struct{}, 2)
-	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
-	go func() { _ = w.Run(ctx); done <- struct{}{} }()
-	defer func() { cancel(); <-done; <-done }()
-	testenv.WaitFor(b, 10*time.Second, "the worker registered", func() error {
-		if ws, err := pl.Workers(ctx); err != nil || len(ws) == 0 {
-			return fmt.Errorf("%d workers: %v", len(ws), err)
-		}
-		return nil
-	})
-	runtime.GC()
-	cpu0, _ := testenv.ProcessCPU(0)
-	mcpu0, _ := testenv.ProcessCPU(minioPID)
-	start := time.Now()
-	id, err := coord.Submit(ctx, js)
-	if err != nil {
-		b.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
-	st, err := coord.Wait(wctx, id)
-	wcancel()
-	wall := time.Since(start)
-	if err != nil || st.State != coordinator.JobFinished {
-		b.Fatalf("job %s: %s %v %s", id, st.State, err, st.Error)
-	}
-	cpu1, _ := testenv.ProcessCPU(0)
-	mcpu1, _ := testenv.ProcessCPU(minioPID)
-	if st.Totals.RecordsIn != int64(benchEvents) {
-		b.Fatalf("read %d events, want %d", st.Totals.RecordsIn, benchEvents)
-	}
-	b.ReportMetric((mcpu1 - mcpu0).Seconds(), "minio-cpu-s")
-	report(b, benchEvents, wall, cpu1-cpu0+mcpu1-mcpu0)
+	coord, id := runBenchJob(b, js, exchange.NewLocal(), control.NewLocal(), bucket, map[string]int{"minio": minioPID})
 	cps, err := coord.Checkpoints(id)
 	if err != nil {
 		b.Fatal(err)
