@@ -294,6 +294,17 @@ func (in *Instance) flush() error {
 	return in.emit(rec)
 }
 
+// RestoreWatermark moves event time to wm, if later, without firing
+// timers: wm is the watermark of a restored checkpoint's barrier, which the
+// instance had processed (and fired the timers of) before the checkpoint
+// was taken. Timers at or before it in the restored state fire with the
+// next AdvanceWatermark.
+func (in *Instance) RestoreWatermark(wm int64) {
+	if wm > in.watermark {
+		in.watermark = wm
+	}
+}
+
 // Watermark returns the instance's current watermark.
 func (in *Instance) Watermark() int64 { return in.watermark }
 

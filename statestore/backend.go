@@ -40,6 +40,13 @@ type Backend struct {
 	start, end int
 	tables     map[string]anyTable
 	timers     *Timers
+	// pending holds restored rows of tables no OpenTable has registered
+	// yet, encoded; OpenTable decodes them, and full snapshots carry them
+	// on meanwhile (see Restore).
+	pending map[string]*encodedTable
+	// batchBytes caps the variable-length bytes of one snapshot batch
+	// (tests lower it).
+	batchBytes int
 }
 
 // NewBackend returns an empty backend owning key groups [start, end). It
@@ -49,10 +56,12 @@ func NewBackend(start, end int) *Backend {
 		panic(fmt.Sprintf("statestore: invalid key group range [%d,%d)", start, end))
 	}
 	return &Backend{
-		start:  start,
-		end:    end,
-		tables: map[string]anyTable{},
-		timers: newTimers(start, end),
+		start:      start,
+		end:        end,
+		tables:     map[string]anyTable{},
+		timers:     newTimers(start, end),
+		pending:    map[string]*encodedTable{},
+		batchBytes: snapshotBatchBytes,
 	}
 }
 
@@ -62,7 +71,8 @@ func (b *Backend) KeyGroups() (start, end int) { return b.start, b.end }
 // Timers returns the backend's timer service.
 func (b *Backend) Timers() *Timers { return b.timers }
 
-// TableNames returns the names of the registered tables, sorted.
+// TableNames returns the names of the registered tables, sorted. Tables
+// restored but not opened yet are not among them.
 func (b *Backend) TableNames() []string {
 	names := make([]string, 0, len(b.tables))
 	for n := range b.tables {
@@ -96,10 +106,18 @@ func (b *Backend) TakeDirty() []Dirty {
 // OpenTable returns the table name of b, registering it with codec (nil:
 // DefaultCodec[V]) if it is new. Opening a registered name again with the
 // same value type returns the same table (and keeps its first codec);
-// another value type is ErrTypeMismatch.
+// another value type is ErrTypeMismatch. Names starting with "__timers"
+// are reserved for the timers in snapshots (ErrInvalidName).
+//
+// If Restore has kept rows of name (it was restored before it was
+// opened), registering it decodes them with codec; an entry codec cannot
+// decode is an error and leaves the table unregistered.
 func OpenTable[V any](b *Backend, name string, codec Codec[V]) (*Table[V], error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty name", ErrInvalidName)
+	}
+	if strings.HasPrefix(name, reservedPrefix) {
+		return nil, fmt.Errorf("%w: %q: names starting with %q are reserved for timers", ErrInvalidName, name, reservedPrefix)
 	}
 	if t, ok := b.tables[name]; ok {
 		if tt, ok := t.(*Table[V]); ok {
@@ -117,6 +135,12 @@ func OpenTable[V any](b *Backend, name string, codec Codec[V]) (*Table[V], error
 		end:    b.end,
 		groups: make([]group[V], b.end-b.start),
 	}
+	if p := b.pending[name]; p != nil {
+		if err := p.decodeInto(t); err != nil {
+			return nil, err
+		}
+		delete(b.pending, name)
+	}
 	b.tables[name] = t
 	return t, nil
 }
@@ -130,6 +154,7 @@ type anyTable interface {
 	appendEncoded(dst []byte, kg int, key, ns string) (out []byte, ok bool, err error)
 	// putEncoded decodes b and stores it (restore).
 	putEncoded(kg int, key, ns string, b []byte) error
+	snapTable
 }
 
 func checkGroup(kg, start, end int) {

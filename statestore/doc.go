@@ -16,21 +16,26 @@
 // table is registered by name with a Codec that turns its values into bytes;
 // snapshots are the only users of codecs.
 //
-// # Snapshots (to come)
+// # Snapshots
 //
 // Checkpoints upload state incrementally: only what changed since the last
 // checkpoint. To make that cheap, every table and the timer service track,
 // per key group, a dirty set of the scopes (entries, timers) written or
-// deleted since the last TakeDirty. A snapshot will, synchronously at the
-// barrier,
+// deleted since the last snapshot. Backend.Snapshot, synchronously at the
+// barrier, turns either everything (a base) or the dirty sets (a delta)
+// into Arrow record batches of SnapshotSchema, one row per entry or timer
+// with its key group first:
 //
-//	for each table:      for each scope in TakeDirty(): encode the current value, or a tombstone if absent
-//	for the timers:      for each timer in TakeDirty(): record it as set or deleted
+//	for each table:      for each dirty scope: the current encoded value, or deleted=true if absent
+//	for the timers:      for each dirty timer: set, or deleted=true
 //
-// and write those deltas (Arrow IPC files, partitioned by key group) while
-// processing goes on; every so often it writes a full base instead (Range
-// over every key group). A snapshot that fails after TakeDirty must not lose
-// the taken changes: the next one then writes a full base.
+// and clears the dirty sets. The batches own their bytes, so the runtime
+// writes them out (Arrow IPC files) while processing goes on. A snapshot
+// whose batches are lost after it returned (a failed upload) took the
+// changes with it: the next one must be a base. Backend.Restore applies a
+// base and then its deltas in order, keeping only what is asked of it
+// (rows are filtered by key group before, so rescaling works on the same
+// files); see snapshot.go for the columns and their meaning.
 //
 // Values are kept by reference. A value that is mutable (a slice, a map, a
 // pointer) must be Put again after it is changed, or the change is not in

@@ -3,6 +3,7 @@ package statestore
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -60,15 +61,30 @@ func (t Timer) compare(o Timer) int {
 type Timers struct {
 	start, end int
 	domains    [2]timerQueue
+	// watermark is the highest event time timers were popped at, or
+	// restored (math.MinInt64 before any).
+	watermark int64
+	// rowWatermark is, per key group, the watermark the snapshots since
+	// the last base (or the restored rows) recorded for it (snapshot.go).
+	rowWatermark []int64
 }
 
 func newTimers(start, end int) *Timers {
-	t := &Timers{start: start, end: end}
+	t := &Timers{start: start, end: end, watermark: math.MinInt64, rowWatermark: make([]int64, end-start)}
 	for i := range t.domains {
 		t.domains[i].groups = make([]timerGroup, end-start)
 	}
+	for i := range t.rowWatermark {
+		t.rowWatermark[i] = math.MinInt64
+	}
 	return t
 }
+
+// Watermark returns the highest watermark event-time timers were popped
+// at (PopEventTime, AdvanceWatermark), or restored with (Restore), and
+// math.MinInt64 before any. An event-time timer at or before it was set
+// after that watermark: it is due, and fires with the next one.
+func (s *Timers) Watermark() int64 { return s.watermark }
 
 type timerKey struct {
 	ts      int64
@@ -156,6 +172,9 @@ func (s *Timers) Len(d Domain) int { return len(s.queue(d).heap) }
 // most upTo.
 func (s *Timers) pop(d Domain, upTo int64) (Timer, bool) {
 	q := s.queue(d)
+	if d == EventTime && upTo > s.watermark {
+		s.watermark = upTo
+	}
 	if len(q.heap) == 0 || q.heap[0].Timestamp > upTo {
 		return Timer{}, false
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions"
@@ -36,7 +38,20 @@ import (
 //     Processing-time timers still pending then never fire.
 //
 // State and timers live in a statestore.Backend over the subtask's key
-// groups.
+// groups, which checkpoints capture (task.Stateful): the state batches are
+// the backend's snapshot rows (statestore.SnapshotSchema), a base or a
+// delta of what changed since the previous checkpoint.
+//
+// After a restore the runtime calls ProcessWatermark with the watermark of
+// the checkpoint's barrier (if there was one), before any input. The
+// operator had processed that watermark before the checkpoint, so the call
+// must not fire the event-time timers at or before it that the restored
+// state holds: those were set after it (late) and fire with the next
+// watermark, as they would have without the failure. The state records the
+// watermark for the key groups holding such timers
+// (statestore.WatermarkTable rows); until event time passes the restored
+// watermark, ProcessWatermark only sets it. What a function keeps in its
+// own fields rather than in declared state is not checkpointed.
 
 // processConfig is what ProcessSchema and NewProcess derive from the spec.
 type processConfig struct {
@@ -135,7 +150,7 @@ func callUser(f func() error) (err error) {
 }
 
 // NewProcess returns the keyed process operator of op for input in. It
-// implements task.ProcessingTimer.
+// implements task.ProcessingTimer and task.Stateful.
 func NewProcess(op *spec.Operator, in Stream) (task.Operator, error) {
 	cfg, err := newProcessConfig(op, in)
 	if err != nil {
@@ -149,8 +164,14 @@ type processOp struct {
 	config map[string]any
 
 	inst           *functions.Instance
+	state          *statestore.Backend
+	mem            memory.Allocator
 	maxP           int
 	kgStart, kgEnd int
+	// restoredWM is the watermark the restored state recorded; watermarks
+	// up to it fire nothing (see the operator's doc). math.MinInt64 when
+	// there is none or event time has passed it.
+	restoredWM int64
 
 	hashes []uint64
 	groups []int
@@ -161,6 +182,7 @@ type processOp struct {
 var (
 	_ task.Operator        = (*processOp)(nil)
 	_ task.ProcessingTimer = (*processOp)(nil)
+	_ task.Stateful        = (*processOp)(nil)
 )
 
 func (p *processOp) Open(ctx *task.Context) error {
@@ -172,6 +194,12 @@ func (p *processOp) Open(ctx *task.Context) error {
 	if p.kgEnd <= p.kgStart {
 		p.kgStart, p.kgEnd = 0, p.maxP
 	}
+	p.restoredWM = math.MinInt64
+	p.mem = ctx.Mem
+	if p.mem == nil {
+		p.mem = memory.DefaultAllocator
+	}
+	state := statestore.NewBackend(p.kgStart, p.kgEnd)
 	inst, err := functions.NewInstance(functions.InstanceConfig{
 		Operator:        p.cfg.name,
 		Function:        p.cfg.fnName,
@@ -182,7 +210,7 @@ func (p *processOp) Open(ctx *task.Context) error {
 		InputTimeOffset: p.cfg.in.TimeOffset,
 		Output:          p.cfg.out.Schema,
 		KeyTypes:        p.cfg.keyTypes,
-		State:           statestore.NewBackend(p.kgStart, p.kgEnd),
+		State:           state,
 		Subtask:         ctx.Subtask,
 		Parallelism:     ctx.Parallelism,
 		Mem:             ctx.Mem,
@@ -193,7 +221,7 @@ func (p *processOp) Open(ctx *task.Context) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", p.cfg.name, err)
 	}
-	p.inst = inst
+	p.inst, p.state = inst, state
 	return nil
 }
 
@@ -229,6 +257,11 @@ func (p *processOp) ProcessBatch(b arrow.RecordBatch) error {
 }
 
 func (p *processOp) ProcessWatermark(wm int64) error {
+	if wm <= p.restoredWM {
+		p.inst.RestoreWatermark(wm)
+		return nil
+	}
+	p.restoredWM = math.MinInt64
 	if err := p.inst.AdvanceWatermark(wm); err != nil {
 		return fmt.Errorf("process %s: watermark: %w", p.cfg.name, err)
 	}
@@ -253,6 +286,37 @@ func (p *processOp) Close() error {
 		return nil
 	}
 	err := p.inst.Close()
-	p.inst = nil
+	p.inst, p.state = nil, nil
 	return err
+}
+
+// StateSchema is the backend's snapshot schema: key_group first, then the
+// state name (table), key, namespace, encoded value, timer timestamp and
+// deletion flag.
+func (p *processOp) StateSchema() *arrow.Schema { return statestore.SnapshotSchema() }
+
+// SnapshotState returns the backend's snapshot: every entry and timer if
+// full, else what changed since the previous call (or the restore).
+func (p *processOp) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
+	if p.state == nil {
+		return nil, fmt.Errorf("process %s: snapshot of an operator that is not open", p.cfg.name)
+	}
+	recs, err := p.state.Snapshot(p.mem, full)
+	if err != nil {
+		return nil, fmt.Errorf("process %s: %w", p.cfg.name, err)
+	}
+	return recs, nil
+}
+
+// RestoreState applies state rows to the backend, and notes the
+// watermark they recorded, if any.
+func (p *processOp) RestoreState(b arrow.RecordBatch) error {
+	if p.state == nil {
+		return fmt.Errorf("process %s: restore into an operator that is not open", p.cfg.name)
+	}
+	if err := p.state.Restore(b); err != nil {
+		return fmt.Errorf("process %s: %w", p.cfg.name, err)
+	}
+	p.restoredWM = p.state.Timers().Watermark()
+	return nil
 }

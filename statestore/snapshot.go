@@ -1,0 +1,691 @@
+package statestore
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Snapshot rows.
+//
+// A snapshot is Arrow record batches of SnapshotSchema, one row per table
+// entry or timer:
+//
+//	key_group  int32, not null   the entry's or timer's key group (first, as task.StateKeyGroupField)
+//	table      utf8, not null    the table name, or EventTimersTable / ProcessingTimersTable for a timer (WatermarkTable: see below)
+//	key        binary, not null  the key: the raw bytes of the key string (an arrowfmt key encoding)
+//	namespace  utf8, not null    the namespace ("" is the default)
+//	value      binary, null      a table entry: its table's Codec encoding; null for a deletion and for timers
+//	timestamp  int64, null       a timer: its timestamp in milliseconds (a watermark row: the watermark); null for table entries
+//	deleted    bool, not null    the entry or timer is gone
+//
+// A full snapshot (a base) holds every entry of every table and every
+// timer, none deleted. A delta holds what changed since the previous
+// snapshot: every entry written or deleted since, with its current value
+// or deleted=true if it is gone now, and every timer registered, deleted or
+// fired since, set (deleted=false) or gone (deleted=true). An entry written
+// and deleted again between two snapshots shows as deleted even if the
+// previous snapshot did not hold it; deleting what is absent is harmless.
+//
+// One more kind of row keeps the timers' watermark (Timers.Watermark), so
+// that a restored event-time timer at or before it (set after the owner
+// processed that watermark, and due with the next one) is told from one the
+// restored watermark itself makes due: table WatermarkTable, key and
+// namespace "", the watermark in timestamp. A snapshot has one for each
+// key group holding such timers, unless an earlier snapshot since the
+// base already recorded that watermark for the key group; Restore keeps
+// the highest (Timers.Watermark).
+//
+// Rows come sorted by key group; within one key group, tables by name
+// (key, then namespace), then the timers (event time, then processing
+// time; by timestamp, key and namespace), then the watermark. Each entry
+// or timer appears at most once per snapshot, so the order within one
+// snapshot does not matter for restore; the order of snapshots does:
+// Restore applies a base and then its deltas in the order they were taken.
+
+// Table names of the timers in snapshots. OpenTable refuses names starting
+// with "__timers".
+const (
+	EventTimersTable      = "__timers_event"
+	ProcessingTimersTable = "__timers_processing"
+	WatermarkTable        = "__timers_watermark"
+
+	reservedPrefix = "__timers"
+)
+
+// timerTables are the snapshot table names of the domains, by Domain.
+var timerTables = [...]string{EventTime: EventTimersTable, ProcessingTime: ProcessingTimersTable}
+
+// Column indices of SnapshotSchema.
+const (
+	colKeyGroup = iota
+	colTable
+	colKey
+	colNamespace
+	colValue
+	colTimestamp
+	colDeleted
+	numCols
+)
+
+var snapshotSchema = arrow.NewSchema([]arrow.Field{
+	colKeyGroup:  {Name: "key_group", Type: arrow.PrimitiveTypes.Int32},
+	colTable:     {Name: "table", Type: arrow.BinaryTypes.String},
+	colKey:       {Name: "key", Type: arrow.BinaryTypes.Binary},
+	colNamespace: {Name: "namespace", Type: arrow.BinaryTypes.String},
+	colValue:     {Name: "value", Type: arrow.BinaryTypes.Binary, Nullable: true},
+	colTimestamp: {Name: "timestamp", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	colDeleted:   {Name: "deleted", Type: arrow.FixedWidthTypes.Boolean},
+}, nil)
+
+// SnapshotSchema is the schema of every batch Snapshot returns and Restore
+// reads (see the package's snapshot rows).
+func SnapshotSchema() *arrow.Schema { return snapshotSchema }
+
+// snapshotBatchBytes caps the bytes of the variable-length columns of one
+// snapshot batch, far below the 2 GiB their int32 offsets allow.
+const snapshotBatchBytes = 256 << 20
+
+// snapshotReserveRows caps how many rows a snapshot reserves up front.
+const snapshotReserveRows = 1 << 20
+
+// snapTable is a table as snapshots and restore see it; encodedTable, a
+// table restored but not opened yet, is one too.
+type snapTable interface {
+	// snapshotGroup writes the rows of key group kg: every entry (full)
+	// or the dirty ones. It leaves the dirty set alone.
+	snapshotGroup(w *snapWriter, name string, kg int, full bool) error
+	// clearDirty empties every dirty set.
+	clearDirty()
+	// rows returns how many rows snapshotGroup writes over all key groups.
+	rows(full bool) int
+	// restoreRow applies one restored row without marking it dirty. It
+	// does not keep key, ns or value.
+	restoreRow(kg int, key, ns string, value []byte, deleted bool) error
+}
+
+// Snapshot returns the backend's state as batches of SnapshotSchema: every
+// entry and timer if full, else what changed since the previous Snapshot
+// (or since NewBackend). Either way it then clears the dirty sets, so the
+// next delta starts afresh; TakeDirty consumes the same sets, so a backend
+// that is snapshotted must not have them taken by anyone else. Tables
+// restored and not opened yet are in full snapshots too (they have no
+// changes to be in a delta). Key groups holding event-time timers at or
+// before the timers' watermark get a WatermarkTable row as described
+// above.
+//
+// The batches are allocated from mem and the caller owns them; they share
+// no memory with the backend, so processing may go on while they are
+// written out. No rows gives no batches. On error (a value its codec
+// cannot encode) nothing is returned and the dirty sets are untouched. If
+// the caller loses batches it got (an upload fails), the changes in them
+// are gone from the dirty sets: the next snapshot must be full.
+func (b *Backend) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	type named struct {
+		name string
+		t    snapTable
+	}
+	tables := make([]named, 0, len(b.tables)+len(b.pending))
+	for n, t := range b.tables {
+		tables = append(tables, named{n, t})
+	}
+	if full {
+		for n, t := range b.pending {
+			tables = append(tables, named{n, t})
+		}
+	}
+	slices.SortFunc(tables, func(x, y named) int { return strings.Compare(x.name, y.name) })
+
+	w := newSnapWriter(mem, b.batchBytes)
+	defer w.release()
+	rows := b.timers.rows(full)
+	for _, t := range tables {
+		rows += t.t.rows(full)
+	}
+	w.rb.Reserve(min(rows, snapshotReserveRows))
+	wm := b.timers.watermark
+	late := b.timers.lateGroups(wm)
+	var marked []int // key groups given a watermark row
+	for kg := b.start; kg < b.end; kg++ {
+		for _, t := range tables {
+			if err := t.t.snapshotGroup(w, t.name, kg, full); err != nil {
+				return nil, fmt.Errorf("statestore: snapshot of table %q, key group %d: %w", t.name, kg, err)
+			}
+		}
+		if err := b.timers.snapshotGroup(w, kg, full); err != nil {
+			return nil, fmt.Errorf("statestore: snapshot of the timers, key group %d: %w", kg, err)
+		}
+		if late[kg] && (full || b.timers.rowWatermark[kg-b.start] < wm) {
+			if err := w.timer(kg, WatermarkTable, timerKey{ts: wm}, true); err != nil {
+				return nil, err
+			}
+			marked = append(marked, kg)
+		}
+	}
+	out := w.finish()
+	for _, t := range tables {
+		t.t.clearDirty()
+	}
+	b.timers.clearDirty()
+	if full {
+		for i := range b.timers.rowWatermark {
+			b.timers.rowWatermark[i] = math.MinInt64
+		}
+	}
+	for _, kg := range marked {
+		b.timers.rowWatermark[kg-b.start] = wm
+	}
+	return out, nil
+}
+
+// Restore applies the rows of rec, a batch of SnapshotSchema as Snapshot
+// returns (or a part of one, filtered by key group), in order: a table row
+// puts its decoded value or deletes the entry, a timer row registers or
+// deletes the timer, a watermark row raises Timers.Watermark. Restoring a base and then its deltas, batch by batch
+// in the order they were taken, rebuilds the state. Restored rows do not
+// mark anything dirty: the next delta holds only changes made after them.
+// Restore does not keep rec.
+//
+// A row of a table not registered yet is kept encoded until OpenTable
+// registers the table, which decodes it; until then full snapshots carry
+// it on as it is.
+//
+// Restore first checks the schema and every row (a key group outside the
+// backend's range, a missing value or timestamp) and refuses the batch
+// without applying any of it. An error while applying (a value its codec
+// cannot decode) leaves the rows before it applied: discard the backend.
+func (b *Backend) Restore(rec arrow.RecordBatch) error {
+	c, err := snapshotColumns(rec)
+	if err != nil {
+		return err
+	}
+	if err := c.checkNulls(); err != nil {
+		return err
+	}
+	n := int(rec.NumRows())
+	for i := range n {
+		if err := c.check(i, b.start, b.end); err != nil {
+			return err
+		}
+	}
+	var (
+		lastName  string
+		lastTable snapTable
+	)
+	for i := range n {
+		kg := int(c.kg.Value(i))
+		name := c.table.Value(i)
+		key := unsafeString(c.key.Value(i))
+		ns := c.ns.Value(i)
+		deleted := c.deleted.Value(i)
+		switch name {
+		case EventTimersTable, ProcessingTimersTable:
+			d := EventTime
+			if name == ProcessingTimersTable {
+				d = ProcessingTime
+			}
+			b.timers.restore(d, Timer{Timestamp: c.ts.Value(i), KeyGroup: kg, Key: key, Namespace: ns}, !deleted)
+			continue
+		case WatermarkTable:
+			ts := c.ts.Value(i)
+			b.timers.watermark = max(b.timers.watermark, ts)
+			b.timers.rowWatermark[kg-b.start] = max(b.timers.rowWatermark[kg-b.start], ts)
+			continue
+		}
+		if lastTable == nil || name != lastName {
+			lastTable = b.tables[name]
+			if lastTable == nil {
+				p := b.pending[name]
+				if p == nil {
+					p = &encodedTable{name: name, start: b.start, groups: make([]map[entryKey][]byte, b.end-b.start)}
+					b.pending[name] = p
+				}
+				lastTable = p
+			}
+			lastName = strings.Clone(name)
+		}
+		if err := lastTable.restoreRow(kg, key, ns, c.value.Value(i), deleted); err != nil {
+			return fmt.Errorf("statestore: restore row %d: table %q, key group %d, key %q, namespace %q: %w", i, name, kg, key, ns, err)
+		}
+	}
+	return nil
+}
+
+// unsafeString views b as a string without copying, like the strings of
+// an *array.String: whoever keeps it clones it.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// snapColumns are the columns of a snapshot batch.
+type snapColumns struct {
+	kg      *array.Int32
+	table   *array.String
+	key     *array.Binary
+	ns      *array.String
+	value   *array.Binary
+	ts      *array.Int64
+	deleted *array.Boolean
+}
+
+func snapshotColumns(rec arrow.RecordBatch) (*snapColumns, error) {
+	s := rec.Schema()
+	bad := s.NumFields() != numCols
+	for i := 0; !bad && i < numCols; i++ {
+		f, want := s.Field(i), snapshotSchema.Field(i)
+		bad = f.Name != want.Name || !arrow.TypeEqual(f.Type, want.Type)
+	}
+	if bad {
+		return nil, fmt.Errorf("statestore: restore: schema %s is not the snapshot schema %s", s, snapshotSchema)
+	}
+	return &snapColumns{
+		kg:      rec.Column(colKeyGroup).(*array.Int32),
+		table:   rec.Column(colTable).(*array.String),
+		key:     rec.Column(colKey).(*array.Binary),
+		ns:      rec.Column(colNamespace).(*array.String),
+		value:   rec.Column(colValue).(*array.Binary),
+		ts:      rec.Column(colTimestamp).(*array.Int64),
+		deleted: rec.Column(colDeleted).(*array.Boolean),
+	}, nil
+}
+
+// checkNulls refuses a batch with a null where the schema has none.
+func (c *snapColumns) checkNulls() error {
+	for _, col := range []struct {
+		a   arrow.Array
+		idx int
+	}{{c.kg, colKeyGroup}, {c.table, colTable}, {c.key, colKey}, {c.ns, colNamespace}, {c.deleted, colDeleted}} {
+		if col.a.NullN() == 0 {
+			continue
+		}
+		for i := range col.a.Len() {
+			if col.a.IsNull(i) {
+				return fmt.Errorf("statestore: restore row %d: %s is null", i, snapshotSchema.Field(col.idx).Name)
+			}
+		}
+	}
+	return nil
+}
+
+// check refuses row i if it cannot be applied to a backend over [start,
+// end).
+func (c *snapColumns) check(i, start, end int) error {
+	name := c.table.Value(i)
+	kg := int(c.kg.Value(i))
+	if kg < start || kg >= end {
+		return fmt.Errorf("statestore: restore row %d: table %q: key group %d is outside the backend's key groups [%d,%d)", i, name, kg, start, end)
+	}
+	switch {
+	case name == "":
+		return fmt.Errorf("statestore: restore row %d: empty table name", i)
+	case name == EventTimersTable || name == ProcessingTimersTable || name == WatermarkTable:
+		if c.ts.IsNull(i) {
+			return fmt.Errorf("statestore: restore row %d: table %q: a timer without a timestamp", i, name)
+		}
+	case strings.HasPrefix(name, reservedPrefix):
+		return fmt.Errorf("statestore: restore row %d: table %q: unknown reserved table name", i, name)
+	case !c.deleted.Value(i) && c.value.IsNull(i):
+		return fmt.Errorf("statestore: restore row %d: table %q, key group %d: an entry without a value", i, name, kg)
+	}
+	return nil
+}
+
+// snapWriter builds the batches of one snapshot.
+type snapWriter struct {
+	mem   memory.Allocator
+	limit int
+
+	rb      *array.RecordBuilder
+	kg      *array.Int32Builder
+	table   *array.StringBuilder
+	key     *array.BinaryBuilder
+	ns      *array.StringBuilder
+	value   *array.BinaryBuilder
+	ts      *array.Int64Builder
+	deleted *array.BooleanBuilder
+
+	rows, bytes int
+	out         []arrow.RecordBatch
+
+	// Scratch space reused across groups.
+	enc       []byte
+	entryKeys []entryKey
+	timerKeys []timerKey
+}
+
+func newSnapWriter(mem memory.Allocator, limit int) *snapWriter {
+	rb := array.NewRecordBuilder(mem, snapshotSchema)
+	return &snapWriter{
+		mem:     mem,
+		limit:   limit,
+		rb:      rb,
+		kg:      rb.Field(colKeyGroup).(*array.Int32Builder),
+		table:   rb.Field(colTable).(*array.StringBuilder),
+		key:     rb.Field(colKey).(*array.BinaryBuilder),
+		ns:      rb.Field(colNamespace).(*array.StringBuilder),
+		value:   rb.Field(colValue).(*array.BinaryBuilder),
+		ts:      rb.Field(colTimestamp).(*array.Int64Builder),
+		deleted: rb.Field(colDeleted).(*array.BooleanBuilder),
+	}
+}
+
+// begin starts a row of size variable-length bytes, first cutting the
+// batch if the row would take it over the limit.
+func (w *snapWriter) begin(kg int, table, key, ns string, size int) error {
+	if size > math.MaxInt32 {
+		return fmt.Errorf("key %q, namespace %q: %d bytes, more than a snapshot row holds", key, ns, size)
+	}
+	if w.rows > 0 && w.bytes+size > w.limit {
+		w.cut()
+	}
+	w.rows++
+	w.bytes += size
+	w.kg.Append(int32(kg))
+	w.table.Append(table)
+	w.key.AppendString(key)
+	w.ns.Append(ns)
+	return nil
+}
+
+// entry adds a table row: value if present, else a deletion.
+func (w *snapWriter) entry(kg int, table, key, ns string, value []byte, present bool) error {
+	if err := w.begin(kg, table, key, ns, len(table)+len(key)+len(ns)+len(value)); err != nil {
+		return err
+	}
+	if present {
+		w.value.Append(value)
+	} else {
+		w.value.AppendNull()
+	}
+	w.ts.AppendNull()
+	w.deleted.Append(!present)
+	return nil
+}
+
+// timer adds a timer row.
+func (w *snapWriter) timer(kg int, table string, k timerKey, set bool) error {
+	if err := w.begin(kg, table, k.key, k.ns, len(table)+len(k.key)+len(k.ns)); err != nil {
+		return err
+	}
+	w.value.AppendNull()
+	w.ts.Append(k.ts)
+	w.deleted.Append(!set)
+	return nil
+}
+
+func (w *snapWriter) cut() {
+	w.out = append(w.out, w.rb.NewRecordBatch())
+	w.rows, w.bytes = 0, 0
+}
+
+// finish returns the batches; the writer no longer holds them.
+func (w *snapWriter) finish() []arrow.RecordBatch {
+	if w.rows > 0 {
+		w.cut()
+	}
+	out := w.out
+	w.out = nil
+	return out
+}
+
+// release releases the builder and any batch not handed out.
+func (w *snapWriter) release() {
+	for _, r := range w.out {
+		r.Release()
+	}
+	w.out = nil
+	w.rb.Release()
+}
+
+func compareEntryKeys(a, b entryKey) int {
+	return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.ns, b.ns))
+}
+
+func compareTimerKeys(a, b timerKey) int {
+	return cmp.Or(cmp.Compare(a.ts, b.ts), strings.Compare(a.key, b.key), strings.Compare(a.ns, b.ns))
+}
+
+// Tables.
+
+func (t *Table[V]) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
+	g := &t.groups[kg-t.start]
+	keys := w.entryKeys[:0]
+	if full {
+		for k := range g.entries {
+			keys = append(keys, k)
+		}
+	} else {
+		for k := range g.dirty {
+			keys = append(keys, k)
+		}
+	}
+	defer func() { clear(keys); w.entryKeys = keys[:0] }()
+	slices.SortFunc(keys, compareEntryKeys)
+	for _, k := range keys {
+		v, ok := g.entries[k]
+		if ok {
+			enc, err := t.codec.Append(w.enc[:0], v)
+			if err != nil {
+				return fmt.Errorf("key %q, namespace %q: %w", k.key, k.ns, err)
+			}
+			w.enc = enc
+		}
+		if err := w.entry(kg, name, k.key, k.ns, w.enc, ok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Table[V]) rows(full bool) int {
+	n := 0
+	for i := range t.groups {
+		if full {
+			n += len(t.groups[i].entries)
+		} else {
+			n += len(t.groups[i].dirty)
+		}
+	}
+	return n
+}
+
+func (t *Table[V]) clearDirty() {
+	for i := range t.groups {
+		t.groups[i].dirty = nil
+	}
+}
+
+func (t *Table[V]) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
+	g := &t.groups[kg-t.start]
+	if deleted {
+		delete(g.entries, entryKey{key, ns})
+		return nil
+	}
+	v, err := t.codec.Decode(value)
+	if err != nil {
+		return err
+	}
+	if g.entries == nil {
+		g.entries = map[entryKey]V{}
+	}
+	// Assigning replaces the map's key too: clone, or it would point into
+	// the batch.
+	g.entries[entryKey{strings.Clone(key), strings.Clone(ns)}] = v
+	return nil
+}
+
+// encodedTable holds the restored entries of a table not registered yet,
+// as their encodings.
+type encodedTable struct {
+	name   string
+	start  int
+	groups []map[entryKey][]byte
+}
+
+func (e *encodedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
+	if !full {
+		return nil // restored rows are not changes
+	}
+	g := e.groups[kg-e.start]
+	keys := w.entryKeys[:0]
+	for k := range g {
+		keys = append(keys, k)
+	}
+	defer func() { clear(keys); w.entryKeys = keys[:0] }()
+	slices.SortFunc(keys, compareEntryKeys)
+	for _, k := range keys {
+		if err := w.entry(kg, name, k.key, k.ns, g[k], true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *encodedTable) clearDirty() {}
+
+func (e *encodedTable) rows(full bool) int {
+	if !full {
+		return 0
+	}
+	n := 0
+	for _, g := range e.groups {
+		n += len(g)
+	}
+	return n
+}
+
+func (e *encodedTable) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
+	g := &e.groups[kg-e.start]
+	if deleted {
+		delete(*g, entryKey{key, ns})
+		return nil
+	}
+	if *g == nil {
+		*g = map[entryKey][]byte{}
+	}
+	(*g)[entryKey{strings.Clone(key), strings.Clone(ns)}] = bytes.Clone(value)
+	return nil
+}
+
+// decodeInto decodes every entry into t, a new table of the same name.
+func (e *encodedTable) decodeInto(t interface {
+	putEncoded(kg int, key, ns string, b []byte) error
+}) error {
+	for i, g := range e.groups {
+		for k, v := range g {
+			if err := t.putEncoded(e.start+i, k.key, k.ns, v); err != nil {
+				return fmt.Errorf("statestore: table %q: restored entry in key group %d, key %q, namespace %q: %w", e.name, e.start+i, k.key, k.ns, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Timers.
+
+func (s *Timers) snapshotGroup(w *snapWriter, kg int, full bool) error {
+	for d := range s.domains {
+		g := &s.domains[d].groups[kg-s.start]
+		keys := w.timerKeys[:0]
+		if full {
+			for k := range g.set {
+				keys = append(keys, k)
+			}
+		} else {
+			for k := range g.dirty {
+				keys = append(keys, k)
+			}
+		}
+		slices.SortFunc(keys, compareTimerKeys)
+		for _, k := range keys {
+			_, set := g.set[k]
+			if err := w.timer(kg, timerTables[d], k, set); err != nil {
+				return err
+			}
+		}
+		clear(keys)
+		w.timerKeys = keys[:0]
+	}
+	return nil
+}
+
+func (s *Timers) rows(full bool) int {
+	n := 0
+	for d := range s.domains {
+		for i := range s.domains[d].groups {
+			if full {
+				n += len(s.domains[d].groups[i].set)
+			} else {
+				n += len(s.domains[d].groups[i].dirty)
+			}
+		}
+	}
+	return n
+}
+
+// lateGroups returns, by key group, whether the group holds an event-time
+// timer at or before wm. It visits only those timers (the top of the
+// heap), not all.
+func (s *Timers) lateGroups(wm int64) map[int]bool {
+	h := s.domains[EventTime].heap
+	var late map[int]bool
+	var visit func(i int)
+	visit = func(i int) {
+		if i >= len(h) || h[i].Timestamp > wm {
+			return
+		}
+		if late == nil {
+			late = map[int]bool{}
+		}
+		late[h[i].KeyGroup] = true
+		visit(2*i + 1)
+		visit(2*i + 2)
+	}
+	visit(0)
+	return late
+}
+
+func (s *Timers) clearDirty() {
+	for d := range s.domains {
+		for i := range s.domains[d].groups {
+			s.domains[d].groups[i].dirty = nil
+		}
+	}
+}
+
+// restore sets (set) or deletes timer t of domain d without marking it
+// dirty. It does not keep t's strings.
+func (s *Timers) restore(d Domain, t Timer, set bool) {
+	q := s.queue(d)
+	g := s.group(q, t.KeyGroup)
+	k := timerKey{t.Timestamp, t.Key, t.Namespace}
+	it, ok := g.set[k]
+	switch {
+	case set && !ok:
+		if g.set == nil {
+			g.set = map[timerKey]*timerItem{}
+		}
+		t.Key, t.Namespace = strings.Clone(t.Key), strings.Clone(t.Namespace)
+		k.key, k.ns = t.Key, t.Namespace
+		it = &timerItem{Timer: t}
+		g.set[k] = it
+		q.push(it)
+	case !set && ok:
+		delete(g.set, k)
+		q.remove(it.index)
+	}
+}
