@@ -260,13 +260,16 @@ func (d *dirBucket) writeTemp(dir string, data []byte) (string, error) {
 		err error
 	)
 	// A concurrent Delete may remove an (empty) directory between MkdirAll
-	// and the create, or in the middle of MkdirAll; try again a few times.
+	// and the create, or in the middle of MkdirAll (which then reports
+	// "file exists": its mkdir lost to another writer's, whose directory
+	// was gone again when it looked); try again a few times.
 	for attempt := 0; ; attempt++ {
 		err = os.MkdirAll(dir, 0o755)
 		if err == nil {
 			f, err = os.OpenFile(filepath.Join(dir, tmpPrefix+randomHex(8)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 		}
-		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == 9 {
+		retry := errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist)
+		if err == nil || !retry || attempt == 9 {
 			break
 		}
 	}
