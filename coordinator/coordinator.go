@@ -125,7 +125,7 @@ func New(cfg Config) *Coordinator {
 }
 
 // SpecKey and StatusKey are where a job's spec and final status live.
-func SpecKey(id string) string   { return "jobs/" + id + "/spec.json" }
+func SpecKey(id string) string { return "jobs/" + id + "/spec.json" }
 
 // OriginKey holds the manifest key a job was started from (a savepoint),
 // for recovery before the job's own first checkpoint.

@@ -268,7 +268,9 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 
 			var armed, fired atomic.Bool
 			c1 := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.xch, CancelTimeout: 5 * time.Second,
-				Crash: func(p string) bool { return p == "manifest-written" && armed.Load() && fired.CompareAndSwap(false, true) }})
+				Crash: func(p string) bool {
+					return p == "manifest-written" && armed.Load() && fired.CompareAndSwap(false, true)
+				}})
 			ctx1, stop1 := context.WithCancel(context.Background())
 			defer stop1()
 			done1 := make(chan error, 1)

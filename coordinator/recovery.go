@@ -60,9 +60,9 @@ type Recovery struct {
 	Detected time.Time `json:"detected"`
 	// Running is when every task of the new attempt ran again (zero while
 	// it has not).
-	Running     time.Time `json:"running,omitzero"`
-	Seconds     float64   `json:"seconds,omitempty"` // Running - Detected
-	RestoredFrom int64    `json:"restoredFrom"`       // checkpoint id, 0 for the beginning
+	Running      time.Time `json:"running,omitzero"`
+	Seconds      float64   `json:"seconds,omitempty"` // Running - Detected
+	RestoredFrom int64     `json:"restoredFrom"`      // checkpoint id, 0 for the beginning
 }
 
 // ckpt is a job's checkpointing and restart state, owned by the main loop.
@@ -86,8 +86,8 @@ type ckpt struct {
 	// committed is the newest checkpoint whose transactions all committed
 	// (known to this coordinator).
 	committed int64
-	busy     bool // a manifest write, recovery or finalization is running
-	acks     map[int64]map[checkpoint.Task]task.Ack
+	busy      bool // a manifest write, recovery or finalization is running
+	acks      map[int64]map[checkpoint.Task]task.Ack
 
 	restartAt  time.Time
 	recovering bool

@@ -218,8 +218,8 @@ type upload struct {
 	id      int64
 	final   bool
 	decline string // the checkpoint failed at capture
-	st    manifest.Subtask
-	parts []captured
+	st      manifest.Subtask
+	parts   []captured
 }
 
 // checkpointer is a task's checkpoint machinery.
