@@ -196,6 +196,18 @@ func (a *app) jobsCmd() *cobra.Command {
 		},
 	})
 	jobs.AddCommand(a.jobActionCmd("cancel", "Cancel a job at once: tasks stop, buffered output is dropped"))
+	jobs.AddCommand(&cobra.Command{
+		Use:   "delete ID",
+		Short: "Delete an ended job's spec, status, checkpoints and state from the store (its savepoints and sink output stay)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.client().do(cmd.Context(), http.MethodDelete, "/api/v1/jobs/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s deleted\n", args[0])
+			return nil
+		},
+	})
 	jobs.AddCommand(a.jobActionCmd("stop", "Drain a job: sources end early, the last windows fire, sinks flush, the job FINISHES"))
 	return jobs
 }

@@ -53,6 +53,13 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, st)
 	})
+	mux.HandleFunc("DELETE /api/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Delete(r.Context(), r.PathValue("id")); err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET /api/v1/jobs/{id}/checkpoints", func(w http.ResponseWriter, r *http.Request) {
 		cps, err := c.Checkpoints(r.PathValue("id"))
 		if err != nil {

@@ -235,6 +235,13 @@ func TestSavepointRescale(t *testing.T) {
 		t.Fatalf("stopped job is %s, want CANCELED", st.State)
 	}
 	firstW, firstS := e.lines("first/windows/"), e.lines("first/seq/")
+	// Savepoints outlive their job.
+	if err := e.c.Delete(e.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := e.bucket.List(e.ctx, "jobs/"+id+"/checkpoints/"); len(left) > 0 {
+		t.Errorf("deleting the job left %d checkpoint objects", len(left))
+	}
 	if len(firstS) == 0 || len(firstS) >= 12000 {
 		t.Fatalf("%d rows before the savepoint: the stop came too early or too late", len(firstS))
 	}
