@@ -387,6 +387,9 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 			cm = &c2
 		}
 		err := c.putManifest(ctx, cm)
+		// The checkpoint is complete now; committing its transactions
+		// follows (and is not part of its duration).
+		writtenAt := time.Now()
 		if err == nil && c.crash("manifest-written") {
 			return
 		}
@@ -424,7 +427,7 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 				c.cfg.Logger.Warn("manifest write failed", "job", j.id, "checkpoint", id, "err", err)
 			}
 			if k.sm != nil && j.attempt == attempt {
-				c.execLocked(ctx, j, k.sm.ManifestWritten(time.Now(), id, err))
+				c.execLocked(ctx, j, k.sm.ManifestWritten(writtenAt, id, err))
 			} else if err == nil {
 				// The attempt failed meanwhile; the checkpoint is
 				// complete all the same, and recovery starts from it.

@@ -64,7 +64,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	b.Run("embedded", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			runBenchJob(b, js, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
+			runBenchJob(b, js, benchEvents, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
 		}
 	})
 	b.Run("redis", func(b *testing.B) {
@@ -78,7 +78,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			runBenchJob(b, js, tr, pl, benchDir(b), map[string]int{"redis": srv.PID()})
+			runBenchJob(b, js, benchEvents, tr, pl, benchDir(b), map[string]int{"redis": srv.PID()})
 		}
 	})
 	b.Run("handwritten", func(b *testing.B) {
@@ -101,7 +101,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // and reports throughput per CPU-second of this process plus the helper
 // processes pids (Redis, MinIO). It returns the coordinator and the job id
 // for further metrics.
-func runBenchJob(b *testing.B, js *spec.Job, tr exchange.Transport, pl control.Plane, bucket blob.Bucket, pids map[string]int) (*coordinator.Coordinator, string) {
+func runBenchJob(b *testing.B, js *spec.Job, events int, tr exchange.Transport, pl control.Plane, bucket blob.Bucket, pids map[string]int) (*coordinator.Coordinator, string) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -144,10 +144,10 @@ func runBenchJob(b *testing.B, js *spec.Job, tr exchange.Transport, pl control.P
 		b.ReportMetric((c - other0[name]).Seconds(), name+"-cpu-s")
 		cpu += c - other0[name]
 	}
-	if st.Totals.RecordsIn != int64(benchEvents) {
-		b.Fatalf("read %d events, want %d", st.Totals.RecordsIn, benchEvents)
+	if st.Totals.RecordsIn != int64(events) {
+		b.Fatalf("read %d events, want %d", st.Totals.RecordsIn, events)
 	}
-	report(b, benchEvents, wall, cpu)
+	report(b, events, wall, cpu)
 	return coord, id
 }
 

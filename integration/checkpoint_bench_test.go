@@ -15,6 +15,10 @@ import (
 	"github.com/weirstream/weir/statestore/blob"
 )
 
+// checkpointBenchEvents makes a run long enough (~25 s) for a few 10 s
+// checkpoints.
+const checkpointBenchEvents = 120_000_000
+
 // BenchmarkCheckpointOverhead runs the end-to-end benchmark job with
 // checkpoints off, every 10 s and every 1 s, with state and sink
 // transactions in a real MinIO, and reports events per CPU-second of weir
@@ -27,7 +31,7 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 	minio := testenv.StartMinIO(b)
 	for _, interval := range []string{"off", "10s", "1s"} {
 		b.Run(interval, func(b *testing.B) {
-			src := benchSpec(benchEvents)
+			src := benchSpec(checkpointBenchEvents)
 			if interval != "off" {
 				src = strings.Replace(src, "parallelism: 2\n", fmt.Sprintf("parallelism: 2\ncheckpoint: {interval: %s}\n", interval), 1)
 			}
@@ -49,7 +53,7 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 
 func runCheckpointBench(b *testing.B, js *spec.Job, bucket blob.Bucket, minioPID int) {
 	b.Helper()
-	coord, id := runBenchJob(b, js, exchange.NewLocal(), control.NewLocal(), bucket, map[string]int{"minio": minioPID})
+	coord, id := runBenchJob(b, js, checkpointBenchEvents, exchange.NewLocal(), control.NewLocal(), bucket, map[string]int{"minio": minioPID})
 	cps, err := coord.Checkpoints(id)
 	if err != nil {
 		b.Fatal(err)
