@@ -1134,7 +1134,7 @@ func (c *Coordinator) Delete(ctx context.Context, id string) error {
 	}
 	var errs []error
 	for _, o := range infos {
-		if strings.HasPrefix(o.Key, SavepointPrefix(id, "")) {
+		if strings.HasPrefix(o.Key, "jobs/"+id+"/savepoints/") {
 			continue
 		}
 		if err := c.cfg.Bucket.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {

@@ -274,6 +274,44 @@ func (s *fileSink) PreCommit(ctx context.Context, txnID string) (json.RawMessage
 	return handle, nil
 }
 
+// Seal closes transaction txnID on the task goroutine and returns the
+// function that stages it, which the runtime calls on its uploader while
+// the sink goes on writing (task.StagedSink). The sealed objects own their
+// bytes, so later writes cannot touch them.
+func (s *fileSink) Seal(txnID string) (func(context.Context) (json.RawMessage, error), error) {
+	if err := validateTxnID(txnID); err != nil {
+		return nil, fmt.Errorf("seal files sink %s: %w", s.node, err)
+	}
+	if !s.txn {
+		return nil, fmt.Errorf("seal files sink %s: transactions are not enabled: call EnableTransactions before the first Write", s.node)
+	}
+	if err := s.seal(); err != nil {
+		return nil, fmt.Errorf("seal files sink %s: %w", s.node, err)
+	}
+	objs, rows := s.sealed, s.sealedRows
+	s.sealed, s.sealedRows = nil, 0
+	bucket, path, node, counters := s.bucket, s.path, s.node, s.counters
+	return func(ctx context.Context) (json.RawMessage, error) {
+		h := fileTxnHandle{V: txnHandleVersion, Txn: txnID, Objects: make([]fileTxnObject, 0, len(objs))}
+		dir := stagingDir(path) + txnID + "/"
+		for _, o := range objs {
+			obj := fileTxnObject{Staged: dir + o.name, Final: path + "/" + o.name}
+			if err := bucket.Put(ctx, obj.Staged, o.data); err != nil {
+				return nil, fmt.Errorf("stage files sink %s: %s: %w", node, obj.Staged, err)
+			}
+			h.Objects = append(h.Objects, obj)
+		}
+		handle, err := json.Marshal(h)
+		if err != nil {
+			return nil, fmt.Errorf("stage files sink %s: %w", node, err)
+		}
+		if counters != nil {
+			counters.SinkRows.Add(rows)
+		}
+		return handle, nil
+	}, nil
+}
+
 // decodeHandle decodes a handle and checks that its keys are this sink's.
 func (s *fileSink) decodeHandle(op string, handle json.RawMessage) (fileTxnHandle, error) {
 	var h fileTxnHandle
@@ -376,3 +414,5 @@ func (s *fileSink) Close() error {
 	s.sealed, s.sealedRows = nil, 0
 	return nil
 }
+
+var _ task.StagedSink = (*fileSink)(nil)

@@ -224,6 +224,43 @@ func TestFileSinkTxn(t *testing.T) {
 					connSameRows(t, f.rows(), want)
 				})
 
+				t.Run(format+"/SealThenStage", func(t *testing.T) {
+					f, recs, want := setup(t, "seal", 3000)
+					s, counters := f.openTxn()
+					f.write(s, recs[:3])
+					stage, err := s.Seal("job-a1-s0-c1")
+					if err != nil {
+						t.Fatal(err)
+					}
+					// The sink goes on writing while the sealed part stages.
+					f.write(s, recs[3:])
+					if len(f.staged()) != 0 {
+						t.Fatal("Seal wrote to the store")
+					}
+					h1, err := stage(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := counters.SinkRows.Load(); got != 1500 {
+						t.Errorf("rows counted after staging the first transaction: %d, want 1500", got)
+					}
+					h2, err := s.PreCommit(ctx, "job-a1-s0-c2")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := s.Commit(ctx, h1); err != nil {
+						t.Fatal(err)
+					}
+					connSameRows(t, f.rows(), want[:1500])
+					if err := s.Commit(ctx, h2); err != nil {
+						t.Fatal(err)
+					}
+					connSameRows(t, f.rows(), want)
+					if err := s.Close(); err != nil {
+						t.Fatal(err)
+					}
+				})
+
 				t.Run(format+"/CommitAfterCrash", func(t *testing.T) {
 					f, recs, want := setup(t, "crash", 4000)
 					s, _ := f.openTxn()

@@ -235,6 +235,19 @@ type TwoPhaseSink interface {
 	Abort(ctx context.Context, handle json.RawMessage) error
 }
 
+// StagedSink is a TwoPhaseSink whose pre-commit splits in two, so that the
+// barrier does not wait for the upload: Seal, on the task goroutine, closes
+// the transaction (what was written since the last Seal or PreCommit
+// belongs to txnID, nothing written later does) and returns stage, which
+// makes it durable and returns its handle. The runtime calls stage once,
+// from another goroutine, while the sink goes on writing. If stage fails
+// the sealed output is lost to the sink: the runtime fails the task (the
+// job restarts from its latest checkpoint).
+type StagedSink interface {
+	TwoPhaseSink
+	Seal(txnID string) (stage func(ctx context.Context) (json.RawMessage, error), err error)
+}
+
 // AsTwoPhase returns the two-phase sink inside s, seeing through wrappers
 // with an `Unwrap() Sink` method (a throttle, say), or ok=false if s has
 // none. The runtime keeps writing through s; PreCommit, Commit and Abort

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -218,7 +219,8 @@ type captured struct {
 type upload struct {
 	id      int64
 	final   bool
-	decline string // the checkpoint failed at capture
+	decline string      // the checkpoint failed at capture
+	stages  []stagedTxn // sealed sink transactions to stage
 	st      manifest.Subtask
 	parts   []captured
 }
@@ -232,6 +234,7 @@ type checkpointer struct {
 
 	queue chan *upload
 	done  chan struct{}
+	fatal atomic.Pointer[error] // see failure
 	// dead is set when a capture could not even be queued; not used
 	// concurrently.
 }
@@ -471,11 +474,12 @@ func (c *checkpointer) take(id int64, align time.Duration) error {
 			u.parts = append(u.parts, captured{node: i, full: full, gen: gen, schema: sf.StateSchema(), batches: batches})
 		}
 	}
-	txns, err := c.preCommit(fmt.Sprintf("c%d", id))
+	txns, stages, err := c.preCommit(fmt.Sprintf("c%d", id))
 	if err != nil {
 		decline = append(decline, err.Error())
 	}
 	st.SinkTransactions = txns
+	u.stages = stages
 	if r.wm > MinWatermark {
 		wm := r.wm
 		st.Watermark = &wm
@@ -516,19 +520,19 @@ func (c *checkpointer) enqueue(u *upload) error {
 // final pre-commits what the sinks hold at the end of the input and
 // acknowledges it with Final, then waits until every ack is out.
 func (c *checkpointer) final() error {
-	txns, err := c.preCommit("final")
+	txns, stages, err := c.preCommit("final")
 	if err != nil {
 		return err
 	}
 	st := c.subtask()
 	st.SinkTransactions = txns
-	if err := c.enqueue(&upload{final: true, st: st}); err != nil {
+	if err := c.enqueue(&upload{final: true, st: st, stages: stages}); err != nil {
 		return err
 	}
 	close(c.queue)
 	select {
 	case <-c.done:
-		return nil
+		return c.failure()
 	case <-c.r.ctx.Done():
 		return c.r.ctx.Err()
 	}
@@ -603,9 +607,11 @@ func (c *checkpointer) restoreSource() error {
 }
 
 // preCommit pre-commits every transactional sink of the chain.
-func (c *checkpointer) preCommit(suffix string) ([]manifest.Txn, error) {
+// preCommit pre-commits every transactional sink of the chain: a
+// StagedSink is only sealed here, its upload (stages) left to the
+// uploader; another sink pre-commits at once (txns).
+func (c *checkpointer) preCommit(suffix string) (txns []manifest.Txn, stages []stagedTxn, err error) {
 	r := c.r
-	var txns []manifest.Txn
 	for _, n := range r.cfg.Nodes {
 		if n.Sink == nil {
 			continue
@@ -615,13 +621,59 @@ func (c *checkpointer) preCommit(suffix string) ([]manifest.Txn, error) {
 			continue
 		}
 		id := fmt.Sprintf("%s-a%d-%s-s%d-%s", r.cfg.Job, r.cfg.Attempt, n.Name, r.cfg.Subtask, suffix)
+		if ss, ok := tp.(StagedSink); ok {
+			stage, err := ss.Seal(id)
+			if err != nil {
+				return txns, stages, fmt.Errorf("sink %s: seal %s: %w", n.Name, id, err)
+			}
+			stages = append(stages, stagedTxn{sink: n.Name, id: id, stage: stage})
+			continue
+		}
 		h, err := tp.PreCommit(r.ctx, id)
 		if err != nil {
-			return txns, fmt.Errorf("sink %s: pre-commit %s: %w", n.Name, id, err)
+			return txns, stages, fmt.Errorf("sink %s: pre-commit %s: %w", n.Name, id, err)
 		}
 		txns = append(txns, manifest.Txn{Sink: n.Name, ID: id, Handle: h})
 	}
-	return txns, nil
+	return txns, stages, nil
+}
+
+// stagedTxn is a sealed sink transaction the uploader stages.
+type stagedTxn struct {
+	sink, id string
+	stage    func(context.Context) (json.RawMessage, error)
+}
+
+// stageTimeout is how long the uploader retries staging a sealed
+// transaction (the store may be away for a while) before the task fails.
+const stageTimeout = 2 * time.Minute
+
+// runStage stages one sealed transaction, retrying with backoff.
+func (c *checkpointer) runStage(s stagedTxn) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(c.r.ctx, stageTimeout)
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for {
+		h, err := s.stage(ctx)
+		if err == nil {
+			return h, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("sink %s: stage %s: %w", s.sink, s.id, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// failure is the error that must fail the task: a sealed sink
+// transaction could not be staged, so its output would be lost.
+func (c *checkpointer) failure() error {
+	if p := c.fatal.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (u *upload) release() {
@@ -644,9 +696,22 @@ func (c *checkpointer) uploader() {
 		t0 := time.Now()
 		st := u.st
 		var err error
-		if u.decline != "" {
+		// Sealed sink output is staged even for a declined checkpoint:
+		// its transaction commits with a later one.
+		for _, s := range u.stages {
+			h, serr := c.runStage(s)
+			if serr != nil {
+				c.fatal.CompareAndSwap(nil, &serr)
+				err = serr
+				continue
+			}
+			st.SinkTransactions = append(st.SinkTransactions, manifest.Txn{Sink: s.sink, ID: s.id, Handle: h})
+		}
+		switch {
+		case err != nil:
+		case u.decline != "":
 			err = errors.New(u.decline)
-		} else {
+		default:
 			err = c.uploadParts(u, &st)
 		}
 		u.release()

@@ -616,6 +616,11 @@ func (r *runner) control(e exchange.Entry) error {
 // tick does the time-driven work: flushing output buffers that waited long
 // enough and firing processing-time timers.
 func (r *runner) tick(now time.Time) error {
+	if r.cp != nil {
+		if err := r.cp.failure(); err != nil {
+			return err
+		}
+	}
 	for _, pt := range r.timers {
 		if t, ok := pt.NextProcessingTime(); ok && !now.Before(t) {
 			if err := pt.OnProcessingTime(now); err != nil {
