@@ -428,9 +428,7 @@ func TestStateDump(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			m := stateOf(t, store, job, op)
 			if m == nil {
-				// Function state is checkpointed since statestore
-				// snapshots; a build without them has none to dump.
-				t.Skipf("no retained checkpoint holds state of the function operator %s", op)
+				t.Fatalf("no retained checkpoint holds state of operator %s", op)
 			}
 			n := strconv.FormatInt(m.Checkpoint, 10)
 			files := opFiles(m, op)
