@@ -101,4 +101,3 @@ func BenchmarkIncrementalState(b *testing.B) {
 		b.ReportMetric(restore.Seconds(), "restore-s")
 	}
 }
-

@@ -199,39 +199,6 @@ func winStateDump(t testing.TB, h *winHarness) []string {
 	return rows
 }
 
-// winStateBatch is winBatch for state schemas (int32 key groups).
-func winStateBatch(t testing.TB, mem memory.Allocator, schema *arrow.Schema, rows ...[]any) arrow.RecordBatch {
-	t.Helper()
-	rb := array.NewRecordBuilder(mem, schema)
-	defer rb.Release()
-	for _, row := range rows {
-		if len(row) != schema.NumFields() {
-			t.Fatalf("row %v: want %d values", row, schema.NumFields())
-		}
-		for c, v := range row {
-			if v == nil {
-				rb.Field(c).AppendNull()
-				continue
-			}
-			switch b := rb.Field(c).(type) {
-			case *array.Int32Builder:
-				b.Append(int32(v.(int)))
-			case *array.Int64Builder:
-				b.Append(int64(v.(int)))
-			case *array.TimestampBuilder:
-				b.Append(arrow.Timestamp(v.(int)))
-			case *array.Float64Builder:
-				b.Append(v.(float64))
-			case *array.StringBuilder:
-				b.Append(v.(string))
-			case *array.BooleanBuilder:
-				b.Append(v.(bool))
-			}
-		}
-	}
-	return rb.NewRecordBatch()
-}
-
 // restore applies snapshot files to h in order, keeping the rows of key
 // groups [kgStart, kgEnd) as the runtime does.
 func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
@@ -732,7 +699,7 @@ func TestWindowStateErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := r.op.(task.Stateful)
-	b := winStateBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 1, 1})
+	b := winBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 1, 1})
 	defer b.Release()
 	wantErr("twice", st.RestoreState(b), "window win: restore state: row 0 (k=\"a\")", "already has window [0, 10)")
 
@@ -743,7 +710,7 @@ func TestWindowStateErrors(t *testing.T) {
 	other := newWinHarnessRange(t, winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()", "s", "max(v)"), in, 0, 128)
 	r = newWinHarnessRange(t, op, in, 0, 128)
 	st = r.op.(task.Stateful)
-	b = winStateBatch(t, other.mem, other.op.(task.Stateful).StateSchema())
+	b = winBatch(t, other.mem, other.op.(task.Stateful).StateSchema())
 	defer b.Release()
 	wantErr("schema", st.RestoreState(b), "window win: restore state", "column 9 is s__max int64, want s__sum int64")
 
@@ -753,7 +720,7 @@ func TestWindowStateErrors(t *testing.T) {
 	wantErr("window size", r.restore([][]byte{file}, 0, 128), `row 0 (k="a")`, "[0, 20) is not a tumbling window of size 10ms")
 
 	bad := func(kind any, count any) arrow.RecordBatch {
-		return winStateBatch(t, r.mem, st.StateSchema(), []any{kg, "a", kind, 0, 10, false, true, count, 1, 1})
+		return winBatch(t, r.mem, st.StateSchema(), []any{kg, "a", kind, 0, 10, false, true, count, 1, 1})
 	}
 	b = bad("merge", 1)
 	defer b.Release()
@@ -761,10 +728,10 @@ func TestWindowStateErrors(t *testing.T) {
 	b = bad("replace", nil)
 	defer b.Release()
 	wantErr("count", st.RestoreState(b), "column n__count: null")
-	b = winStateBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 0, 7})
+	b = winBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 0, 7})
 	defer b.Release()
 	wantErr("sum without a count", st.RestoreState(b), "column s__sum: 7 with s__count 0: want null")
-	b = winStateBatch(t, r.mem, st.StateSchema(), []any{(kg + 1) % 128, "a", "clear", nil, nil, nil, nil, nil, nil, nil})
+	b = winBatch(t, r.mem, st.StateSchema(), []any{(kg + 1) % 128, "a", "clear", nil, nil, nil, nil, nil, nil, nil})
 	defer b.Release()
 	wantErr("wrong key group", st.RestoreState(b), fmt.Sprintf("key group %d, but the key is in key group %d of 128", (kg+1)%128, kg))
 }

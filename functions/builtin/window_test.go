@@ -53,6 +53,8 @@ func winBatch(t testing.TB, mem memory.Allocator, schema *arrow.Schema, rows ...
 				continue
 			}
 			switch b := rb.Field(c).(type) {
+			case *array.Int32Builder: // key groups of state batches
+				b.Append(int32(v.(int)))
 			case *array.Int64Builder:
 				b.Append(int64(v.(int)))
 			case *array.TimestampBuilder:
