@@ -45,6 +45,7 @@ $(GOBIN)/staticcheck: Makefile
 	else touch $(GOBIN)/staticcheck; fi
 
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
 staticcheck: $(GOBIN)/staticcheck
