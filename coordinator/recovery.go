@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -660,7 +661,7 @@ func (c *Coordinator) recoverLocked(ctx context.Context, j *job) {
 	for id := range j.tasks {
 		oldTasks = append(oldTasks, id)
 	}
-	bad := maps(k.bad)
+	bad := maps.Clone(k.bad)
 	origin := k.origin
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -760,14 +761,6 @@ func (c *Coordinator) recoverLocked(ctx context.Context, j *job) {
 			c.wantSchedule = true
 		})
 	}()
-}
-
-func maps(m map[int64]bool) map[int64]bool {
-	out := make(map[int64]bool, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // cancelStragglers tells every live worker to cancel the old attempt's
