@@ -19,40 +19,6 @@ import (
 	"github.com/weirstream/weir/functions/task"
 )
 
-// newWinHarnessRange is newWinHarness for the subtask owning key groups
-// [kgStart, kgEnd) of 128.
-func newWinHarnessRange(t testing.TB, op *spec.Operator, in Stream, kgStart, kgEnd int) *winHarness {
-	t.Helper()
-	h := &winHarness{
-		t:        t,
-		mem:      memory.NewCheckedAllocator(memory.NewGoAllocator()),
-		in:       in,
-		out:      &winCollector{},
-		late:     &winCollector{},
-		counters: &task.Counters{},
-	}
-	o, err := NewWindow(op, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.op = o
-	ctx := &task.Context{
-		Job: "test", Node: op.Name, MaxParallelism: 128, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd,
-		Mem: h.mem, Out: h.out, Counters: h.counters,
-		Side: func(name string) task.Output { return h.late },
-	}
-	if err := o.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := o.Close(); err != nil {
-			t.Error(err)
-		}
-		h.mem.AssertSize(t, 0)
-	})
-	return h
-}
-
 // winStep is one step of an input: a batch of rows (winFields), or a
 // watermark when rows is nil.
 type winStep struct {

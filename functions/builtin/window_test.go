@@ -137,6 +137,13 @@ type winHarness struct {
 
 func newWinHarness(t testing.TB, op *spec.Operator, in Stream) *winHarness {
 	t.Helper()
+	return newWinHarnessRange(t, op, in, 0, 128)
+}
+
+// newWinHarnessRange is newWinHarness for the subtask owning key groups
+// [kgStart, kgEnd) of 128.
+func newWinHarnessRange(t testing.TB, op *spec.Operator, in Stream, kgStart, kgEnd int) *winHarness {
+	t.Helper()
 	h := &winHarness{
 		t:        t,
 		mem:      memory.NewCheckedAllocator(memory.NewGoAllocator()),
@@ -151,7 +158,7 @@ func newWinHarness(t testing.TB, op *spec.Operator, in Stream) *winHarness {
 	}
 	h.op = o
 	ctx := &task.Context{
-		Job: "test", Node: op.Name, MaxParallelism: 128, KeyGroupStart: 0, KeyGroupEnd: 128,
+		Job: "test", Node: op.Name, MaxParallelism: 128, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd,
 		Mem: h.mem, Out: h.out, Counters: h.counters,
 		Side: func(name string) task.Output {
 			if op.Window != nil && name == op.Window.LateOutput {
