@@ -214,11 +214,21 @@ func (c *Coordinator) execLocked(ctx context.Context, j *job, ds []checkpoint.De
 			c.writeManifestLocked(j, d)
 		case checkpoint.Complete:
 			k.latest = d.Checkpoint
-			// Savepoints are not retained by the state machine; the
-			// copy under savepoints/ is self-contained.
-			for id, m := range k.retained {
-				if id < d.Checkpoint && m != nil && k.find(id) != nil && k.find(id).Savepoint {
-					delete(k.retained, id)
+			// A savepoint's checkpoint is not retained by the state
+			// machine (its copy under savepoints/ is self-contained):
+			// once a newer checkpoint completes it goes like a discarded
+			// one.
+			if k.sm != nil {
+				kept := k.sm.Completed()
+				var drop []*manifest.Manifest
+				for id, m := range k.retained {
+					if id < d.Checkpoint && !slices.Contains(kept, id) {
+						drop = append(drop, m)
+						delete(k.retained, id)
+					}
+				}
+				if len(drop) > 0 {
+					c.collectGarbage(j, drop)
 				}
 			}
 			if h := k.find(d.Checkpoint); h != nil {

@@ -232,11 +232,10 @@ type checkpointer struct {
 	chains  map[int]*chain // by node index
 	trigger chan int64
 
-	queue chan *upload
-	done  chan struct{}
-	fatal atomic.Pointer[error] // see failure
-	// dead is set when a capture could not even be queued; not used
-	// concurrently.
+	queue  chan *upload
+	done   chan struct{}
+	fatal  atomic.Pointer[error] // see failure
+	closed bool                  // queue closed (task goroutine only)
 }
 
 func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
@@ -529,7 +528,7 @@ func (c *checkpointer) final() error {
 	if err := c.enqueue(&upload{final: true, st: st, stages: stages}); err != nil {
 		return err
 	}
-	close(c.queue)
+	c.closeQueue()
 	select {
 	case <-c.done:
 		return c.failure()
@@ -540,16 +539,15 @@ func (c *checkpointer) final() error {
 
 // close stops the uploader (after final, a no-op).
 func (c *checkpointer) close() {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	func() {
-		defer func() { _ = recover() }() // closed by final already
-		close(c.queue)
-	}()
+	c.closeQueue()
 	<-c.done
+}
+
+func (c *checkpointer) closeQueue() {
+	if !c.closed {
+		c.closed = true
+		close(c.queue)
+	}
 }
 
 func (c *checkpointer) subtask() manifest.Subtask {
