@@ -110,9 +110,6 @@ func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 		cfg.lateness = ms("allowedLateness", w.AllowedLateness, false)
 	}
 
-	if len(op.KeyBy) == 0 {
-		add("keyBy: missing: a window needs key columns")
-	}
 	names := map[string]string{
 		"window_start": "the window_start column",
 		"window_end":   "the window_end column",

@@ -260,7 +260,6 @@ func TestWindowSchemaErrors(t *testing.T) {
 			[]string{"window win", "no event time", "eventTime"}},
 		{"missing key", winOp(tumble, []string{"zone"}, "n", "count()"), in,
 			[]string{"window win", `keyBy: "zone" is not a column`}},
-		{"no key", winOp(tumble, nil, "n", "count()"), in, []string{"keyBy: missing"}},
 		{"key twice", winOp(tumble, []string{"k", "k"}, "n", "count()"), in, []string{`keyBy: "k" collides with key column "k"`}},
 		{"aggregate named like a key", winOp(tumble, []string{"k"}, "k", "count()"), in,
 			[]string{`aggregate k: the name collides with key column "k"`}},

@@ -63,6 +63,12 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 				return task.Config{}, fmt.Errorf("source %s: %w", n.Name, err)
 			}
 			head := &task.SourceHead{Name: n.Name, Source: src, TimeColumn: n.Out.TimeColumn, Out: main}
+			if names, streams := builtin.SourceOutputs(n.Source); names != nil {
+				head.Outputs = side
+				for _, st := range streams {
+					head.TimeColumns = append(head.TimeColumns, st.TimeColumn)
+				}
+			}
 			if n.Source.Rate > 0 {
 				head.Rate = n.Source.Rate / float64(n.Parallelism)
 			}
@@ -72,7 +78,13 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			}
 			cfg.Source = head
 		case KindOperator:
-			op, err := newOperator(n.Op, n.Input.Stream)
+			var op task.Operator
+			var err error
+			if n.Op.Join != nil {
+				op, err = builtin.NewJoin(n.Op, n.Inputs[0].Stream, n.Inputs[1].Stream)
+			} else {
+				op, err = newOperator(n.Op, n.Input.Stream)
+			}
 			if err != nil {
 				return task.Config{}, fmt.Errorf("operator %s: %w", n.Name, err)
 			}
@@ -85,12 +97,15 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			cfg.Nodes = append(cfg.Nodes, &task.Node{Name: n.Name, Sink: snk})
 		}
 	}
-	for _, e := range v.Inputs {
+	for side, e := range v.Inputs {
 		for prod := 0; prod < e.From.Parallelism; prod++ {
 			cfg.Inputs = append(cfg.Inputs, exchange.Channel{
 				Job: jobID, Attempt: attempt, Edge: e.Name(), Producer: prod,
 				ConsumerVertex: v.Name, Consumer: subtask,
 			})
+			if len(v.Inputs) > 1 {
+				cfg.InputSide = append(cfg.InputSide, side)
+			}
 		}
 	}
 	return cfg, nil

@@ -36,8 +36,10 @@ type Node struct {
 	Op          *spec.Operator
 	Sink        *spec.Sink
 
-	// Input is the edge this node reads (nil for sources).
-	Input *Edge
+	// Input is the edge this node reads (nil for sources); a join reads
+	// two, Inputs[0] (left, also Input) and Inputs[1] (right).
+	Input  *Edge
+	Inputs []*Edge
 	// Out is the node's main output stream; Sides its side outputs.
 	Out   builtin.Stream
 	Sides map[string]builtin.Stream
@@ -120,6 +122,17 @@ func Build(job *spec.Job) (*Plan, error) {
 	for i := range j.Sources {
 		s := &j.Sources[i]
 		n := &Node{Name: s.Name, Kind: KindSource, Parallelism: s.Parallelism, Source: s}
+		if names, streams := builtin.SourceOutputs(s); names != nil {
+			// A multi-output source is read through its outputs only.
+			n.Out = builtin.Stream{TimeColumn: -1}
+			n.Sides = map[string]builtin.Stream{}
+			for k, name := range names {
+				n.Sides[name] = streams[k]
+				producers[s.Name+"."+name] = prod{n: n, port: name}
+			}
+			p.add(n)
+			continue
+		}
 		st, err := builtin.SourceSchema(s)
 		if err != nil {
 			fail(fmt.Sprintf("sources[%s]", s.Name), err)
@@ -142,14 +155,35 @@ func Build(job *spec.Job) (*Plan, error) {
 		progress := false
 		var rest []*spec.Operator
 		for _, o := range pending {
-			src, ok := producers[o.Input]
-			if !ok {
+			var srcs []prod
+			for _, in := range o.Inputs() {
+				if src, ok := producers[in]; ok {
+					srcs = append(srcs, src)
+				}
+			}
+			if len(srcs) < len(o.Inputs()) {
 				rest = append(rest, o)
 				continue
 			}
 			progress = true
 			field := fmt.Sprintf("operators[%s]", o.Name)
 			n := &Node{Name: o.Name, Kind: KindOperator, Parallelism: o.Parallelism, Op: o}
+			if o.Join != nil {
+				left, right := streamOf(srcs[0].n, srcs[0].port), streamOf(srcs[1].n, srcs[1].port)
+				le := p.connect(srcs[0].n, srcs[0].port, n, left)
+				re := p.connect(srcs[1].n, srcs[1].port, n, right)
+				out, lk, rk, err := builtin.JoinSchema(o, left, right)
+				if err != nil {
+					fail(field+".join", err)
+					continue
+				}
+				le.KeyColumns, re.KeyColumns = lk, rk
+				n.Out = out
+				p.add(n)
+				producers[n.Name] = prod{n: n}
+				continue
+			}
+			src := srcs[0]
 			in := streamOf(src.n, src.port)
 			e := p.connect(src.n, src.port, n, in)
 			if len(o.KeyBy) > 0 {
@@ -163,6 +197,10 @@ func Build(job *spec.Job) (*Plan, error) {
 			out, err := operatorSchema(o, in)
 			if err != nil {
 				fail(field, err)
+				continue
+			}
+			if o.Kind() == "window" && len(o.KeyBy) == 0 && n.Parallelism != 1 {
+				fail(field+".keyBy", fmt.Errorf("missing: a window without keyBy sees every row, so it needs parallelism 1 (it has %d)", n.Parallelism))
 				continue
 			}
 			n.Out = out
@@ -206,7 +244,10 @@ func (p *Plan) add(n *Node) {
 func (p *Plan) connect(from *Node, port string, to *Node, st builtin.Stream) *Edge {
 	e := &Edge{From: from, Port: port, To: to, Stream: st}
 	from.Outputs = append(from.Outputs, e)
-	to.Input = e
+	if to.Input == nil {
+		to.Input = e
+	}
+	to.Inputs = append(to.Inputs, e)
 	return e
 }
 
@@ -234,6 +275,14 @@ func operatorSchema(o *spec.Operator, in builtin.Stream) (builtin.Stream, error)
 // chain decides which edges are chained and groups nodes into vertices.
 func (p *Plan) chain() {
 	for _, n := range p.Nodes {
+		if len(n.Inputs) > 1 {
+			// A two-input operator heads its own vertex: its inputs come
+			// from two places, so neither can be chained.
+			for _, e := range n.Inputs {
+				e.Partitioning = task.Hash
+			}
+			continue
+		}
 		e := n.Input
 		if e == nil {
 			continue
@@ -259,9 +308,7 @@ func (p *Plan) chain() {
 			continue
 		}
 		v := &Vertex{Name: n.Name, Parallelism: n.Parallelism, Nodes: []*Node{n}}
-		if n.Input != nil {
-			v.Inputs = []*Edge{n.Input}
-		}
+		v.Inputs = n.Inputs
 		n.Vertex = v
 		p.Vertices = append(p.Vertices, v)
 	}

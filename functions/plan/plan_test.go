@@ -301,6 +301,8 @@ sources:
 			"operators[last]", []string{"plan-test-tag", `no column "zone"`}},
 		{"keyBy column missing", src(evTime, "  - {name: last, input: rides, keyBy: [colour], window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),
 			"operators[last].keyBy", []string{`"colour" is not a column of the input`, "zone"}},
+		{"window without keyBy above parallelism 1", src(evTime, "  - {name: last, input: rides, parallelism: 2, window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),
+			"operators[last].keyBy", []string{"a window without keyBy sees every row", "parallelism 1 (it has 2)"}},
 		{"window without event time", src("", "  - {name: last, input: rides, keyBy: [zone], window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),
 			"operators[last]", []string{"window last", "the input has no event time"}},
 		{"window after a select that drops event time", src(evTime, "  - {name: sel, input: rides, select: {zone: zone}}\n  - {name: last, input: sel, keyBy: [zone], window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),

@@ -117,7 +117,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		{
 			name: "source", from: "    type: datagen\n", to: "    typ: datagen\n",
 			field: "sources[rides].typ", marker: "typ: datagen", suggest: "type",
-			accept: "addr, count, datagen, eventTime, format, name, parallelism, path, rate, schema, stream, type",
+			accept: "addr, count, datagen, eventTime, format, name, nexmark, parallelism, path, rate, schema, stream, type",
 		},
 		{
 			name: "eventTime", from: "      column: ts\n", to: "      colum: ts\n",
@@ -132,7 +132,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		{
 			name: "operator", from: "    keyBy: [zone]\n", to: "    keyby: [zone]\n",
 			field: "operators[stats].keyby", marker: "keyby", suggest: "keyBy",
-			accept: "aggregate, config, filter, function, input, keyBy, name, parallelism, select, window",
+			accept: "aggregate, config, filter, function, input, join, keyBy, name, parallelism, select, window",
 		},
 		{
 			name: "window", from: "      size: 1m\n", to: "      sise: 1m\n",

@@ -115,6 +115,7 @@ const (
 	SourceDatagen = "datagen"
 	SourceFiles   = "files"
 	SourceRedis   = "redis"
+	SourceNexmark = "nexmark"
 )
 
 // Source reads records into the job.
@@ -139,6 +140,42 @@ type Source struct {
 	// Stream is the Redis stream key (redis); each entry's field "data"
 	// holds one JSON record.
 	Stream string `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// Nexmark configures the nexmark source, which has no schema of its
+	// own: its outputs are <name>.person, <name>.auction and <name>.bid.
+	Nexmark *NexmarkOpt `yaml:"nexmark,omitempty" json:"nexmark,omitempty"`
+}
+
+// Nexmark outputs, read as <source>.<output>.
+const (
+	NexmarkPerson  = "person"
+	NexmarkAuction = "auction"
+	NexmarkBid     = "bid"
+)
+
+// NexmarkOpt configures the Nexmark event generator (docs/nexmark.md). Zero
+// fields take the Nexmark defaults.
+type NexmarkOpt struct {
+	// Seed 0 generates exactly Nexmark's events; another seed another set.
+	Seed int64 `yaml:"seed,omitempty" json:"seed,omitempty"`
+	// Start is the event time of event 0: RFC 3339, or "now" for the
+	// wall clock when the job starts (default 2026-01-01T00:00:00Z).
+	Start string `yaml:"start,omitempty" json:"start,omitempty"`
+	// EventsPerSecond of synthetic event time (default: rate, else 10000).
+	EventsPerSecond float64 `yaml:"eventsPerSecond,omitempty" json:"eventsPerSecond,omitempty"`
+	// Average sizes in bytes, reached by padding the extra column
+	// (defaults 200, 500, 100).
+	AvgPersonBytes  int `yaml:"avgPersonBytes,omitempty" json:"avgPersonBytes,omitempty"`
+	AvgAuctionBytes int `yaml:"avgAuctionBytes,omitempty" json:"avgAuctionBytes,omitempty"`
+	AvgBidBytes     int `yaml:"avgBidBytes,omitempty" json:"avgBidBytes,omitempty"`
+	// Hot ratios: 1 in HotAuctionRatio bids is not for a hot auction, and
+	// so on (defaults 2, 4, 4).
+	HotAuctionRatio int `yaml:"hotAuctionRatio,omitempty" json:"hotAuctionRatio,omitempty"`
+	HotSellersRatio int `yaml:"hotSellersRatio,omitempty" json:"hotSellersRatio,omitempty"`
+	HotBiddersRatio int `yaml:"hotBiddersRatio,omitempty" json:"hotBiddersRatio,omitempty"`
+	// ActivePeople and InFlightAuctions bound the ids cold bids and
+	// auctions pick from (defaults 1000 and 100).
+	ActivePeople     int `yaml:"activePeople,omitempty" json:"activePeople,omitempty"`
+	InFlightAuctions int `yaml:"inFlightAuctions,omitempty" json:"inFlightAuctions,omitempty"`
 }
 
 // EventTime says where a source's event time comes from and how its
@@ -178,11 +215,13 @@ type FieldGen struct {
 	NullRate float64 `yaml:"nullRate,omitempty" json:"nullRate,omitempty"`
 }
 
-// Operator transforms records. Exactly one of Filter, Select, Window or
-// Function is set.
+// Operator transforms records. Exactly one of Filter, Select, Window,
+// Function or Join is set.
 type Operator struct {
-	Name        string   `yaml:"name" json:"name"`
-	Input       string   `yaml:"input" json:"input"`
+	Name string `yaml:"name" json:"name"`
+	// Input is the stream the operator reads (a join names its two inputs
+	// in Join instead).
+	Input       string   `yaml:"input,omitempty" json:"input,omitempty"`
 	Parallelism int      `yaml:"parallelism,omitempty" json:"parallelism,omitempty"`
 	KeyBy       []string `yaml:"keyBy,omitempty" json:"keyBy,omitempty"`
 	// Filter keeps the rows for which the boolean expression is true.
@@ -195,6 +234,58 @@ type Operator struct {
 	Function string `yaml:"function,omitempty" json:"function,omitempty"`
 	// Config is passed to the function as is.
 	Config map[string]any `yaml:"config,omitempty" json:"config,omitempty"`
+	// Join joins two keyed inputs.
+	Join *Join `yaml:"join,omitempty" json:"join,omitempty"`
+}
+
+// Inputs returns the streams the operator reads: its Input, or a join's
+// left and right inputs.
+func (o *Operator) Inputs() []string {
+	if o.Join != nil {
+		return []string{o.Join.Left.Input, o.Join.Right.Input}
+	}
+	return []string{o.Input}
+}
+
+// Join types.
+const (
+	// JoinRegular matches every pair of rows with equal keys, whenever
+	// they arrive; each side's rows are kept (for TTL, if set).
+	JoinRegular = "regular"
+	// JoinInterval matches rows with equal keys whose event times satisfy
+	// right.time + lower <= left.time <= right.time + upper.
+	JoinInterval = "interval"
+	// JoinWindow matches rows with equal keys in the same event-time
+	// window, when the window fires.
+	JoinWindow = "window"
+)
+
+// Join is a two-input operator: rows of Left and Right with equal key
+// values are joined into one output row.
+type Join struct {
+	Type  string   `yaml:"type" json:"type"`
+	Left  JoinSide `yaml:"left" json:"left"`
+	Right JoinSide `yaml:"right" json:"right"`
+	// TTL (regular): a row is forgotten once the watermark passes its event
+	// time plus TTL; 0 keeps every row.
+	TTL Duration `yaml:"ttl,omitempty" json:"ttl,omitempty"`
+	// Lower and Upper bound an interval join (either may be negative).
+	Lower Duration `yaml:"lower,omitempty" json:"lower,omitempty"`
+	Upper Duration `yaml:"upper,omitempty" json:"upper,omitempty"`
+	// Window (window join): tumbling or sliding.
+	Window *Window `yaml:"window,omitempty" json:"window,omitempty"`
+	// Columns names the output columns, in order, each "left.<column>" or
+	// "right.<column>". Default: the left columns then the right columns.
+	Columns *OrderedMap `yaml:"columns,omitempty" json:"columns,omitempty"`
+	// Where keeps only the joined rows for which this boolean expression
+	// over the output columns is true.
+	Where string `yaml:"where,omitempty" json:"where,omitempty"`
+}
+
+// JoinSide is one input of a join and the columns its key is made of.
+type JoinSide struct {
+	Input string   `yaml:"input" json:"input"`
+	KeyBy []string `yaml:"keyBy" json:"keyBy"`
 }
 
 // Kind returns which kind of operator o is, or "" if none or several are set.
@@ -211,6 +302,9 @@ func (o *Operator) Kind() string {
 	}
 	if o.Function != "" {
 		kinds = append(kinds, "function")
+	}
+	if o.Join != nil {
+		kinds = append(kinds, "join")
 	}
 	if len(kinds) != 1 {
 		return ""

@@ -70,6 +70,13 @@ func (j *Job) Validate() error {
 	}
 	for _, s := range j.Sources {
 		define("sources", fmt.Sprintf("sources[%s].name", s.Name), s.Name, fmt.Sprintf("source %q", s.Name))
+		if s.Type == SourceNexmark {
+			// A nexmark source is read through its three outputs only.
+			delete(produced, s.Name)
+			for _, out := range []string{NexmarkPerson, NexmarkAuction, NexmarkBid} {
+				produced[s.Name+"."+out] = fmt.Sprintf("the %s output of nexmark source %q", out, s.Name)
+			}
+		}
 	}
 	for _, o := range j.Operators {
 		define("operators", fmt.Sprintf("operators[%s].name", o.Name), o.Name, fmt.Sprintf("operator %q", o.Name))
@@ -111,6 +118,13 @@ func (j *Job) Validate() error {
 		}
 		if s.Count < 0 {
 			add(p+".count", "%d is negative", s.Count)
+		}
+		if s.Type == SourceNexmark {
+			validateNexmark(p, &s, add, finite)
+			continue
+		}
+		if s.Nexmark != nil {
+			add(p+".nexmark", "only a nexmark source takes nexmark options")
 		}
 		if s.Schema.Len() == 0 {
 			add(p+".schema", "a source needs a schema: {column: type, ...}")
@@ -170,17 +184,27 @@ func (j *Job) Validate() error {
 				add(p+".datagen", "only a datagen source takes datagen options")
 			}
 		default:
-			add(p+".type", "%q is not a source type: want datagen, files or redis", s.Type)
+			add(p+".type", "%q is not a source type: want datagen, files, redis or nexmark", s.Type)
 		}
 	}
 
 	for _, o := range j.Operators {
 		p := fmt.Sprintf("operators[%s]", o.Name)
 		checkPar(p+".parallelism", o.Parallelism)
-		checkInput(p+".input", o.Input, produced, sinkNames, add)
+		if o.Join != nil {
+			if o.Input != "" {
+				add(p+".input", "a join reads join.left.input and join.right.input, not input")
+			}
+			checkInput(p+".join.left.input", o.Join.Left.Input, produced, sinkNames, add)
+			checkInput(p+".join.right.input", o.Join.Right.Input, produced, sinkNames, add)
+		} else {
+			checkInput(p+".input", o.Input, produced, sinkNames, add)
+		}
 		switch o.Kind() {
 		case "":
-			add(p, "an operator needs exactly one of filter, select, window (with aggregate) or function")
+			add(p, "an operator needs exactly one of filter, select, window (with aggregate), function or join")
+		case "join":
+			validateJoin(p+".join", o, add)
 		case "window":
 			if o.Window == nil {
 				add(p+".window", "aggregate needs a window: {type: tumbling|sliding|session, ...}")
@@ -188,9 +212,6 @@ func (j *Job) Validate() error {
 			}
 			if o.Aggregate.Len() == 0 {
 				add(p+".aggregate", "a window needs aggregates, e.g. {requests: count(), avg_fare: avg(fare)}")
-			}
-			if len(o.KeyBy) == 0 {
-				add(p+".keyBy", "a window needs keyBy columns")
 			}
 			w := o.Window
 			wp := p + ".window"
@@ -318,9 +339,9 @@ func checkInput(field, input string, produced map[string]string, sinks map[strin
 // cycle returns a description of a cycle among operators, or "".
 func (j *Job) cycle() string {
 	owner := map[string]string{} // side output name -> operator
-	input := map[string]string{}
+	inputs := map[string][]string{}
 	for _, o := range j.Operators {
-		input[o.Name] = o.Input
+		inputs[o.Name] = o.Inputs()
 		if o.Window != nil && o.Window.LateOutput != "" {
 			owner[o.Window.LateOutput] = o.Name
 		}
@@ -331,30 +352,48 @@ func (j *Job) cycle() string {
 		}
 		return n
 	}
-	for _, o := range j.Operators {
-		seen := map[string]bool{o.Name: true}
-		path := []string{o.Name}
-		cur := resolve(input[o.Name])
-		for {
-			if _, isOp := input[cur]; !isOp {
-				break
-			}
-			path = append(path, cur)
-			if seen[cur] {
-				for i, n := range path {
-					if n == cur {
-						path = path[i:]
-						break
+	// Depth-first search over operators in spec order; path is the stack.
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := map[string]int{}
+	var path []string
+	var visit func(n string) string
+	visit = func(n string) string {
+		switch state[n] {
+		case onPath:
+			for i, m := range path {
+				if m == n {
+					cyc := append([]string(nil), path[i:]...)
+					cyc = append(cyc, n)
+					// Report in data-flow order.
+					for l, r := 0, len(cyc)-1; l < r; l, r = l+1, r-1 {
+						cyc[l], cyc[r] = cyc[r], cyc[l]
 					}
+					return strings.Join(cyc, " -> ")
 				}
-				// Report in data-flow order.
-				for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
-					path[l], path[r] = path[r], path[l]
-				}
-				return strings.Join(path, " -> ")
 			}
-			seen[cur] = true
-			cur = resolve(input[cur])
+		case done:
+			return ""
+		}
+		state[n] = onPath
+		path = append(path, n)
+		for _, in := range inputs[n] {
+			if src := resolve(in); inputs[src] != nil {
+				if c := visit(src); c != "" {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[n] = done
+		return ""
+	}
+	for _, o := range j.Operators {
+		if c := visit(o.Name); c != "" {
+			return c
 		}
 	}
 	return ""
@@ -405,4 +444,97 @@ func (j *Job) Effective() *Job {
 	}
 	c.Exchange = &ex
 	return &c
+}
+
+func validateNexmark(p string, s *Source, add func(string, string, ...any), finite func(string, float64)) {
+	if s.Schema.Len() != 0 {
+		add(p+".schema", "a nexmark source has fixed schemas (docs/nexmark.md): leave schema out")
+	}
+	if s.Event != nil && s.Event.Column != "" && s.Event.Column != "dateTime" {
+		add(p+".eventTime.column", "%q: a nexmark source's event time is dateTime", s.Event.Column)
+	}
+	if s.Event != nil && s.Event.MaxOutOfOrderness < 0 {
+		add(p+".eventTime.maxOutOfOrderness", "%s is negative", s.Event.MaxOutOfOrderness)
+	}
+	if s.Gen != nil {
+		add(p+".datagen", "only a datagen source takes datagen options; use nexmark: {...}")
+	}
+	if s.Path != "" || s.Stream != "" || s.Format != "" {
+		add(p, "a nexmark source takes no path, stream or format")
+	}
+	n := s.Nexmark
+	if n == nil {
+		return
+	}
+	np := p + ".nexmark"
+	finite(np+".eventsPerSecond", n.EventsPerSecond)
+	if n.EventsPerSecond < 0 {
+		add(np+".eventsPerSecond", "%g is negative", n.EventsPerSecond)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"avgPersonBytes", n.AvgPersonBytes}, {"avgAuctionBytes", n.AvgAuctionBytes}, {"avgBidBytes", n.AvgBidBytes},
+		{"hotAuctionRatio", n.HotAuctionRatio}, {"hotSellersRatio", n.HotSellersRatio}, {"hotBiddersRatio", n.HotBiddersRatio},
+		{"activePeople", n.ActivePeople}, {"inFlightAuctions", n.InFlightAuctions},
+	} {
+		if f.v < 0 {
+			add(np+"."+f.name, "%d is negative", f.v)
+		}
+	}
+	if n.Start != "" && n.Start != "now" {
+		if _, err := time.Parse(time.RFC3339, n.Start); err != nil {
+			add(np+".start", "%q: want RFC 3339 (2026-01-01T00:00:00Z) or \"now\"", n.Start)
+		}
+	}
+}
+
+func validateJoin(p string, o Operator, add func(string, string, ...any)) {
+	jn := o.Join
+	if len(o.KeyBy) > 0 {
+		add(p, "a join keys each side with join.left.keyBy and join.right.keyBy, not keyBy")
+	}
+	if jn.Left.Input != "" && jn.Left.Input == jn.Right.Input {
+		add(p+".right.input", "%q is also the left input: joining a stream with itself is not supported", jn.Right.Input)
+	}
+	if len(jn.Left.KeyBy) == 0 {
+		add(p+".left.keyBy", "missing: the columns of the left key")
+	}
+	if len(jn.Right.KeyBy) == 0 {
+		add(p+".right.keyBy", "missing: the columns of the right key")
+	}
+	if len(jn.Left.KeyBy) > 0 && len(jn.Right.KeyBy) > 0 && len(jn.Left.KeyBy) != len(jn.Right.KeyBy) {
+		add(p, "left.keyBy has %d columns and right.keyBy %d: the keys must have the same columns", len(jn.Left.KeyBy), len(jn.Right.KeyBy))
+	}
+	switch jn.Type {
+	case JoinRegular:
+		if jn.TTL < 0 {
+			add(p+".ttl", "%s is negative", jn.TTL)
+		}
+		if jn.Window != nil || jn.Lower != 0 || jn.Upper != 0 {
+			add(p, "a regular join takes ttl only (lower/upper are for interval joins, window for window joins)")
+		}
+	case JoinInterval:
+		if jn.Lower > jn.Upper {
+			add(p+".lower", "%s is above upper %s", jn.Lower, jn.Upper)
+		}
+		if jn.Window != nil || jn.TTL != 0 {
+			add(p, "an interval join takes lower and upper only")
+		}
+	case JoinWindow:
+		switch {
+		case jn.Window == nil:
+			add(p+".window", "missing: a window join needs a window: {type: tumbling|sliding, ...}")
+		case jn.Window.Type == WindowSession:
+			add(p+".window.type", "session windows are not supported in joins: want tumbling or sliding")
+		case jn.Window.Type != WindowTumbling && jn.Window.Type != WindowSliding:
+			add(p+".window.type", "%q is not a window type: want tumbling or sliding", jn.Window.Type)
+		}
+		if jn.TTL != 0 || jn.Lower != 0 || jn.Upper != 0 {
+			add(p, "a window join takes window only")
+		}
+	default:
+		add(p+".type", "%q is not a join type: want regular, interval or window", jn.Type)
+	}
 }

@@ -112,15 +112,13 @@ func TestValidateRules(t *testing.T) {
 
 		// Operator kinds.
 		{name: "no kind", edits: []string{filter, ""},
-			field: "operators[cheap]", msg: []string{"needs exactly one of filter, select, window (with aggregate) or function"}},
+			field: "operators[cheap]", msg: []string{"needs exactly one of filter, select, window (with aggregate), function or join"}},
 		{name: "two kinds", edits: []string{filter, filter + "    function: f\n"},
 			field: "operators[cheap]", msg: []string{"needs exactly one of"}},
 		{name: "aggregate without window", edits: []string{window, ""},
 			field: "operators[stats].window", msg: []string{"aggregate needs a window"}},
 		{name: "window without aggregate", edits: []string{"    aggregate: {n: count()}\n", ""},
 			field: "operators[stats].aggregate", msg: []string{"a window needs aggregates"}},
-		{name: "window without keyBy", edits: []string{"    keyBy: [zone]\n", ""},
-			field: "operators[stats].keyBy", msg: []string{"a window needs keyBy columns"}},
 		{name: "function without keyBy", edits: []string{filter, "    function: enrich\n"},
 			field: "operators[cheap].keyBy", msg: []string{"a function operator needs keyBy columns"}},
 
@@ -188,7 +186,7 @@ func TestValidateRules(t *testing.T) {
 		{name: "event time without column", edits: []string{"{column: ts}", "{idleTimeout: 5s}"},
 			field: "sources[rides].eventTime.column", msg: []string{"missing: name the timestamp_ms column"}},
 		{name: "unknown source type", edits: []string{srcType, "    type: kafka\n"},
-			field: "sources[rides].type", marker: "type: kafka", msg: []string{`"kafka" is not a source type: want datagen, files or redis`}},
+			field: "sources[rides].type", marker: "type: kafka", msg: []string{`"kafka" is not a source type: want datagen, files, redis or nexmark`}},
 		{name: "datagen with path", edits: []string{srcType, srcType + "    path: in/\n"},
 			field: "sources[rides]", msg: []string{"datagen takes no path or stream"}},
 		{name: "files without path", edits: []string{srcType, "    type: files\n    format: jsonl\n", count, ""},

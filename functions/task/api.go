@@ -88,6 +88,16 @@ type Operator interface {
 	Close() error
 }
 
+// TwoInputOperator is an operator with two inputs, left (0) and right (1):
+// a join. The runtime calls ProcessBatchFrom instead of ProcessBatch, and
+// ProcessWatermark with the minimum of both inputs' watermarks.
+type TwoInputOperator interface {
+	Operator
+	// ProcessBatchFrom processes one batch of input 0 or 1 (ownership as
+	// in ProcessBatch).
+	ProcessBatchFrom(input int, b arrow.RecordBatch) error
+}
+
 // ProcessingTimer is implemented by operators with processing-time timers.
 type ProcessingTimer interface {
 	// NextProcessingTime is when OnProcessingTime should next be called;
@@ -120,6 +130,19 @@ type Source interface {
 	// releases the batch.
 	Poll(ctx context.Context, maxRows int, wait time.Duration) (arrow.RecordBatch, error)
 	Close() error
+}
+
+// MultiOutputSource is a source with several outputs, each with a schema
+// of its own (the nexmark source's person, auction and bid streams). The
+// runtime calls PollOutputs instead of Poll; Poll is never called.
+type MultiOutputSource interface {
+	Source
+	// Outputs names the outputs, in the order PollOutputs returns them.
+	Outputs() []string
+	// PollOutputs is Poll for every output at once: batches[i] has output
+	// i's rows, nil for none; together they hold at most maxRows rows.
+	// Positions (Resumable) cover all outputs.
+	PollOutputs(ctx context.Context, maxRows int, wait time.Duration) ([]arrow.RecordBatch, error)
 }
 
 // Resumable is implemented by sources that can resume from a recorded

@@ -33,6 +33,10 @@ type Config struct {
 	Source  *SourceHead
 	Inputs  []exchange.Channel
 	Credits int
+	// InputSide says, per channel of Inputs, which input of a two-input
+	// head (TwoInputOperator) it feeds: 0 (left) or 1 (right). Nil for a
+	// one-input head.
+	InputSide []int
 
 	// Nodes are the chained operators and sinks in topological order.
 	Nodes []*Node
@@ -75,6 +79,11 @@ type SourceHead struct {
 	// WatermarkInterval is how often watermarks are emitted (default 200ms).
 	WatermarkInterval time.Duration
 	Out               []Target
+	// Outputs are the targets of each output of a MultiOutputSource, by
+	// name; TimeColumns the event-time column of each (in the source's
+	// Outputs order; -1 for none). Out and TimeColumn are then unused.
+	Outputs     map[string][]Target
+	TimeColumns []int
 }
 
 // Node is one chained operator or sink.
@@ -187,6 +196,8 @@ type runner struct {
 	nets      []*netOutput
 	outs      []Output // per node: its main output
 	headOut   Output   // a source's output
+	multi     MultiOutputSource
+	multiOut  []Output // a multi-output source's outputs, in its order
 	timers    []ProcessingTimer
 	opened    []int // nodes opened, to close
 	wm        int64
@@ -257,6 +268,16 @@ func (r *runner) open() error {
 	}
 	if s := cfg.Source; s != nil {
 		r.headOut = r.targets(s.Out)
+		if ms, ok := s.Source.(MultiOutputSource); ok {
+			r.multi = ms
+			names := ms.Outputs()
+			if len(s.TimeColumns) != len(names) {
+				return fmt.Errorf("source %s: %d outputs but %d time columns configured", s.Name, len(names), len(s.TimeColumns))
+			}
+			for _, name := range names {
+				r.multiOut = append(r.multiOut, r.targets(s.Outputs[name]))
+			}
+		}
 		r.dead = newDeadLetters(cfg, s.Name, &r.stats.Counters)
 		c := base
 		c.Node = s.Name
@@ -332,6 +353,13 @@ func (r *runner) runInputs() error {
 		}
 	}()
 	head := &nodeInput{r: r, n: cfg.Nodes[0]}
+	var two TwoInputOperator
+	if cfg.InputSide != nil {
+		var ok bool
+		if two, ok = cfg.Nodes[0].Op.(TwoInputOperator); !ok || len(cfg.InputSide) != len(cfg.Inputs) {
+			return fmt.Errorf("vertex %s: input sides given for a head that is not a two-input operator", cfg.Vertex)
+		}
+	}
 	var aligner *Aligner
 	if r.cp != nil {
 		aligner = NewAligner(len(cfg.Inputs))
@@ -370,7 +398,14 @@ func (r *runner) runInputs() error {
 					return fmt.Errorf("decode entry of %s: %w", cfg.Inputs[in], err)
 				}
 				r.stats.RecordsIn.Add(rec.NumRows())
-				err = head.Emit(rec)
+				if two != nil {
+					err = two.ProcessBatchFrom(cfg.InputSide[in], rec)
+					if err != nil {
+						err = fmt.Errorf("operator %s: %w", cfg.Nodes[0].Name, err)
+					}
+				} else {
+					err = head.Emit(rec)
+				}
 				rec.Release()
 				if err != nil {
 					return err
@@ -460,6 +495,31 @@ func (r *runner) runSource() error {
 			maxRows = min(maxRows, int(tokens))
 		}
 		t0 := time.Now()
+		if r.multi != nil {
+			got, err := r.pollMulti(maxRows, min(r.untilWake(now), 100*time.Millisecond))
+			if errors.Is(err, io.EOF) {
+				return r.finish()
+			}
+			if err != nil {
+				return fmt.Errorf("source %s[%d]: %w", s.Name, r.cfg.Subtask, err)
+			}
+			now = r.now()
+			if got == 0 {
+				r.stats.addIdle(time.Since(t0))
+			} else {
+				tokens -= float64(got)
+				lastData = now
+				if r.idle {
+					if err := r.setIdle(false); err != nil {
+						return err
+					}
+				}
+			}
+			if err := r.sourceTime(now, &lastWm, lastData); err != nil {
+				return err
+			}
+			continue
+		}
 		b, err := s.Source.Poll(r.ctx, maxRows, min(r.untilWake(now), 100*time.Millisecond))
 		if errors.Is(err, io.EOF) {
 			return r.finish()
@@ -492,25 +552,67 @@ func (r *runner) runSource() error {
 				}
 			}
 		}
-		if s.TimeColumn >= 0 && now.Sub(lastWm) >= s.WatermarkInterval {
-			lastWm = now
-			if r.maxTs > MinWatermark {
-				if wm := r.maxTs - s.MaxOutOfOrderness.Milliseconds() - 1; wm > r.wm {
-					if err := r.advance(wm); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if s.IdleTimeout > 0 && !r.idle && now.Sub(lastData) >= s.IdleTimeout {
-			if err := r.setIdle(true); err != nil {
-				return err
-			}
-		}
-		if err := r.tick(now); err != nil {
+		if err := r.sourceTime(now, &lastWm, lastData); err != nil {
 			return err
 		}
 	}
+}
+
+// pollMulti polls a multi-output source and emits each output's batch; it
+// returns how many rows it emitted.
+func (r *runner) pollMulti(maxRows int, wait time.Duration) (int64, error) {
+	bs, err := r.multi.PollOutputs(r.ctx, maxRows, wait)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	defer func() {
+		for _, b := range bs {
+			if b != nil {
+				b.Release()
+			}
+		}
+	}()
+	if len(bs) != len(r.multiOut) {
+		return 0, fmt.Errorf("PollOutputs returned %d batches for %d outputs", len(bs), len(r.multiOut))
+	}
+	for i, b := range bs {
+		if b == nil || b.NumRows() == 0 {
+			continue
+		}
+		n += b.NumRows()
+		if tc := r.cfg.Source.TimeColumns[i]; tc >= 0 {
+			r.maxTs = max(r.maxTs, maxTimestamp(b.Column(tc)))
+		}
+		if err := r.multiOut[i].Emit(b); err != nil {
+			return n, err
+		}
+	}
+	r.stats.RecordsIn.Add(n)
+	return n, nil
+}
+
+// sourceTime does a source task's time-driven work after a poll:
+// watermarks, idleness and tick.
+func (r *runner) sourceTime(now time.Time, lastWm *time.Time, lastData time.Time) error {
+	s := r.cfg.Source
+	timed := s.TimeColumn >= 0 || len(s.TimeColumns) > 0
+	if timed && now.Sub(*lastWm) >= s.WatermarkInterval {
+		*lastWm = now
+		if r.maxTs > MinWatermark {
+			if wm := r.maxTs - s.MaxOutOfOrderness.Milliseconds() - 1; wm > r.wm {
+				if err := r.advance(wm); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if s.IdleTimeout > 0 && !r.idle && now.Sub(lastData) >= s.IdleTimeout {
+		if err := r.setIdle(true); err != nil {
+			return err
+		}
+	}
+	return r.tick(now)
 }
 
 // takeTriggered takes the checkpoints triggered since the last call (a
