@@ -117,3 +117,32 @@ func Late(w *spec.Window, allowedLateness time.Duration, lateOutput string) *spe
 	w.LateOutput = lateOutput
 	return w
 }
+
+// Side names one input of a join and its key columns: Side("auctions",
+// "seller").
+func Side(input string, keyBy ...string) spec.JoinSide {
+	return spec.JoinSide{Input: input, KeyBy: keyBy}
+}
+
+// RegularJoin joins every pair of left and right rows with equal keys, as
+// they arrive. A ttl above zero forgets a row once the watermark passes its
+// event time plus ttl; 0 keeps every row.
+func RegularJoin(left, right spec.JoinSide, ttl time.Duration) *spec.Join {
+	return &spec.Join{Type: spec.JoinRegular, Left: left, Right: right, TTL: spec.Duration(ttl)}
+}
+
+// IntervalJoin joins left and right rows with equal keys whose event times
+// satisfy right + lower <= left <= right + upper.
+func IntervalJoin(left, right spec.JoinSide, lower, upper time.Duration) *spec.Join {
+	return &spec.Join{Type: spec.JoinInterval, Left: left, Right: right, Lower: spec.Duration(lower), Upper: spec.Duration(upper)}
+}
+
+// WindowJoin joins left and right rows with equal keys in the same
+// tumbling or sliding window, when the window fires.
+func WindowJoin(left, right spec.JoinSide, w *spec.Window) *spec.Join {
+	return &spec.Join{Type: spec.JoinWindow, Left: left, Right: right, Window: w}
+}
+
+// Columns returns a join's output columns from name, "left.<column>" or
+// "right.<column>" pairs, in order.
+func Columns(nameRef ...string) *spec.OrderedMap { return pairs("Columns", nameRef) }

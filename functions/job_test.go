@@ -59,6 +59,53 @@ sinks:
 	}
 }
 
+func TestJoinBuildersMatchParse(t *testing.T) {
+	const yaml = `
+job: joins
+sources:
+  - {name: nx, type: nexmark, count: 1000, eventTime: {column: dateTime, maxOutOfOrderness: 1s}}
+operators:
+  - name: sellers
+    join:
+      type: regular
+      left: {input: nx.person, keyBy: [id]}
+      right: {input: nx.auction, keyBy: [seller]}
+      ttl: 1h
+      columns: {name: left.name, auction: right.id}
+      where: name != ""
+  - name: near
+    join: {type: interval, left: {input: nx.bid, keyBy: [auction]}, right: {input: nx.auction, keyBy: [id]}, lower: -10s, upper: 0s}
+  - name: same-window
+    join:
+      type: window
+      left: {input: sellers, keyBy: [auction]}
+      right: {input: nx.bid, keyBy: [auction]}
+      window: {type: tumbling, size: 10s}
+sinks:
+  - {name: out, input: near, type: stdout}
+`
+	want, err := spec.Parse([]byte(yaml), "joins.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	regular := RegularJoin(Side("nx.person", "id"), Side("nx.auction", "seller"), time.Hour)
+	regular.Columns = Columns("name", "left.name", "auction", "right.id")
+	regular.Where = `name != ""`
+	got, err := NewJob("joins").
+		Source(spec.Source{Name: "nx", Type: spec.SourceNexmark, Count: 1000, Event: &spec.EventTime{Column: "dateTime", MaxOutOfOrderness: spec.Duration(time.Second)}}).
+		Operator(spec.Operator{Name: "sellers", Join: regular}).
+		Operator(spec.Operator{Name: "near", Join: IntervalJoin(Side("nx.bid", "auction"), Side("nx.auction", "id"), -10*time.Second, 0)}).
+		Operator(spec.Operator{Name: "same-window", Join: WindowJoin(Side("sellers", "auction"), Side("nx.bid", "auction"), Tumbling(10*time.Second))}).
+		Sink(spec.Sink{Name: "out", Input: "near", Type: spec.SinkStdout}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("builder:\n%+v\nparse:\n%+v", got, want)
+	}
+}
+
 func TestJobBuilderValidates(t *testing.T) {
 	_, err := NewJob("bad job").
 		Source(spec.Source{Name: "s", Type: "kafka", Schema: Schema("a", "int64")}).
@@ -72,7 +119,6 @@ func TestJobBuilderValidates(t *testing.T) {
 	for _, frag := range []string{
 		`job: "bad job" is not a valid job name`,
 		`sources[s].type: "kafka" is not a source type`,
-		"operators[w].keyBy: a window needs keyBy columns",
 		"operators[w].window.slide: slide 1m0s is longer than size 1s",
 		"sinks: a job needs at least one sink",
 	} {
