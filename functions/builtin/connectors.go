@@ -112,8 +112,10 @@ func NewSink(snk *spec.Sink, in Stream) (task.Sink, error) {
 		s = newRedisSink(snk, in)
 	case spec.SinkStdout:
 		s = NewStdoutSink(in)
+	case spec.SinkBlackhole:
+		s = newBlackhole(snk, in)
 	default:
-		return nil, fmt.Errorf("%s.type: %q is not a sink type: want %s, %s or %s", p, snk.Type, spec.SinkFiles, spec.SinkRedis, spec.SinkStdout)
+		return nil, fmt.Errorf("%s.type: %q is not a sink type: want %s, %s, %s or %s", p, snk.Type, spec.SinkFiles, spec.SinkRedis, spec.SinkStdout, spec.SinkBlackhole)
 	}
 	if snk.Rate > 0 {
 		s = &rateLimitedSink{Sink: s, rate: snk.Rate}

@@ -336,6 +336,9 @@ const (
 	SinkFiles   = "files"
 	SinkRedis   = "redis"
 	SinkStdout  = "stdout"
+	// SinkBlackhole discards its input, counting rows and measuring how
+	// long after its event time each row arrived (benchmarks).
+	SinkBlackhole = "blackhole"
 	FormatJSONL = "jsonl"
 	FormatParq  = "parquet"
 )

@@ -272,9 +272,9 @@ func (j *Job) Validate() error {
 			if s.Stream == "" {
 				add(p+".stream", "missing: the Redis stream to append to")
 			}
-		case SinkStdout:
+		case SinkStdout, SinkBlackhole:
 		default:
-			add(p+".type", "%q is not a sink type: want files, redis or stdout", s.Type)
+			add(p+".type", "%q is not a sink type: want files, redis, stdout or blackhole", s.Type)
 		}
 	}
 	if e := j.Exchange; e != nil {

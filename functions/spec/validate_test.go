@@ -206,7 +206,7 @@ func TestValidateRules(t *testing.T) {
 		{name: "no sinks", edits: []string{"sinks:\n" + outSink + "  - {name: late-out, input: late, type: stdout}\n", "sinks: []\n"},
 			field: "sinks", msg: []string{"a job needs at least one sink"}},
 		{name: "unknown sink type", edits: []string{"type: stdout", "type: kafka"},
-			field: "sinks[late-out].type", msg: []string{`"kafka" is not a sink type: want files, redis or stdout`}},
+			field: "sinks[late-out].type", msg: []string{`"kafka" is not a sink type: want files, redis, stdout or blackhole`}},
 		{name: "files sink without path", edits: []string{" path: out/,", ""},
 			field: "sinks[out].path", msg: []string{"missing: a files sink writes objects under this prefix"}},
 		{name: "files sink in csv", edits: []string{"format: jsonl}", "format: csv}"},

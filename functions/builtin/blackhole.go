@@ -1,0 +1,139 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// blackhole is Flink's blackhole connector with a stopwatch: it discards
+// its input, counts rows and, for a stream with event time, records each
+// row's latency, the processing time it arrived minus its event time, in a
+// histogram. With a path, Finish writes the histogram to
+// <path>latency-<subtask>.json in the store (LatencySummary), for
+// benchmarks to read.
+type blackhole struct {
+	path     string
+	in       Stream
+	subtask  int
+	now      func() time.Time
+	bucket   blob.Bucket
+	counters *task.Counters
+	hist     LatencySummary
+}
+
+// LatencySummary is what a blackhole sink with a path writes at the end:
+// how many rows it took and how late they were, as counts per latency
+// bucket. A bucket's key is its lower bound in milliseconds; bounds are
+// exact below 100 ms and then grow by 5%, so a percentile read from it is
+// within 5%.
+type LatencySummary struct {
+	Rows    int64           `json:"rows"`
+	Timed   int64           `json:"timed"`
+	Buckets map[int64]int64 `json:"latencyMs"`
+}
+
+func newBlackhole(snk *spec.Sink, in Stream) *blackhole {
+	return &blackhole{path: snk.Path, in: in, hist: LatencySummary{Buckets: map[int64]int64{}}}
+}
+
+func (s *blackhole) Open(ctx *task.SinkContext) error {
+	s.subtask, s.now, s.bucket, s.counters = ctx.Subtask, ctx.Now, ctx.Bucket, ctx.Counters
+	return nil
+}
+
+func (s *blackhole) Write(_ context.Context, b arrow.RecordBatch) error {
+	n := b.NumRows()
+	s.hist.Rows += n
+	if s.counters != nil {
+		s.counters.SinkRows.Add(n)
+	}
+	if !s.in.HasTime() || n == 0 {
+		return nil
+	}
+	ts, ok := b.Column(s.in.TimeColumn).(*array.Timestamp)
+	if !ok {
+		return nil
+	}
+	now := s.now().UnixMilli()
+	for i := range int(n) {
+		if ts.IsNull(i) {
+			continue
+		}
+		s.hist.Buckets[LatencyBucket(now-int64(ts.Value(i))-s.in.TimeOffset)]++
+		s.hist.Timed++
+	}
+	return nil
+}
+
+// LatencyBucket returns the lower bound of the bucket of a latency in ms
+// (negative latencies, from event times ahead of the clock, count as 0).
+func LatencyBucket(ms int64) int64 {
+	if ms < 100 {
+		return max(ms, 0)
+	}
+	// Buckets [100*1.05^k, 100*1.05^(k+1)).
+	k := math.Floor(math.Log(float64(ms)/100) / math.Log(1.05))
+	return int64(math.Ceil(100 * math.Pow(1.05, k)))
+}
+
+// Percentile returns the latency below which fraction q (0..1) of the
+// timed rows fall, as a bucket's lower bound; -1 without timed rows.
+func (l LatencySummary) Percentile(q float64) int64 {
+	if l.Timed == 0 {
+		return -1
+	}
+	keys := make([]int64, 0, len(l.Buckets))
+	for k := range l.Buckets {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := int64(math.Ceil(q * float64(l.Timed)))
+	var seen int64
+	for _, k := range keys {
+		seen += l.Buckets[k]
+		if seen >= want {
+			return k
+		}
+	}
+	return keys[len(keys)-1]
+}
+
+// Merge adds o's rows and buckets to l.
+func (l *LatencySummary) Merge(o LatencySummary) {
+	if l.Buckets == nil {
+		l.Buckets = map[int64]int64{}
+	}
+	l.Rows += o.Rows
+	l.Timed += o.Timed
+	for k, v := range o.Buckets {
+		l.Buckets[k] += v
+	}
+}
+
+func (s *blackhole) Finish(ctx context.Context) error {
+	if s.path == "" || s.bucket == nil {
+		return nil
+	}
+	data, err := json.Marshal(s.hist)
+	if err != nil {
+		return err
+	}
+	key := fmt.Sprintf("%slatency-%d.json", s.path, s.subtask)
+	if err := s.bucket.Put(ctx, key, data); err != nil {
+		return fmt.Errorf("blackhole sink: write %s: %w", key, err)
+	}
+	return nil
+}
+
+func (s *blackhole) Close() error { return nil }
