@@ -1,0 +1,5 @@
+//go:build !race
+
+package nexmark
+
+const raceEnabled = false
