@@ -84,8 +84,10 @@ func NewSource(src *spec.Source, out Stream) (task.Source, error) {
 			return nil, fmt.Errorf("%s.format: %q is not supported: want %s", p, src.Format, spec.FormatJSONL)
 		}
 		return newRedisSource(src, out), nil
+	case spec.SourceNexmark:
+		return newNexmarkSource(src)
 	}
-	return nil, fmt.Errorf("%s.type: %q is not a source type: want %s, %s or %s", p, src.Type, spec.SourceDatagen, spec.SourceFiles, spec.SourceRedis)
+	return nil, fmt.Errorf("%s.type: %q is not a source type: want %s, %s, %s or %s", p, src.Type, spec.SourceDatagen, spec.SourceFiles, spec.SourceRedis, spec.SourceNexmark)
 }
 
 // NewSink returns the sink snk describes, consuming in. A sink with a Rate
