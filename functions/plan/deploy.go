@@ -33,7 +33,10 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			if e.Chained {
 				t = task.ChainTo(index[e.To] - p.headOffset(v))
 			} else {
-				eo := task.EdgeOut{Partitioning: e.Partitioning, KeyColumns: e.KeyColumns}
+				eo := task.EdgeOut{Partitioning: e.Partitioning, KeyColumns: e.KeyColumns, Project: e.Project}
+				if e.Project != nil {
+					eo.ProjectSchema = e.Wire.Schema
+				}
 				for c := 0; c < e.To.Parallelism; c++ {
 					eo.Channels = append(eo.Channels, exchange.Channel{
 						Job: jobID, Attempt: attempt, Edge: e.Name(), Producer: subtask,
@@ -81,9 +84,9 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			var op task.Operator
 			var err error
 			if n.Op.Join != nil {
-				op, err = builtin.NewJoin(n.Op, n.Inputs[0].Stream, n.Inputs[1].Stream)
+				op, err = builtin.NewJoin(n.Op, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream())
 			} else {
-				op, err = newOperator(n.Op, n.Input.Stream)
+				op, err = newOperator(n.Op, n.Input.ConsumerStream())
 			}
 			if err != nil {
 				return task.Config{}, fmt.Errorf("operator %s: %w", n.Name, err)

@@ -12,6 +12,9 @@ package plan
 
 import (
 	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/weirstream/weir/functions/builtin"
 	"github.com/weirstream/weir/functions/spec"
@@ -60,6 +63,20 @@ type Edge struct {
 	Partitioning task.Partitioning
 	KeyColumns   []int
 	Stream       builtin.Stream
+	// Project, for a network edge, lists the columns of Stream that go
+	// over it (those its consumer reads; nil: all), and Wire is the
+	// stream the consumer sees.
+	Project []int
+	Wire    builtin.Stream
+}
+
+// ConsumerStream is the stream the edge's consumer reads: Wire on a
+// projected network edge, else Stream.
+func (e *Edge) ConsumerStream() builtin.Stream {
+	if e.Project != nil {
+		return e.Wire
+	}
+	return e.Stream
 }
 
 // Name identifies the edge among its consumer's inputs.
@@ -301,6 +318,13 @@ func (p *Plan) chain() {
 		}
 	}
 	for _, n := range p.Nodes {
+		for side, e := range n.Inputs {
+			if !e.Chained && n.Kind == KindOperator {
+				e.project(builtin.InputColumns(n.Op, side, e.Stream))
+			}
+		}
+	}
+	for _, n := range p.Nodes {
 		if n.Input != nil && n.Input.Chained {
 			v := n.Input.From.Vertex
 			v.Nodes = append(v.Nodes, n)
@@ -312,6 +336,34 @@ func (p *Plan) chain() {
 		n.Vertex = v
 		p.Vertices = append(p.Vertices, v)
 	}
+}
+
+// project makes e carry only the named columns (nil: all), if that drops
+// any.
+func (e *Edge) project(names []string) {
+	schema := e.Stream.Schema
+	if names == nil || len(names) >= schema.NumFields() {
+		return
+	}
+	var idx []int
+	var fields []arrow.Field
+	wire := builtin.Stream{TimeColumn: -1, TimeOffset: e.Stream.TimeOffset}
+	for i, f := range schema.Fields() {
+		if !slices.Contains(names, f.Name) {
+			continue
+		}
+		if i == e.Stream.TimeColumn {
+			wire.TimeColumn = len(idx)
+		}
+		idx = append(idx, i)
+		fields = append(fields, f)
+	}
+	if len(idx) == len(schema.Fields()) {
+		return
+	}
+	md := schema.Metadata()
+	wire.Schema = arrow.NewSchema(fields, &md)
+	e.Project, e.Wire = idx, wire
 }
 
 // Describe renders the plan's vertices for humans (weir jobs status).

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -430,4 +431,64 @@ sinks:
 	if outs := p.Node("stats").Outputs; len(outs) != 2 || outs[0].To.Name != "out" || outs[1].To.Name != "late-out" {
 		t.Errorf("stats outputs = %v", outs)
 	}
+}
+
+// A network edge into a window carries only the columns the window reads;
+// a chained edge, and an edge into a window with a late output, carry all.
+func TestEdgeProjection(t *testing.T) {
+	p := build(t, `job: proj
+parallelism: 2
+sources:
+  - name: rides
+    type: datagen
+    count: 10
+    schema: {id: int64, zone: string, fare: float64, note: string, ts: timestamp_ms}
+    eventTime: {column: ts}
+operators:
+  - {name: w, input: rides, keyBy: [zone], window: {type: tumbling, size: 1m}, aggregate: {n: count(), total: sum(fare)}}
+  - {name: late, input: rides, keyBy: [zone], window: {type: tumbling, size: 1m, lateOutput: l}, aggregate: {n: count()}}
+  - {name: cheap, input: rides, filter: fare < 10}
+sinks:
+  - {name: out, input: w, type: stdout}
+  - {name: out2, input: late, type: stdout}
+  - {name: out3, input: cheap, type: stdout}
+  - {name: out4, input: l, type: stdout}
+`)
+	e := p.Node("w").Input
+	if e.Chained || !slices.Equal(e.Project, []int{1, 2, 4}) {
+		t.Fatalf("edge into w: chained %v, project %v; want columns zone, fare, ts", e.Chained, e.Project)
+	}
+	if got := columnNames(e.Wire.Schema); got != "zone,fare,ts" || e.Wire.TimeColumn != 2 {
+		t.Errorf("wire stream %s, time column %d", got, e.Wire.TimeColumn)
+	}
+	if !slices.Equal(e.KeyColumns, []int{1}) {
+		t.Errorf("key columns %v index the producer's batch", e.KeyColumns)
+	}
+	if e := p.Node("late").Input; e.Project != nil {
+		t.Errorf("a window with a late output gets projected columns %v", e.Project)
+	}
+	if e := p.Node("cheap").Input; !e.Chained || e.Project != nil {
+		t.Errorf("chained filter edge: chained %v project %v", e.Chained, e.Project)
+	}
+	cfg, err := p.TaskConfig("j", 1, p.Node("rides").Vertex, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, eo := range cfg.Edges {
+		if slices.Equal(eo.Project, []int{1, 2, 4}) && eo.ProjectSchema.NumFields() == 3 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no task edge carries the projection: %+v", cfg.Edges)
+	}
+}
+
+func columnNames(s *arrow.Schema) string {
+	var names []string
+	for _, f := range s.Fields() {
+		names = append(names, f.Name)
+	}
+	return strings.Join(names, ",")
 }

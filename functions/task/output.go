@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
@@ -42,6 +43,11 @@ type EdgeOut struct {
 	Partitioning Partitioning
 	// KeyColumns are the key columns for Hash.
 	KeyColumns []int
+	// Project, if set, lists the columns that go over the edge, in the
+	// order of ProjectSchema: the consumer reads no others. Hashing sees
+	// the whole batch.
+	Project       []int
+	ProjectSchema *arrow.Schema
 }
 
 // netOutput writes one edge: it partitions, buffers and encodes batches
@@ -89,14 +95,23 @@ func (o *netOutput) Emit(b arrow.RecordBatch) error {
 		return nil
 	}
 	switch o.edge.Partitioning {
-	case Forward:
-		return o.add(o.subtask, b)
-	case Rebalance:
+	case Forward, Rebalance:
+		if o.edge.Project != nil {
+			b = o.project(b)
+			defer b.Release()
+		}
+		if o.edge.Partitioning == Forward {
+			return o.add(o.subtask, b)
+		}
 		o.rr = (o.rr + 1) % len(o.writers)
 		return o.add(o.rr, b)
 	}
 	n := int(b.NumRows())
 	o.hashes = arrowfmt.HashKeys(b, o.edge.KeyColumns, o.hashes[:0])
+	if o.edge.Project != nil {
+		b = o.project(b)
+		defer b.Release()
+	}
 	if cap(o.targets) < n {
 		o.targets = make([]int32, n)
 	}
@@ -127,6 +142,15 @@ func (o *netOutput) Emit(b arrow.RecordBatch) error {
 		part.Release()
 	}
 	return err
+}
+
+// project returns the edge's columns of b (no copy); release it.
+func (o *netOutput) project(b arrow.RecordBatch) arrow.RecordBatch {
+	cols := make([]arrow.Array, len(o.edge.Project))
+	for i, c := range o.edge.Project {
+		cols[i] = b.Column(c)
+	}
+	return array.NewRecordBatch(o.edge.ProjectSchema, cols, b.NumRows())
 }
 
 func (o *netOutput) add(i int, b arrow.RecordBatch) error {
