@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -34,9 +35,8 @@ type blackhole struct {
 
 // LatencySummary is what a blackhole sink with a path writes at the end:
 // how many rows it took and how late they were, as counts per latency
-// bucket. A bucket's key is its lower bound in milliseconds; bounds are
-// exact below 100 ms and then grow by 5%, so a percentile read from it is
-// within 5%.
+// bucket. A bucket's key is its lower bound in milliseconds (see
+// LatencyBucket), so a percentile read from it is within 1/32.
 type LatencySummary struct {
 	Rows    int64           `json:"rows"`
 	Timed   int64           `json:"timed"`
@@ -78,13 +78,14 @@ func (s *blackhole) Write(_ context.Context, b arrow.RecordBatch) error {
 
 // LatencyBucket returns the lower bound of the bucket of a latency in ms
 // (negative latencies, from event times ahead of the clock, count as 0).
+// Buckets are exact below 64 ms; above, a bucket keeps the six most
+// significant bits, so it is less than 1/32 wide.
 func LatencyBucket(ms int64) int64 {
-	if ms < 100 {
+	if ms < 64 {
 		return max(ms, 0)
 	}
-	// Buckets [100*1.05^k, 100*1.05^(k+1)).
-	k := math.Floor(math.Log(float64(ms)/100) / math.Log(1.05))
-	return int64(math.Ceil(100 * math.Pow(1.05, k)))
+	shift := bits.Len64(uint64(ms)) - 6
+	return ms >> shift << shift
 }
 
 // Percentile returns the latency below which fraction q (0..1) of the

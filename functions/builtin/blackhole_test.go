@@ -17,7 +17,7 @@ import (
 func TestLatencyBuckets(t *testing.T) {
 	for _, ms := range []int64{0, 1, 99, 100, 101, 250, 999, 4000, 123456} {
 		b := LatencyBucket(ms)
-		if b > ms || (ms >= 100 && float64(ms) >= float64(b)*1.05+1) || (ms < 100 && b != ms) {
+		if b > ms || (ms >= 64 && float64(ms-b) >= float64(b)/32) || (ms < 64 && b != ms) {
 			t.Errorf("LatencyBucket(%d) = %d", ms, b)
 		}
 		if LatencyBucket(b) != b {
