@@ -1,0 +1,1361 @@
+package builtin
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// joinBatchRows caps the rows of one emitted batch.
+const joinBatchRows = 1 << 16
+
+type joinKind uint8
+
+const (
+	joinRegular joinKind = iota + 1
+	joinInterval
+	joinWindow
+)
+
+// joinSideNames names the inputs as the spec does: join.left, join.right.
+var joinSideNames = [2]string{"left", "right"}
+
+// joinOutCol is an output column copied from column col of input side.
+type joinOutCol struct{ side, col int }
+
+// joinConfig is what JoinSchema and NewJoin derive from the spec.
+type joinConfig struct {
+	name  string
+	kind  joinKind
+	ttl   int64 // ms; regular joins, 0: rows are kept forever
+	lower int64 // ms; interval joins
+	upper int64
+	win   windowKind // window joins: tumbling or sliding
+	size  int64      // ms
+	slide int64      // ms; size for tumbling windows
+
+	in       [2]Stream
+	keys     [2][]int
+	keyTypes []arrowfmt.Type
+	// fast: the key is one int64 or timestamp_ms column, compared as an
+	// int64 instead of by its encoding.
+	fast bool
+	// cols are the output columns after window_start and window_end
+	// (window joins: winCols is 2).
+	cols    []joinOutCol
+	winCols int
+	out     Stream
+	where   *compiledExpr // nil without where
+}
+
+// JoinSchema checks the join o of the streams left and right and returns
+// what it emits and the key columns of each input, by which the runtime
+// hash-partitions them (equal keys of equal types hash equally, so they
+// meet in one subtask).
+//
+// The output columns are join.columns in order, each "left.<column>" or
+// "right.<column>" with the input's type; by default every left column then
+// every right column under its own name, which must then be unique. A
+// window join's output starts with window_start and window_end
+// (timestamp_ms) and its event time is window_end - 1, as for the window
+// operator. The event time of a regular or interval join's output is the
+// first output column that is the left input's event-time column, else the
+// first that is the right's, else none.
+func JoinSchema(o *spec.Operator, left, right Stream) (out Stream, leftKeys, rightKeys []int, err error) {
+	cfg, err := newJoinConfig(o, left, right)
+	if err != nil {
+		return Stream{}, nil, nil, err
+	}
+	return cfg.out, cfg.keys[0], cfg.keys[1], nil
+}
+
+func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
+	jn := o.Join
+	if jn == nil {
+		return nil, fmt.Errorf("join %s: join: missing", o.Name)
+	}
+	cfg := &joinConfig{name: o.Name, in: [2]Stream{left, right}}
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	ms := func(field string, d spec.Duration) int64 {
+		if d%spec.Duration(time.Millisecond) != 0 {
+			add("%s: %s is not a whole number of milliseconds", field, d)
+		}
+		return int64(d.D() / time.Millisecond)
+	}
+
+	switch jn.Type {
+	case spec.JoinRegular:
+		cfg.kind = joinRegular
+		if jn.TTL < 0 {
+			add("join.ttl: %s is negative: want 0 (keep rows forever) or more", jn.TTL)
+		}
+		cfg.ttl = ms("join.ttl", jn.TTL)
+	case spec.JoinInterval:
+		cfg.kind = joinInterval
+		cfg.lower = ms("join.lower", jn.Lower)
+		cfg.upper = ms("join.upper", jn.Upper)
+		if jn.Lower > jn.Upper {
+			add("join.lower: %s is above upper %s", jn.Lower, jn.Upper)
+		}
+	case spec.JoinWindow:
+		cfg.kind = joinWindow
+		w := jn.Window
+		if w == nil {
+			add("join.window: missing: a window join needs a window: {type: tumbling|sliding, ...}")
+			break
+		}
+		positive := func(field string, d spec.Duration) int64 {
+			if d < spec.Duration(time.Millisecond) {
+				add("join.window.%s: %s: want at least 1ms", field, d)
+				return 1
+			}
+			return max(1, ms("join.window."+field, d))
+		}
+		switch w.Type {
+		case spec.WindowTumbling:
+			cfg.win = kindTumbling
+			cfg.size = positive("size", w.Size)
+			cfg.slide = cfg.size
+		case spec.WindowSliding:
+			cfg.win = kindSliding
+			cfg.size = positive("size", w.Size)
+			cfg.slide = positive("slide", w.Slide)
+			if w.Slide > w.Size {
+				add("join.window.slide: %s is longer than size %s", w.Slide, w.Size)
+			}
+		default:
+			add("join.window.type: %q is not supported in joins: want tumbling or sliding", w.Type)
+		}
+		if w.AllowedLateness != 0 || w.LateOutput != "" {
+			add("join.window: allowedLateness and lateOutput are not supported in joins: late rows are counted and dropped")
+		}
+	default:
+		add("join.type: %q is not a join type: want regular, interval or window", jn.Type)
+	}
+
+	needTime := cfg.kind == joinInterval || cfg.kind == joinWindow || cfg.kind == joinRegular && cfg.ttl > 0
+	inputs := [2]string{jn.Left.Input, jn.Right.Input}
+	for s, in := range cfg.in {
+		field := "join." + joinSideNames[s] + ".input"
+		switch {
+		case in.Schema == nil:
+			add("%s: %q has no schema", field, inputs[s])
+		case !in.HasTime():
+			if needTime {
+				add("%s: %q has no event time: %s needs event time on both inputs (the source's eventTime)", field, inputs[s], cfg.needsTime())
+			}
+		case in.TimeColumn >= in.Schema.NumFields():
+			add("%s: event time column %d is out of range: %q has %d columns", field, in.TimeColumn, inputs[s], in.Schema.NumFields())
+		default:
+			if t := in.Schema.Field(in.TimeColumn).Type; t.ID() != arrow.TIMESTAMP && t.ID() != arrow.INT64 {
+				add("%s: event time column %q is %v, want timestamp_ms", field, in.Schema.Field(in.TimeColumn).Name, t)
+			}
+		}
+	}
+	if len(errs) > 0 && (left.Schema == nil || right.Schema == nil) {
+		return nil, fmt.Errorf("join %s: %w", o.Name, errors.Join(errs...))
+	}
+
+	// Keys.
+	keyBy := [2][]string{jn.Left.KeyBy, jn.Right.KeyBy}
+	var keyTypes [2][]arrowfmt.Type
+	keysOK := true
+	for s := range 2 {
+		field := "join." + joinSideNames[s] + ".keyBy"
+		if len(keyBy[s]) == 0 {
+			add("%s: missing: the columns of the %s key", field, joinSideNames[s])
+			keysOK = false
+			continue
+		}
+		idx, err := cfg.in[s].Columns(field, keyBy[s])
+		if err != nil {
+			errs = append(errs, err)
+			keysOK = false
+			continue
+		}
+		cfg.keys[s] = idx
+		for i, c := range idx {
+			t, err := arrowfmt.TypeOf(cfg.in[s].Schema.Field(c).Type)
+			if err != nil {
+				add("%s: column %q: %w", field, keyBy[s][i], err)
+				keysOK = false
+			}
+			keyTypes[s] = append(keyTypes[s], t)
+		}
+	}
+	if keysOK {
+		if len(keyBy[0]) != len(keyBy[1]) {
+			add("join.right.keyBy: %d columns %q, but join.left.keyBy has %d %q: the keys must have the same number of columns", len(keyBy[1]), keyBy[1], len(keyBy[0]), keyBy[0])
+		} else {
+			for i := range keyBy[0] {
+				if lt, rt := keyTypes[0][i], keyTypes[1][i]; lt != rt {
+					add("join.right.keyBy: column %q is %s, but left key column %q is %s: key columns must have the same types pairwise", keyBy[1][i], rt, keyBy[0][i], lt)
+				}
+			}
+			cfg.keyTypes = keyTypes[0]
+			cfg.fast = len(cfg.keyTypes) == 1 && (cfg.keyTypes[0] == arrowfmt.Int64 || cfg.keyTypes[0] == arrowfmt.TimestampMs)
+		}
+	}
+
+	// Output columns.
+	var fields []arrowfmt.Field
+	names := map[string]string{}
+	if cfg.kind == joinWindow {
+		cfg.winCols = 2
+		fields = append(fields, arrowfmt.Field{Name: "window_start", Type: arrowfmt.TimestampMs}, arrowfmt.Field{Name: "window_end", Type: arrowfmt.TimestampMs})
+		names["window_start"] = "the window_start column"
+		names["window_end"] = "the window_end column"
+	}
+	addCol := func(field, name string, side, col int) {
+		t, err := arrowfmt.TypeOf(cfg.in[side].Schema.Field(col).Type)
+		if err != nil {
+			add("%s: %w", field, err)
+			return
+		}
+		cfg.cols = append(cfg.cols, joinOutCol{side: side, col: col})
+		fields = append(fields, arrowfmt.Field{Name: name, Type: t})
+	}
+	if jn.Columns.Len() == 0 {
+		for s := range 2 {
+			for c, f := range cfg.in[s].Schema.Fields() {
+				from := fmt.Sprintf("%s.%s", joinSideNames[s], f.Name)
+				if prev, dup := names[f.Name]; dup {
+					add("join.columns: missing, and the default output columns (every left column, then every right column) have %q twice, as %s and %s: list the output columns, e.g. columns: {%s: %s, %s_%s: %s}",
+						f.Name, prev, from, f.Name, strings.TrimPrefix(prev, "the "), joinSideNames[s], f.Name, from)
+					continue
+				}
+				names[f.Name] = from
+				addCol("join.columns", f.Name, s, c)
+			}
+		}
+	} else {
+		for i, name := range jn.Columns.Keys {
+			v := jn.Columns.Values[i]
+			field := "join.columns." + name
+			sideName, col, ok := strings.Cut(v, ".")
+			side := slices.Index(joinSideNames[:], sideName)
+			if !ok || side < 0 || col == "" {
+				add("%s: %q: want left.<column> or right.<column>", field, v)
+				continue
+			}
+			idx := cfg.in[side].Schema.FieldIndices(col)
+			if len(idx) == 0 {
+				add("%s: %q: the %s input has no column %q (columns: %s)", field, v, sideName, col, columnList(cfg.in[side].Schema))
+				continue
+			}
+			if prev, dup := names[name]; dup {
+				add("%s: the name collides with %s", field, prev)
+				continue
+			}
+			names[name] = "column " + name
+			addCol(field, name, side, idx[0])
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("join %s: %w", o.Name, errors.Join(errs...))
+	}
+	schema, err := arrowfmt.NewSchema(fields)
+	if err != nil {
+		return nil, fmt.Errorf("join %s: build output schema: %w", o.Name, err)
+	}
+	cfg.out = Stream{Schema: schema, TimeColumn: -1}
+	if cfg.kind == joinWindow {
+		cfg.out.TimeColumn, cfg.out.TimeOffset = 1, -1
+	} else {
+		for s := range 2 {
+			if !cfg.in[s].HasTime() {
+				continue
+			}
+			if i := slices.Index(cfg.cols, joinOutCol{side: s, col: cfg.in[s].TimeColumn}); i >= 0 {
+				cfg.out.TimeColumn, cfg.out.TimeOffset = cfg.winCols+i, cfg.in[s].TimeOffset
+				break
+			}
+		}
+	}
+	if strings.TrimSpace(jn.Where) != "" {
+		e, err := compileExpr("join.where", jn.Where, cfg.out)
+		if err != nil {
+			return nil, fmt.Errorf("join %s: %w", o.Name, err)
+		}
+		if !e.kindOK || e.kind != exBool {
+			return nil, fmt.Errorf("join %s: join.where: expression %q: where must be a boolean expression, got %s", o.Name, jn.Where, exprTypeName(e.typ))
+		}
+		cfg.where = e
+	}
+	return cfg, nil
+}
+
+func (cfg *joinConfig) needsTime() string {
+	switch cfg.kind {
+	case joinInterval:
+		return "an interval join"
+	case joinWindow:
+		return "a window join"
+	}
+	return "a regular join with ttl"
+}
+
+// retention is about how long a row is kept: the granularity of cleanup
+// is a fraction of it.
+func (cfg *joinConfig) retention() int64 {
+	switch cfg.kind {
+	case joinRegular:
+		return cfg.ttl
+	case joinInterval:
+		return max(cfg.upper-cfg.lower, cfg.upper, -cfg.lower)
+	}
+	return 0 // window rows expire when a window ends: few distinct times
+}
+
+// NewJoin returns the join operator of o with inputs left (input 0) and
+// right (input 1); it is a task.TwoInputOperator and a task.Stateful. The
+// runtime routes each input's rows by the key groups of its keyBy columns
+// (arrowfmt.HashKeys), so equal keys meet in one subtask; a row of a key
+// group outside ctx.KeyGroupStart..KeyGroupEnd is an error. A row joins
+// the rows of the other input with an equal key: a key with a null in any
+// column never matches (SQL), and such rows are not kept. Event time is the
+// time column plus the input's TimeOffset; wm below is the watermark, the
+// least of both inputs' (ProcessWatermark).
+//
+// A regular join is Flink's streaming inner join. A row is matched, when
+// it arrives, against every kept row of the other input with its key, and
+// the pairs go out at once (one batch per input batch). Then the row is
+// kept. With ttl > 0 a row is forgotten once ts+ttl <= wm: it no longer
+// matches, and a row that arrives with ts+ttl <= wm still matches what is
+// kept but is not kept itself. A row with a null event time is kept for
+// good, as all rows are with ttl 0. Nothing is late.
+//
+// An interval join is Flink's IntervalJoinOperator (between(lower, upper)
+// with the bounds mirrored: here they bound the left row's time from the
+// right's): left l and right r match when
+//
+//	r.ts + lower <= l.ts <= r.ts + upper
+//
+// both bounds inclusive, in milliseconds, either may be negative. A row
+// with ts < wm (or a null event time) is late: it is counted in
+// Counters.LateDropped and dropped. Any other row is matched against the
+// kept rows of the other input with its key (the pairs go out at once) and
+// kept. A left row is forgotten once wm > l.ts - lower, a right row once
+// wm > r.ts + upper: from then on no row of the other input that is not
+// late can match it. (Flink drops them one millisecond earlier, at wm >=,
+// and can then miss a pair with a row whose ts is exactly wm; weir keeps
+// them to the end of that millisecond, so the output is every matching
+// pair of rows that were not late, whatever the order of arrival and
+// watermarks.)
+//
+// A window join is Flink's window join (a coGroup over windows): each row
+// belongs to every window that contains its event time, tumbling [k*size,
+// +size) or sliding [k*slide, k*slide+size), aligned to the epoch. A
+// window has fired once wm >= end-1; a row goes to its windows that have
+// not, and a row all of whose windows have fired (or with a null event
+// time) is late: counted in Counters.LateDropped and dropped. When wm
+// reaches a window's end-1, every pair of a left and a right row of one
+// key in that window goes out, with window_start and window_end, and the
+// window's rows are forgotten (a row stays for its later windows).
+// Nothing else is emitted, so Finish, after ProcessWatermark(MaxWatermark),
+// has nothing to do.
+//
+// join.where keeps the output rows for which the expression over the
+// output columns is true; a row for which it is null or fails is dropped.
+//
+// Output order is deterministic: a batch's pairs follow the order of its
+// rows, and for each row the order in which the matched rows arrived; a
+// watermark's windows go out by (window_end, key), where keys compare by
+// their arrowfmt key encoding, and a window's pairs in arrival order of
+// the left row, then of the right.
+//
+// Rows are kept as references into the input batches, which the operator
+// retains until none of their rows is kept any more; a key's rows of each
+// input form a linked list in arrival order. A forgotten row no longer
+// matches at once; its memory goes back at the next watermark that passes
+// the end of its cleanup bucket (a fraction of the ttl or interval).
+//
+// The operator is a task.Stateful; join_state.go describes its state
+// batches.
+func NewJoin(o *spec.Operator, left, right Stream) (task.Operator, error) {
+	cfg, err := newJoinConfig(o, left, right)
+	if err != nil {
+		return nil, err
+	}
+	j := &joinOperator{cfg: cfg, wm: task.MinWatermark, state: newJoinStateLayout(cfg)}
+	for r := cfg.retention() / 64; r > 1 && j.shift < 10; r >>= 1 {
+		j.shift++
+	}
+	return j, nil
+}
+
+// joinRef is row r of the kept batch b of one input; b < 0: none (null).
+type joinRef struct{ b, r int32 }
+
+// joinEntry is one kept row of an input. The entries of an input live in
+// joinOperator.ents and those of a key chain through prev and next; free
+// ones form a list through next, with seq 0.
+type joinEntry struct {
+	ts   int64 // event time
+	exp  int64 // the row is forgotten once the watermark reaches exp
+	b, r int32 // the row: batch b of its input, row r
+	prev int32 // the key's previous row of the same input, or -1
+	next int32 // the key's next row of the same input, or -1
+	key  int32
+	seq  uint32
+}
+
+// joinKey is the state of one key: its rows of each input, as lists of
+// entries. It is kept small: a key has often just one row. Its encoding
+// (keys that are not fast) and windows are in joinOperator.skeys and wins
+// at the same index.
+type joinKey struct {
+	hash  uint64
+	ikey  int64 // the key value (fast keys)
+	next  int32 // next key with the same hash, or the next free key
+	group int32 // key group, or -1 for a free key
+	head  [2]int32
+	tail  [2]int32
+}
+
+// joinCol is a column of a kept batch, typed so that reading a value does
+// not box it.
+type joinCol struct {
+	arr   arrow.Array
+	nulls bool
+	ints  []int64 // int64 and timestamp_ms
+	flts  []float64
+	strs  *array.String
+	bools *array.Boolean
+}
+
+func makeJoinCol(a arrow.Array) joinCol {
+	c := joinCol{arr: a, nulls: a.NullN() > 0}
+	switch a := a.(type) {
+	case *array.Int64:
+		c.ints = a.Int64Values()
+	case *array.Timestamp:
+		c.ints = timestampInt64s(a.TimestampValues())
+	case *array.Float64:
+		c.flts = a.Float64Values()
+	case *array.String:
+		c.strs = a
+	case *array.Boolean:
+		c.bools = a
+	}
+	return c
+}
+
+// joinBatch is a retained input batch with kept rows.
+type joinBatch struct {
+	rec  arrow.RecordBatch // nil: a free slot
+	cols []joinCol
+	live int32 // kept rows
+}
+
+// joinSide holds the batches of one input with kept rows.
+type joinSide struct {
+	batches []joinBatch
+	free    []int32
+}
+
+// add retains rec and returns its slot.
+func (s *joinSide) add(rec arrow.RecordBatch) int32 {
+	rec.Retain()
+	var i int32
+	if n := len(s.free); n > 0 {
+		i = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		s.batches = append(s.batches, joinBatch{})
+		i = int32(len(s.batches) - 1)
+	}
+	bt := &s.batches[i]
+	bt.rec, bt.live = rec, 0
+	bt.cols = bt.cols[:0]
+	for _, c := range rec.Columns() {
+		bt.cols = append(bt.cols, makeJoinCol(c))
+	}
+	return i
+}
+
+// unref releases batch i if none of its rows is kept.
+func (s *joinSide) unref(i int32) {
+	bt := &s.batches[i]
+	if bt.live > 0 {
+		return
+	}
+	bt.rec.Release()
+	bt.rec = nil
+	clear(bt.cols)
+	s.free = append(s.free, i)
+}
+
+func (s *joinSide) release() {
+	for i := range s.batches {
+		if bt := &s.batches[i]; bt.rec != nil {
+			bt.rec.Release()
+			bt.rec = nil
+		}
+	}
+	s.batches, s.free = nil, nil
+}
+
+// appendColumn appends column c of the rows refs to bld, a builder of the
+// column's type; a ref with b < 0 appends a null.
+func (s *joinSide) appendColumn(bld array.Builder, c int, refs []joinRef) {
+	switch bb := bld.(type) {
+	case *array.Int64Builder:
+		bb.Reserve(len(refs))
+		for _, ref := range refs {
+			if ref.b < 0 {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			col := &s.batches[ref.b].cols[c]
+			if col.nulls && col.arr.IsNull(int(ref.r)) {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			bb.UnsafeAppend(col.ints[ref.r])
+		}
+	case *array.TimestampBuilder:
+		bb.Reserve(len(refs))
+		for _, ref := range refs {
+			if ref.b < 0 {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			col := &s.batches[ref.b].cols[c]
+			if col.nulls && col.arr.IsNull(int(ref.r)) {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			bb.UnsafeAppend(arrow.Timestamp(col.ints[ref.r]))
+		}
+	case *array.Float64Builder:
+		bb.Reserve(len(refs))
+		for _, ref := range refs {
+			if ref.b < 0 {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			col := &s.batches[ref.b].cols[c]
+			if col.nulls && col.arr.IsNull(int(ref.r)) {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			bb.UnsafeAppend(col.flts[ref.r])
+		}
+	case *array.BooleanBuilder:
+		bb.Reserve(len(refs))
+		for _, ref := range refs {
+			if ref.b < 0 {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			col := &s.batches[ref.b].cols[c]
+			if col.nulls && col.arr.IsNull(int(ref.r)) {
+				bb.UnsafeAppendBoolToBitmap(false)
+				continue
+			}
+			bb.UnsafeAppend(col.bools.Value(int(ref.r)))
+		}
+	case *array.StringBuilder:
+		bb.Reserve(len(refs))
+		for _, ref := range refs {
+			if ref.b < 0 {
+				bb.AppendNull()
+				continue
+			}
+			col := &s.batches[ref.b].cols[c]
+			if col.nulls && col.arr.IsNull(int(ref.r)) {
+				bb.AppendNull()
+				continue
+			}
+			bb.Append(col.strs.Value(int(ref.r)))
+		}
+	default:
+		panic(fmt.Sprintf("builtin: join: gather into a %T", bld))
+	}
+}
+
+// joinTimers holds lists of keys by time, with a min-heap of the times:
+// the window timers (at end-1) and the cleanup buckets of a join. Many
+// keys share a time, so adding one is usually an append to the list the
+// previous add used.
+type joinTimers struct {
+	times    []int64 // min-heap
+	slots    map[int64]int32
+	lists    [][]int32
+	free     []int32
+	lastAt   int64
+	lastSlot int32 // -1: none
+}
+
+func (q *joinTimers) push(at int64, key int32) {
+	s := q.lastSlot
+	if s < 0 || q.lastAt != at {
+		var ok bool
+		if s, ok = q.slots[at]; !ok {
+			if q.slots == nil {
+				q.slots = map[int64]int32{}
+			}
+			if n := len(q.free); n > 0 {
+				s = q.free[n-1]
+				q.free = q.free[:n-1]
+			} else {
+				q.lists = append(q.lists, nil)
+				s = int32(len(q.lists) - 1)
+			}
+			q.slots[at] = s
+			h := append(q.times, at)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if h[p] <= h[i] {
+					break
+				}
+				h[p], h[i] = h[i], h[p]
+				i = p
+			}
+			q.times = h
+		}
+		q.lastAt, q.lastSlot = at, s
+	}
+	l := q.lists[s]
+	if n := len(l); n > 0 && l[n-1] == key {
+		return
+	}
+	q.lists[s] = append(l, key)
+}
+
+// popDue removes the earliest time if it is at or before wm and returns
+// it with the slot of its keys, which the caller gives back with done.
+func (q *joinTimers) popDue(wm int64) (at int64, slot int32, ok bool) {
+	h := q.times
+	if len(h) == 0 || h[0] > wm {
+		return 0, 0, false
+	}
+	at = h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		if r := l + 1; r < n && h[r] < h[l] {
+			l = r
+		}
+		if h[i] <= h[l] {
+			break
+		}
+		h[i], h[l] = h[l], h[i]
+		i = l
+	}
+	q.times = h
+	slot = q.slots[at]
+	delete(q.slots, at)
+	if q.lastSlot == slot {
+		q.lastSlot = -1
+	}
+	return at, slot, true
+}
+
+func (q *joinTimers) done(slot int32) {
+	q.lists[slot] = q.lists[slot][:0]
+	q.free = append(q.free, slot)
+}
+
+func (q *joinTimers) reset() {
+	*q = joinTimers{lastSlot: -1}
+}
+
+// joinFiring is a window of a key due to fire.
+type joinFiring struct {
+	end int64
+	key int32
+}
+
+// joinOperator is the operator NewJoin returns. One goroutine drives it.
+type joinOperator struct {
+	cfg      *joinConfig
+	ctx      *task.Context
+	counters *task.Counters
+	mem      memory.Allocator
+	maxPar   int
+	kgStart  int
+	nGroups  int
+	wm       int64
+	// floor is, after a restore, the watermark each key group (index: key
+	// group - kgStart) had when it was saved; a group goes on from it
+	// while the watermark is lower (a restore at another parallelism
+	// starts at the least of the old subtasks' watermarks). nil when no
+	// group's is above wm.
+	floor    []int64
+	maxFloor int64
+
+	sides [2]joinSide
+	index map[uint64]int32 // key hash -> first key with it
+	keys  []joinKey
+	skeys []string // per key: its arrowfmt encoding (keys that are not fast)
+	// wins holds per key the ends of the windows with rows of the key that
+	// have not fired, sorted (window joins). Each has a timer at end-1.
+	wins    [][]int64
+	free    int32          // first free key, or -1
+	ents    [2][]joinEntry // per input
+	freeEnt [2]int32       // first free entry of each input, or -1
+	rows    []int32        // kept rows per key group (index: key group - kgStart)
+
+	// shift: cleanup buckets are 1<<shift ms; expiry holds, per input and
+	// bucket, the entries of the rows forgotten in it.
+	shift  uint
+	expiry [2]joinTimers
+	timers joinTimers // window joins: keys by window end-1
+
+	out      *array.RecordBuilder
+	failures exprFailures
+	// The pairs of the output being gathered: left rows, right rows and,
+	// for window joins, window starts.
+	pl, pr []joinRef
+	pw     []int64
+
+	// Checkpoints (join_state.go). With track set (from the first
+	// SnapshotState or RestoreState on), dirty lists the rows kept since
+	// the last snapshot, in order. Per key group: hadRows, the saved state
+	// (base and deltas so far) may have rows of it; saved, the watermark
+	// of its last expire entry. restored: state was restored and is not
+	// settled yet; started: input or a watermark has come.
+	state    *joinStateLayout
+	track    bool
+	dirty    []joinDirty
+	seq      uint32
+	hadRows  []bool
+	saved    []int64
+	restored bool
+	started  bool
+
+	// Scratch reused across calls.
+	hashes  []uint64
+	keyBuf  []byte
+	fire    []joinFiring
+	scratch []joinRef
+	sel     []int32
+}
+
+var (
+	_ task.TwoInputOperator = (*joinOperator)(nil)
+	_ task.Stateful         = (*joinOperator)(nil)
+)
+
+func (j *joinOperator) Open(ctx *task.Context) error {
+	if ctx.Out == nil {
+		return fmt.Errorf("join %s: open: no output", j.cfg.name)
+	}
+	j.ctx = ctx
+	j.mem = exprMem(ctx)
+	j.counters = ctx.Counters
+	if j.counters == nil {
+		j.counters = new(task.Counters)
+	}
+	j.failures.log = exprLogger(ctx)
+	j.maxPar = ctx.MaxParallelism
+	if j.maxPar <= 0 {
+		j.maxPar = arrowfmt.DefaultMaxParallelism
+	}
+	start, end := ctx.KeyGroupStart, ctx.KeyGroupEnd
+	if end <= start { // not set: every key group
+		start, end = 0, j.maxPar
+	}
+	j.kgStart, j.nGroups = start, end-start
+	j.rows = make([]int32, j.nGroups)
+	j.hadRows = make([]bool, j.nGroups)
+	j.saved = make([]int64, j.nGroups)
+	for g := range j.saved {
+		j.saved[g] = task.MinWatermark
+	}
+	j.index = map[uint64]int32{}
+	j.free, j.freeEnt = -1, [2]int32{-1, -1}
+	j.expiry[0].reset()
+	j.expiry[1].reset()
+	j.timers.reset()
+	j.out = array.NewRecordBuilder(j.mem, j.cfg.out.Schema)
+	return nil
+}
+
+// ProcessBatch is not used: the runtime gives a join its batches through
+// ProcessBatchFrom.
+func (j *joinOperator) ProcessBatch(arrow.RecordBatch) error {
+	return fmt.Errorf("join %s: process batch: a join has two inputs: the runtime must call ProcessBatchFrom", j.cfg.name)
+}
+
+// effWm returns the watermark key group g (index) goes by: wm, or the
+// watermark it was saved at if that is higher.
+func (j *joinOperator) effWm(g int) int64 {
+	if j.floor != nil && j.floor[g] > j.wm {
+		return j.floor[g]
+	}
+	return j.wm
+}
+
+// lastEnd returns the end of the last window that contains ts.
+func (j *joinOperator) lastEnd(ts int64) int64 {
+	return satAdd(ts-floorMod(ts, j.cfg.slide), j.cfg.size)
+}
+
+// satAddSigned is a+b saturating at the int64 bounds.
+func satAddSigned(a, b int64) int64 {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64
+	case b < 0 && s > a:
+		return math.MinInt64
+	}
+	return s
+}
+
+// expiry returns when a kept row of input side with event time ts is
+// forgotten (see NewJoin); math.MaxInt64 for never.
+func (j *joinOperator) expiryOf(side int, ts int64, hasTs bool) int64 {
+	c := j.cfg
+	switch c.kind {
+	case joinRegular:
+		if c.ttl == 0 || !hasTs {
+			return math.MaxInt64
+		}
+		return satAdd(ts, c.ttl)
+	case joinInterval:
+		if side == 0 {
+			return satAddSigned(satAddSigned(ts, -c.lower), 1)
+		}
+		return satAddSigned(satAddSigned(ts, c.upper), 1)
+	}
+	return j.lastEnd(ts) - 1
+}
+
+func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
+	if input != 0 && input != 1 {
+		return fmt.Errorf("join %s: process batch: input %d, want 0 (left) or 1 (right)", j.cfg.name, input)
+	}
+	j.begin()
+	n := int(b.NumRows())
+	if n == 0 {
+		return nil
+	}
+	c := j.cfg
+	in := c.in[input]
+	side := joinSideNames[input]
+	if int(b.NumCols()) != in.Schema.NumFields() {
+		return fmt.Errorf("join %s: process %s batch: %d columns, want %d (%s)", c.name, side, b.NumCols(), in.Schema.NumFields(), columnList(in.Schema))
+	}
+	for i := range in.Schema.NumFields() {
+		if f, t := in.Schema.Field(i), b.Column(i).DataType(); !arrow.TypeEqual(t, f.Type) {
+			return fmt.Errorf("join %s: process %s batch: column %d %q is %v, want %v", c.name, side, i, f.Name, t, f.Type)
+		}
+	}
+	var times []int64
+	var tcol arrow.Array
+	if in.HasTime() {
+		tcol = b.Column(in.TimeColumn)
+		switch a := tcol.(type) {
+		case *array.Timestamp:
+			times = timestampInt64s(a.TimestampValues())
+		case *array.Int64:
+			times = a.Int64Values()
+		}
+	}
+	timeNulls := tcol != nil && tcol.NullN() > 0
+	offset := in.TimeOffset
+
+	keyCols := c.keys[input]
+	j.hashes = arrowfmt.HashKeys(b, keyCols, j.hashes)
+	if j.kgStart > 0 || j.nGroups < j.maxPar {
+		// Check the routing before changing any state.
+		for r, h := range j.hashes {
+			if kg := arrowfmt.KeyGroup(h, j.maxPar); kg < j.kgStart || kg >= j.kgStart+j.nGroups {
+				return fmt.Errorf("join %s: process %s batch: row %d has key group %d, outside this subtask's key groups [%d, %d): the input is not partitioned by join.%s.keyBy",
+					c.name, side, r, kg, j.kgStart, j.kgStart+j.nGroups, side)
+			}
+		}
+	}
+	keyNulls := false
+	for _, kc := range keyCols {
+		if b.Column(kc).NullN() > 0 {
+			keyNulls = true
+		}
+	}
+	var keyInts []int64
+	if c.fast {
+		keyInts = makeJoinCol(b.Column(keyCols[0])).ints
+	}
+
+	bi := j.sides[input].add(b)
+	other := 1 - input
+	late := 0
+	var err error
+	for r := range n {
+		hasTs := times != nil && !(timeNulls && tcol.IsNull(r))
+		var ts int64
+		if hasTs {
+			ts = times[r] + offset
+		}
+		wm := j.wm
+		if j.floor != nil {
+			wm = j.effWm(arrowfmt.KeyGroup(j.hashes[r], j.maxPar) - j.kgStart)
+		}
+		switch c.kind {
+		case joinInterval:
+			if !hasTs || ts < wm {
+				late++
+				continue
+			}
+		case joinWindow:
+			if !hasTs || j.lastEnd(ts)-1 <= wm {
+				late++
+				continue
+			}
+		}
+		if keyNulls && joinKeyNull(b, keyCols, r) {
+			continue
+		}
+		var ikey int64
+		if keyInts != nil {
+			ikey = keyInts[r]
+		} else {
+			j.keyBuf = arrowfmt.AppendRowKey(j.keyBuf[:0], b, keyCols, r)
+		}
+		k := j.findKey(j.hashes[r], ikey)
+
+		if k >= 0 && c.kind != joinWindow {
+			me := joinRef{bi, int32(r)}
+			ents := j.ents[other]
+			for e := j.keys[k].head[other]; e >= 0; {
+				ent := &ents[e]
+				var match bool
+				if c.kind == joinRegular {
+					match = ent.exp > wm
+				} else if input == 0 {
+					match = ent.ts+c.lower <= ts && ts <= ent.ts+c.upper
+				} else {
+					match = ts+c.lower <= ent.ts && ent.ts <= ts+c.upper
+				}
+				if match {
+					if input == 0 {
+						j.pl, j.pr = append(j.pl, me), append(j.pr, joinRef{ent.b, ent.r})
+					} else {
+						j.pl, j.pr = append(j.pl, joinRef{ent.b, ent.r}), append(j.pr, me)
+					}
+				}
+				e = ent.next
+			}
+			if len(j.pl) >= joinBatchRows {
+				if err = j.flush(); err != nil {
+					break
+				}
+			}
+		}
+
+		exp := j.expiryOf(input, ts, hasTs)
+		if exp <= wm {
+			continue // a regular join's row past its ttl
+		}
+		if k < 0 {
+			k = j.newKey(j.hashes[r], ikey, arrowfmt.KeyGroup(j.hashes[r], j.maxPar)-j.kgStart)
+		}
+		j.store(k, input, bi, int32(r), ts, exp)
+		if c.kind == joinWindow {
+			j.addWindows(k, ts, wm)
+		}
+	}
+	if late > 0 {
+		j.counters.LateDropped.Add(int64(late))
+	}
+	if err == nil {
+		err = j.flush()
+	}
+	j.sides[input].unref(bi)
+	return err
+}
+
+// joinKeyNull reports whether a key column of row r is null.
+func joinKeyNull(b arrow.RecordBatch, cols []int, r int) bool {
+	for _, c := range cols {
+		if b.Column(c).IsNull(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// findKey returns the key with hash whose value is ikey (fast keys) or
+// j.keyBuf, or -1.
+func (j *joinOperator) findKey(hash uint64, ikey int64) int32 {
+	k, ok := j.index[hash]
+	if !ok {
+		return -1
+	}
+	if j.cfg.fast {
+		for k >= 0 && j.keys[k].ikey != ikey {
+			k = j.keys[k].next
+		}
+		return k
+	}
+	for k >= 0 && j.skeys[k] != string(j.keyBuf) {
+		k = j.keys[k].next
+	}
+	return k
+}
+
+// newKey adds a key with no rows: ikey (fast keys) or j.keyBuf.
+func (j *joinOperator) newKey(hash uint64, ikey int64, g int) int32 {
+	k := j.free
+	if k >= 0 {
+		j.free = j.keys[k].next
+	} else {
+		j.keys = append(j.keys, joinKey{})
+		k = int32(len(j.keys) - 1)
+		if !j.cfg.fast {
+			j.skeys = append(j.skeys, "")
+		}
+		if j.cfg.kind == joinWindow {
+			j.wins = append(j.wins, nil)
+		}
+	}
+	key := &j.keys[k]
+	key.hash, key.group = hash, int32(j.kgStart+g)
+	key.head, key.tail = [2]int32{-1, -1}, [2]int32{-1, -1}
+	if j.cfg.fast {
+		key.ikey = ikey
+	} else {
+		j.skeys[k] = string(j.keyBuf)
+	}
+	if first, ok := j.index[hash]; ok {
+		key.next = first
+	} else {
+		key.next = -1
+	}
+	j.index[hash] = k
+	return k
+}
+
+// dropKey removes key k, which has no rows and no windows.
+func (j *joinOperator) dropKey(k int32) {
+	key := &j.keys[k]
+	first := j.index[key.hash]
+	switch {
+	case first == k && key.next < 0:
+		delete(j.index, key.hash)
+	case first == k:
+		j.index[key.hash] = key.next
+	default:
+		p := first
+		for j.keys[p].next != k {
+			p = j.keys[p].next
+		}
+		j.keys[p].next = key.next
+	}
+	key.group = -1
+	if !j.cfg.fast {
+		j.skeys[k] = ""
+	}
+	key.next = j.free
+	j.free = k
+}
+
+// store keeps row r of batch bi of input side for key k.
+func (j *joinOperator) store(k int32, side int, bi, r int32, ts, exp int64) {
+	e := j.freeEnt[side]
+	if e >= 0 {
+		j.freeEnt[side] = j.ents[side][e].next
+	} else {
+		j.ents[side] = append(j.ents[side], joinEntry{})
+		e = int32(len(j.ents[side]) - 1)
+	}
+	j.seq++
+	if j.seq == 0 {
+		j.seq = 1
+	}
+	key := &j.keys[k]
+	ents := j.ents[side]
+	ents[e] = joinEntry{ts: ts, exp: exp, b: bi, r: r, prev: key.tail[side], next: -1, key: k, seq: j.seq}
+	if t := key.tail[side]; t >= 0 {
+		ents[t].next = e
+	} else {
+		key.head[side] = e
+	}
+	key.tail[side] = e
+	j.rows[int(key.group)-j.kgStart]++
+	j.sides[side].batches[bi].live++
+	if exp != math.MaxInt64 {
+		j.expiry[side].push(exp|(1<<j.shift-1), e) // the bucket's last millisecond
+	}
+	if j.track {
+		j.dirty = append(j.dirty, joinDirty{e: e, seq: j.seq, side: int8(side)})
+	}
+}
+
+// addWindows registers the windows of a row of key k at ts that have not
+// fired by wm.
+func (j *joinOperator) addWindows(k int32, ts, wm int64) {
+	c := j.cfg
+	for start := ts - floorMod(ts, c.slide); start > ts-c.size; start -= c.slide {
+		end := start + c.size
+		if end-1 <= wm {
+			break // earlier windows end earlier
+		}
+		i, found := slices.BinarySearch(j.wins[k], end)
+		if !found {
+			j.wins[k] = slices.Insert(j.wins[k], i, end)
+			j.timers.push(end-1, k)
+		}
+	}
+}
+
+// flush emits the gathered pairs as one batch, filtered by join.where.
+func (j *joinOperator) flush() error {
+	n := len(j.pl)
+	if n == 0 {
+		return nil
+	}
+	rb := j.out
+	if j.cfg.winCols > 0 {
+		starts := rb.Field(0).(*array.TimestampBuilder)
+		ends := rb.Field(1).(*array.TimestampBuilder)
+		starts.Reserve(n)
+		ends.Reserve(n)
+		for _, s := range j.pw {
+			starts.UnsafeAppend(arrow.Timestamp(s))
+			ends.UnsafeAppend(arrow.Timestamp(s + j.cfg.size))
+		}
+	}
+	refs := [2][]joinRef{j.pl, j.pr}
+	for i, oc := range j.cfg.cols {
+		j.sides[oc.side].appendColumn(rb.Field(j.cfg.winCols+i), oc.col, refs[oc.side])
+	}
+	j.pl, j.pr, j.pw = j.pl[:0], j.pr[:0], j.pw[:0]
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	if e := j.cfg.where; e != nil {
+		res, valid, failed, err := e.eval(rec, false)
+		j.failures.note("join.where", e.src, failed, err)
+		sel := exprGrow(&j.sel, n)
+		m := 0
+		for i, keep := range res.b[:n] {
+			if keep && (valid == nil || valid[i]) {
+				sel[m] = int32(i)
+				m++
+			}
+		}
+		switch {
+		case m == 0:
+			return nil
+		case m < n:
+			kept := arrowfmt.Take(rec, sel[:m], j.mem)
+			defer kept.Release()
+			rec = kept
+		}
+	}
+	if err := j.ctx.Out.Emit(rec); err != nil {
+		return fmt.Errorf("join %s: emit: %w", j.cfg.name, err)
+	}
+	return nil
+}
+
+// ProcessWatermark fires the windows whose end-1 is at or below wm (window
+// joins), then forgets the rows whose time has come.
+func (j *joinOperator) ProcessWatermark(wm int64) error {
+	j.begin()
+	if wm <= j.wm {
+		return nil
+	}
+	old := j.wm
+	j.wm = wm
+	if j.floor != nil && wm >= j.maxFloor {
+		j.floor = nil
+	}
+	if j.cfg.kind == joinWindow {
+		if err := j.fireWindows(old, wm); err != nil {
+			return err
+		}
+	}
+	for s := range 2 {
+		q := &j.expiry[s]
+		for {
+			_, slot, ok := q.popDue(wm)
+			if !ok {
+				break
+			}
+			for _, e := range q.lists[slot] {
+				j.expire(s, e)
+			}
+			q.done(slot)
+		}
+	}
+	return nil
+}
+
+// expire forgets entry e of input side if it is kept and its time has
+// come (an entry freed and reused since it was put in its bucket may be
+// another row's by now), and its key if nothing is left of it.
+func (j *joinOperator) expire(side int, e int32) {
+	ent := &j.ents[side][e]
+	if ent.seq == 0 {
+		return
+	}
+	k := ent.key
+	g := int(j.keys[k].group) - j.kgStart
+	if ent.exp > j.effWm(g) {
+		return
+	}
+	j.unlink(side, e)
+	j.dropKeyIfEmpty(k)
+}
+
+// cleanKey forgets the rows of key k whose time has come, and the key if
+// nothing is left.
+func (j *joinOperator) cleanKey(k int32) {
+	key := &j.keys[k]
+	if key.group < 0 {
+		return
+	}
+	wm := j.effWm(int(key.group) - j.kgStart)
+	for s := range 2 {
+		for e := key.head[s]; e >= 0; {
+			ent := &j.ents[s][e]
+			next := ent.next
+			if ent.exp <= wm {
+				j.unlink(s, e)
+			}
+			e = next
+		}
+	}
+	j.dropKeyIfEmpty(k)
+}
+
+// unlink removes entry e of input side from its key and frees it and its
+// row's hold on its batch.
+func (j *joinOperator) unlink(side int, e int32) {
+	ents := j.ents[side]
+	ent := &ents[e]
+	key := &j.keys[ent.key]
+	if ent.prev >= 0 {
+		ents[ent.prev].next = ent.next
+	} else {
+		key.head[side] = ent.next
+	}
+	if ent.next >= 0 {
+		ents[ent.next].prev = ent.prev
+	} else {
+		key.tail[side] = ent.prev
+	}
+	j.rows[int(key.group)-j.kgStart]--
+	bi := ent.b
+	j.sides[side].batches[bi].live--
+	j.sides[side].unref(bi)
+	*ent = joinEntry{next: j.freeEnt[side]}
+	j.freeEnt[side] = e
+}
+
+// dropKeyIfEmpty drops key k if it has no rows and no windows.
+func (j *joinOperator) dropKeyIfEmpty(k int32) {
+	if key := &j.keys[k]; key.head[0] < 0 && key.head[1] < 0 && (j.wins == nil || len(j.wins[k]) == 0) {
+		j.dropKey(k)
+	}
+}
+
+// fireWindows emits the windows with end-1 in (old, wm], by (end, key).
+func (j *joinOperator) fireWindows(old, wm int64) error {
+	j.fire = j.fire[:0]
+	for {
+		at, slot, ok := j.timers.popDue(wm)
+		if !ok {
+			break
+		}
+		for _, k := range j.timers.lists[slot] {
+			j.fire = append(j.fire, joinFiring{end: at + 1, key: k})
+		}
+		j.timers.done(slot)
+	}
+	if len(j.fire) == 0 {
+		return nil
+	}
+	fast := j.cfg.fast
+	slices.SortFunc(j.fire, func(a, b joinFiring) int {
+		if c := cmp.Compare(a.end, b.end); c != 0 {
+			return c
+		}
+		if fast {
+			return cmp.Compare(j.keys[a.key].ikey, j.keys[b.key].ikey)
+		}
+		return strings.Compare(j.skeys[a.key], j.skeys[b.key])
+	})
+	for _, f := range j.fire {
+		key := &j.keys[f.key]
+		if i, ok := slices.BinarySearch(j.wins[f.key], f.end); ok {
+			j.wins[f.key] = slices.Delete(j.wins[f.key], i, i+1)
+		}
+		if key.head[0] < 0 || key.head[1] < 0 {
+			continue
+		}
+		start := f.end - j.cfg.size
+		right := j.scratch[:0]
+		for e := key.head[1]; e >= 0; e = j.ents[1][e].next {
+			if ent := &j.ents[1][e]; ent.ts >= start && ent.ts < f.end {
+				right = append(right, joinRef{ent.b, ent.r})
+			}
+		}
+		j.scratch = right
+		if len(right) == 0 {
+			continue
+		}
+		for e := key.head[0]; e >= 0; e = j.ents[0][e].next {
+			ent := &j.ents[0][e]
+			if ent.ts < start || ent.ts >= f.end {
+				continue
+			}
+			l := joinRef{ent.b, ent.r}
+			for _, r := range right {
+				j.pl, j.pr, j.pw = append(j.pl, l), append(j.pr, r), append(j.pw, start)
+			}
+			if len(j.pl) >= joinBatchRows {
+				if err := j.flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return j.flush()
+}
+
+// Finish has nothing to do: the final ProcessWatermark(MaxWatermark) has
+// fired every window, and other joins emit as rows arrive.
+func (j *joinOperator) Finish() error { return nil }
+
+// Close releases the kept batches and the builder; it is safe to call
+// twice.
+func (j *joinOperator) Close() error {
+	if j.out != nil {
+		j.out.Release()
+		j.out = nil
+	}
+	for s := range j.sides {
+		j.sides[s].release()
+	}
+	j.keys, j.skeys, j.wins, j.ents, j.index, j.dirty = nil, nil, nil, [2][]joinEntry{}, nil, nil
+	j.expiry[0].reset()
+	j.expiry[1].reset()
+	j.timers.reset()
+	return nil
+}

@@ -1,0 +1,527 @@
+package builtin
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/task"
+)
+
+// The join operator's checkpointed state.
+//
+// The state of a join is the rows it keeps; everything else follows from
+// them and the watermark (when a row is forgotten, which windows it is
+// in). A state batch has one row per kept row and per expire entry. Its
+// columns, in order:
+//
+//	key_group      int32, not null: the key group of the row's key
+//	entry          utf8, not null: row or expire
+//	side           utf8: left or right (row); null (expire)
+//	watermark      timestamp_ms: the key group's watermark (expire); null (row)
+//	left.<column>  every column of the left input, its type (row of the left)
+//	right.<column> every column of the right input (row of the right)
+//
+// A row entry has the columns of its side and nulls in the other side's.
+// The entries of a batch apply in order:
+//
+//	row     keep the row, after the key's rows of its side so far
+//	expire  the key group's watermark is now at least watermark: forget
+//	        every row of the group whose time has come by it (see
+//	        NewJoin), and, in a window join, count the windows that end
+//	        by it as fired
+//
+// A base holds every kept row, key by key and in arrival order within a
+// key and side, then an expire entry per key group with rows. A delta
+// holds the rows kept since the previous snapshot that are still kept, in
+// arrival order, then an expire entry for every key group that has new
+// rows or whose watermark moved while the saved state may have rows of
+// it. Rows kept and forgotten between two snapshots appear in neither. A
+// regular join without ttl forgets nothing and writes no expire entries.
+// Since whether a row is kept is a function of its time and the
+// watermark, which only grows, applying a base and its deltas in order
+// rebuilds the kept rows exactly; RestoreState applies the expire entries
+// when the restore is done (settle), which comes to the same.
+//
+// The runtime calls ProcessWatermark with the snapshot's watermark after a
+// restore. At another parallelism it restores the least of the old
+// subtasks' watermarks instead; each key group then goes on from the
+// watermark of its expire entries until the watermark passes it, so rows
+// are judged late, forgotten and windows fired as the old subtask would
+// have, and no window fires twice.
+const (
+	joinEntryRow    = "row"
+	joinEntryExpire = "expire"
+)
+
+// joinStateBatchRows caps the rows of one state batch.
+const joinStateBatchRows = 1 << 16
+
+// joinDirty is a row kept since the last snapshot: entry e, if its seq is
+// still seq (else the row was forgotten and the entry reused).
+type joinDirty struct {
+	e    int32
+	seq  uint32
+	side int8
+}
+
+// joinStateLayout is the schema of a join's state and where its columns
+// are.
+type joinStateLayout struct {
+	schema *arrow.Schema
+	names  []string
+	// cols is the first column of each side's columns; keyCols the state
+	// columns of each side's key; sides the schema of each side's
+	// columns, with which a state batch is seen as a batch of the input.
+	cols    [2]int
+	keyCols [2][]int
+	sides   [2]*arrow.Schema
+}
+
+// State columns before the input columns.
+const (
+	joinStateGroup = iota
+	joinStateEntry
+	joinStateSide
+	joinStateWatermark
+	joinStateInputs
+)
+
+func newJoinStateLayout(cfg *joinConfig) *joinStateLayout {
+	l := &joinStateLayout{}
+	fields := []arrow.Field{
+		{Name: task.StateKeyGroupField, Type: arrow.PrimitiveTypes.Int32},
+		{Name: "entry", Type: arrow.BinaryTypes.String},
+		{Name: "side", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "watermark", Type: arrowfmt.TimestampMs.Arrow(), Nullable: true},
+	}
+	for s, in := range cfg.in {
+		l.cols[s] = len(fields)
+		var sf []arrow.Field
+		for _, f := range in.Schema.Fields() {
+			f.Nullable = true
+			sf = append(sf, f)
+			f.Name = joinSideNames[s] + "." + f.Name
+			fields = append(fields, f)
+		}
+		l.sides[s] = arrow.NewSchema(sf, nil)
+		for _, c := range cfg.keys[s] {
+			l.keyCols[s] = append(l.keyCols[s], l.cols[s]+c)
+		}
+	}
+	for _, f := range fields {
+		l.names = append(l.names, f.Name)
+	}
+	l.schema = arrow.NewSchema(fields, nil)
+	return l
+}
+
+// check reports whether s is the layout's schema, naming the first column
+// that differs.
+func (l *joinStateLayout) check(s *arrow.Schema) error {
+	if s.NumFields() != l.schema.NumFields() {
+		return fmt.Errorf("%d columns (%s), want %d (%s)", s.NumFields(), columnList(s), l.schema.NumFields(), columnList(l.schema))
+	}
+	for i, want := range l.schema.Fields() {
+		if got := s.Field(i); got.Name != want.Name || !arrow.TypeEqual(got.Type, want.Type) {
+			return fmt.Errorf("column %d is %s %v, want %s %v (state columns: %s)", i, got.Name, got.Type, want.Name, want.Type, columnList(l.schema))
+		}
+	}
+	return nil
+}
+
+// StateSchema returns the schema of the state batches.
+func (j *joinOperator) StateSchema() *arrow.Schema { return j.state.schema }
+
+// SnapshotState writes every kept row (full), or the rows kept since the
+// last snapshot or restore, with the expire entries described at the top
+// of this file, and starts tracking changes afresh. Before the first
+// snapshot or restore nothing is tracked; the state was empty at Open
+// then, so a delta holds every row, as a base does.
+func (j *joinOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
+	if j.index == nil {
+		return nil, fmt.Errorf("join %s: snapshot state: the operator is not open", j.cfg.name)
+	}
+	if j.restored {
+		j.settle()
+	}
+	sb := joinStateBuilder{j: j, rb: array.NewRecordBuilder(j.mem, j.state.schema)}
+	defer sb.release()
+	written := make([]bool, j.nGroups)
+	// A regular join without ttl forgets nothing: it needs no expire
+	// entries.
+	forgets := j.cfg.kind != joinRegular || j.cfg.ttl > 0
+	if full || !j.track {
+		for k := range j.keys {
+			key := &j.keys[k]
+			if key.group < 0 {
+				continue
+			}
+			g := int(key.group) - j.kgStart
+			wm := j.effWm(g)
+			for s := range 2 {
+				for e := key.head[s]; e >= 0; e = j.ents[s][e].next {
+					if ent := &j.ents[s][e]; ent.exp > wm {
+						sb.addRow(key.group, s, joinRef{ent.b, ent.r})
+						written[g] = true
+					}
+				}
+			}
+		}
+		for g, w := range written {
+			if w && forgets {
+				sb.addExpire(g, j.effWm(g))
+				j.saved[g] = j.effWm(g)
+			}
+			j.hadRows[g] = w
+		}
+	} else {
+		for _, d := range j.dirty {
+			ent := &j.ents[d.side][d.e]
+			if ent.seq != d.seq {
+				continue
+			}
+			key := &j.keys[ent.key]
+			g := int(key.group) - j.kgStart
+			if ent.exp <= j.effWm(g) {
+				continue
+			}
+			sb.addRow(key.group, int(d.side), joinRef{ent.b, ent.r})
+			written[g] = true
+		}
+		for g := range j.nGroups {
+			wm := j.effWm(g)
+			if !forgets {
+				j.hadRows[g] = j.hadRows[g] || written[g]
+				continue
+			}
+			if !written[g] && !(j.hadRows[g] && wm > j.saved[g]) {
+				continue
+			}
+			sb.addExpire(g, wm)
+			j.saved[g] = wm
+			// Every row of the group that the saved state has and that
+			// is not kept any more is forgotten by wm.
+			j.hadRows[g] = written[g] || j.rows[g] > 0
+		}
+	}
+	sb.flush()
+	j.resetTracking()
+	batches := sb.out
+	sb.out = nil
+	return batches, nil
+}
+
+// resetTracking forgets the changes so far and tracks from now on.
+func (j *joinOperator) resetTracking() {
+	j.dirty = j.dirty[:0]
+	j.track = true
+}
+
+// joinStateBuilder gathers the entries of a snapshot and builds them into
+// batches of at most joinStateBatchRows rows.
+type joinStateBuilder struct {
+	j      *joinOperator
+	rb     *array.RecordBuilder
+	groups []int32
+	sides  []int8 // -1: an expire entry
+	wms    []int64
+	refs   [2][]joinRef
+	out    []arrow.RecordBatch
+}
+
+func (sb *joinStateBuilder) addRow(kg int32, side int, ref joinRef) {
+	sb.groups = append(sb.groups, kg)
+	sb.sides = append(sb.sides, int8(side))
+	sb.wms = append(sb.wms, 0)
+	none := joinRef{b: -1}
+	if side == 0 {
+		sb.refs[0], sb.refs[1] = append(sb.refs[0], ref), append(sb.refs[1], none)
+	} else {
+		sb.refs[0], sb.refs[1] = append(sb.refs[0], none), append(sb.refs[1], ref)
+	}
+	if len(sb.groups) == joinStateBatchRows {
+		sb.flush()
+	}
+}
+
+// addExpire adds an expire entry for key group g (index) at wm.
+func (sb *joinStateBuilder) addExpire(g int, wm int64) {
+	sb.groups = append(sb.groups, int32(sb.j.kgStart+g))
+	sb.sides = append(sb.sides, -1)
+	sb.wms = append(sb.wms, wm)
+	none := joinRef{b: -1}
+	sb.refs[0], sb.refs[1] = append(sb.refs[0], none), append(sb.refs[1], none)
+	if len(sb.groups) == joinStateBatchRows {
+		sb.flush()
+	}
+}
+
+// flush builds the gathered entries into a batch. The batch's buffers are
+// its own: nothing of it points into the operator's state.
+func (sb *joinStateBuilder) flush() {
+	n := len(sb.groups)
+	if n == 0 {
+		return
+	}
+	j, rb, l := sb.j, sb.rb, sb.j.state
+	rb.Reserve(n)
+	rb.Field(joinStateGroup).(*array.Int32Builder).AppendValues(sb.groups, nil)
+	entries := rb.Field(joinStateEntry).(*array.StringBuilder)
+	sides := rb.Field(joinStateSide).(*array.StringBuilder)
+	wms := rb.Field(joinStateWatermark).(*array.TimestampBuilder)
+	for i, s := range sb.sides {
+		if s < 0 {
+			entries.Append(joinEntryExpire)
+			sides.AppendNull()
+			wms.Append(arrow.Timestamp(sb.wms[i]))
+			continue
+		}
+		entries.Append(joinEntryRow)
+		sides.Append(joinSideNames[s])
+		wms.AppendNull()
+	}
+	for s := range 2 {
+		for c := range l.sides[s].NumFields() {
+			j.sides[s].appendColumn(rb.Field(l.cols[s]+c), c, sb.refs[s])
+		}
+	}
+	sb.out = append(sb.out, rb.NewRecordBatch())
+	sb.groups, sb.sides, sb.wms = sb.groups[:0], sb.sides[:0], sb.wms[:0]
+	sb.refs[0], sb.refs[1] = sb.refs[0][:0], sb.refs[1][:0]
+}
+
+// release releases the builder and, after a failure, the batches built.
+func (sb *joinStateBuilder) release() {
+	sb.rb.Release()
+	for _, b := range sb.out {
+		b.Release()
+	}
+}
+
+// RestoreState applies the entries of b in order (see the top of this
+// file). It refuses a batch of another schema and an entry that does not
+// fit, naming the operator, the row and the column, before it changes
+// anything. It copies the rows it keeps: nothing of b is retained.
+func (j *joinOperator) RestoreState(b arrow.RecordBatch) error {
+	if j.index == nil {
+		return fmt.Errorf("join %s: restore state: the operator is not open", j.cfg.name)
+	}
+	if j.started {
+		return fmt.Errorf("join %s: restore state: input has already come: restore before any batch or watermark", j.cfg.name)
+	}
+	if err := j.state.check(b.Schema()); err != nil {
+		return fmt.Errorf("join %s: restore state: %w", j.cfg.name, err)
+	}
+	// Restored state counts as unchanged.
+	j.resetTracking()
+	j.restored = true
+	n := int(b.NumRows())
+	if n == 0 {
+		return nil
+	}
+	l := j.state
+	rs := joinRestore{
+		b:       b,
+		groups:  b.Column(joinStateGroup).(*array.Int32),
+		entries: b.Column(joinStateEntry).(*array.String),
+		sides:   b.Column(joinStateSide).(*array.String),
+		wms:     b.Column(joinStateWatermark).(*array.Timestamp),
+	}
+	for s := range 2 {
+		rs.hashes[s] = arrowfmt.HashKeys(b, l.keyCols[s], nil)
+		if in := j.cfg.in[s]; in.HasTime() {
+			rs.times[s] = makeJoinCol(b.Column(l.cols[s] + in.TimeColumn))
+		}
+	}
+	for r := range n {
+		if err := j.checkStateRow(&rs, r); err != nil {
+			return fmt.Errorf("join %s: restore state: row %d: %w", j.cfg.name, r, err)
+		}
+	}
+
+	// Copy each side's rows into a batch of that input's schema.
+	var bi [2]int32
+	for s := range 2 {
+		if len(rs.rows[s]) == 0 {
+			continue
+		}
+		cols := b.Columns()[l.cols[s] : l.cols[s]+l.sides[s].NumFields()]
+		view := array.NewRecordBatch(l.sides[s], cols, b.NumRows())
+		rows := arrowfmt.Take(view, rs.rows[s], j.mem)
+		view.Release()
+		bi[s] = j.sides[s].add(rows)
+		rows.Release()
+	}
+	var keyInts [2][]int64
+	if j.cfg.fast {
+		for s := range 2 {
+			keyInts[s] = makeJoinCol(b.Column(l.keyCols[s][0])).ints
+		}
+	}
+	// Rows are stored untracked: tracking starts after the restore.
+	j.track = false
+	next := [2]int32{}
+	for r := range n {
+		g := int(rs.groups.Value(r)) - j.kgStart
+		if rs.entries.Value(r) == joinEntryExpire {
+			j.saved[g] = max(j.saved[g], int64(rs.wms.Value(r)))
+			continue
+		}
+		side := slices.Index(joinSideNames[:], rs.sides.Value(r))
+		var ts int64
+		hasTs := false
+		if t := &rs.times[side]; t.arr != nil && !t.arr.IsNull(r) {
+			ts, hasTs = t.ints[r]+j.cfg.in[side].TimeOffset, true
+		}
+		var ikey int64
+		if j.cfg.fast {
+			ikey = keyInts[side][r]
+		} else {
+			j.keyBuf = arrowfmt.AppendRowKey(j.keyBuf[:0], b, l.keyCols[side], r)
+		}
+		hash := rs.hashes[side][r]
+		k := j.findKey(hash, ikey)
+		if k < 0 {
+			k = j.newKey(hash, ikey, g)
+		}
+		j.store(k, side, bi[side], next[side], ts, j.expiryOf(side, ts, hasTs))
+		next[side]++
+		j.hadRows[g] = true
+	}
+	j.track = true
+	return nil
+}
+
+// joinRestore holds the columns of a state batch being restored.
+type joinRestore struct {
+	b       arrow.RecordBatch
+	groups  *array.Int32
+	entries *array.String
+	sides   *array.String
+	wms     *array.Timestamp
+	hashes  [2][]uint64
+	times   [2]joinCol
+	rows    [2][]int32 // the row entries of each side
+}
+
+// checkStateRow checks row r of a state batch and notes a row entry in
+// rs.rows.
+func (j *joinOperator) checkStateRow(rs *joinRestore, r int) error {
+	l := j.state
+	if rs.groups.IsNull(r) {
+		return fmt.Errorf("column %s: null, want the key group", l.names[joinStateGroup])
+	}
+	kg := int(rs.groups.Value(r))
+	if kg < j.kgStart || kg >= j.kgStart+j.nGroups {
+		return fmt.Errorf("column %s: key group %d is outside this subtask's key groups [%d, %d)", l.names[joinStateGroup], kg, j.kgStart, j.kgStart+j.nGroups)
+	}
+	if rs.entries.IsNull(r) {
+		return fmt.Errorf("column %s: null, want %s or %s", l.names[joinStateEntry], joinEntryRow, joinEntryExpire)
+	}
+	switch e := rs.entries.Value(r); e {
+	case joinEntryExpire:
+		if rs.wms.IsNull(r) {
+			return fmt.Errorf("column %s: null in an %s entry", l.names[joinStateWatermark], joinEntryExpire)
+		}
+		return nil
+	case joinEntryRow:
+	default:
+		return fmt.Errorf("column %s: %q is not an entry: want %s or %s", l.names[joinStateEntry], e, joinEntryRow, joinEntryExpire)
+	}
+	side := -1
+	if !rs.sides.IsNull(r) {
+		side = slices.Index(joinSideNames[:], rs.sides.Value(r))
+	}
+	if side < 0 {
+		return fmt.Errorf("column %s: %s, want left or right", l.names[joinStateSide], describeStateString(rs.sides, r))
+	}
+	if joinKeyNull(rs.b, l.keyCols[side], r) {
+		return fmt.Errorf("%s: a null key column, but rows with null keys are never kept", j.describeStateKey(rs.b, side, r))
+	}
+	if got := arrowfmt.KeyGroup(rs.hashes[side][r], j.maxPar); got != kg {
+		return fmt.Errorf("column %s: key group %d, but %s is in key group %d of %d: the state was written with another maxParallelism or is corrupt",
+			l.names[joinStateGroup], kg, j.describeStateKey(rs.b, side, r), got, j.maxPar)
+	}
+	if in := j.cfg.in[side]; j.cfg.kind != joinRegular && (rs.times[side].arr == nil || rs.times[side].arr.IsNull(r)) {
+		return fmt.Errorf("column %s: null: every kept row of %s has an event time", l.names[l.cols[side]+in.TimeColumn], j.cfg.needsTime())
+	}
+	rs.rows[side] = append(rs.rows[side], int32(r))
+	return nil
+}
+
+func describeStateString(a *array.String, r int) string {
+	if a.IsNull(r) {
+		return "null"
+	}
+	return strconv.Quote(a.Value(r))
+}
+
+// describeStateKey describes the key of row r of a state batch, of input
+// side, for an error: name=value of every key column.
+func (j *joinOperator) describeStateKey(b arrow.RecordBatch, side, r int) string {
+	var sb strings.Builder
+	for i, c := range j.state.keyCols[side] {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(j.state.names[c])
+		sb.WriteByte('=')
+		switch v := arrowfmt.Value(b.Column(c), r).(type) {
+		case nil:
+			sb.WriteString("null")
+		case string:
+			sb.WriteString(strconv.Quote(v))
+		default:
+			fmt.Fprint(&sb, v)
+		}
+	}
+	return sb.String()
+}
+
+// settle finishes a restore, at the first batch, watermark or snapshot
+// after it: it forgets the restored rows whose time had come by their key
+// group's saved watermark, lets each key group go on from that watermark
+// (floor) and, in a window join, registers the windows of the rows that
+// had not fired by it.
+func (j *joinOperator) settle() {
+	j.restored = false
+	j.floor, j.maxFloor = nil, task.MinWatermark
+	for _, w := range j.saved {
+		j.maxFloor = max(j.maxFloor, w)
+	}
+	if j.maxFloor > j.wm {
+		j.floor = append([]int64(nil), j.saved...)
+	}
+	for k := range j.keys {
+		j.cleanKey(int32(k))
+	}
+	if j.cfg.kind != joinWindow {
+		return
+	}
+	for k := range j.keys {
+		key := &j.keys[k]
+		if key.group < 0 {
+			continue
+		}
+		wm := j.effWm(int(key.group) - j.kgStart)
+		for s := range 2 {
+			for e := key.head[s]; e >= 0; e = j.ents[s][e].next {
+				j.addWindows(int32(k), j.ents[s][e].ts, wm)
+			}
+		}
+	}
+}
+
+// begin marks that input has come and settles a restore.
+func (j *joinOperator) begin() {
+	j.started = true
+	if j.restored {
+		j.settle()
+	}
+}
