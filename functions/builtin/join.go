@@ -332,17 +332,18 @@ func (cfg *joinConfig) retention() int64 {
 // time column plus the input's TimeOffset; wm below is the watermark, the
 // least of both inputs' (ProcessWatermark).
 //
-// A regular join is Flink's streaming inner join. A row is matched, when
-// it arrives, against every kept row of the other input with its key, and
-// the pairs go out at once (one batch per input batch). Then the row is
-// kept. With ttl > 0 a row is forgotten once ts+ttl <= wm: it no longer
-// matches, and a row that arrives with ts+ttl <= wm still matches what is
-// kept but is not kept itself. A row with a null event time is kept for
-// good, as all rows are with ttl 0. Nothing is late.
+// A regular join is Flink's streaming inner join, with a state ttl in
+// event time. A row is matched, when it arrives, against every kept row of
+// the other input with its key, and the pairs go out at once (one batch
+// per input batch). Then the row is kept. With ttl > 0 a row is forgotten
+// once ts+ttl <= wm: it no longer matches, and a row that arrives with
+// ts+ttl <= wm still matches what is kept but is not kept itself. A row
+// with a null event time is kept for good, as all rows are with ttl 0.
+// Nothing is late.
 //
-// An interval join is Flink's IntervalJoinOperator (between(lower, upper)
-// with the bounds mirrored: here they bound the left row's time from the
-// right's): left l and right r match when
+// An interval join is Flink's IntervalJoinOperator with between(-upper,
+// -lower) (Flink bounds the right row's time by the left's, the spec the
+// left's by the right's): left l and right r match when
 //
 //	r.ts + lower <= l.ts <= r.ts + upper
 //
@@ -352,13 +353,19 @@ func (cfg *joinConfig) retention() int64 {
 // kept rows of the other input with its key (the pairs go out at once) and
 // kept. A left row is forgotten once wm > l.ts - lower, a right row once
 // wm > r.ts + upper: from then on no row of the other input that is not
-// late can match it. (Flink drops them one millisecond earlier, at wm >=,
-// and can then miss a pair with a row whose ts is exactly wm; weir keeps
-// them to the end of that millisecond, so the output is every matching
-// pair of rows that were not late, whatever the order of arrival and
-// watermarks.)
+// late can match it. (Flink's cleanup timer fires at wm >= l.ts - lower,
+// or at l.ts if that is later, and can then miss the pair with a row that
+// comes with ts = wm exactly; weir keeps a row to the end of its last
+// millisecond, so that the output is every matching pair of rows that
+// were not late, whatever the order in which rows and watermarks come.)
 //
-// A window join is Flink's window join (a coGroup over windows): each row
+// The output of a regular or interval join carries the event time of the
+// column JoinSchema picks. The join does not hold the watermark back, so a
+// pair with a row kept from long ago can go out at or behind the
+// watermark, and an event-time operator downstream may find it late.
+//
+// A window join is Flink's window join (a coGroup over windows, without
+// allowed lateness): each row
 // belongs to every window that contains its event time, tumbling [k*size,
 // +size) or sliding [k*slide, k*slide+size), aligned to the epoch. A
 // window has fired once wm >= end-1; a row goes to its windows that have
@@ -826,8 +833,9 @@ func satAddSigned(a, b int64) int64 {
 	return s
 }
 
-// expiry returns when a kept row of input side with event time ts is
-// forgotten (see NewJoin); math.MaxInt64 for never.
+// expiryOf returns when a kept row of input side with event time ts is
+// forgotten, the least watermark at which it is (see NewJoin);
+// math.MaxInt64 for never.
 func (j *joinOperator) expiryOf(side int, ts int64, hasTs bool) int64 {
 	c := j.cfg
 	switch c.kind {
@@ -969,7 +977,7 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 
 		exp := j.expiryOf(input, ts, hasTs)
 		if exp <= wm {
-			continue // a regular join's row past its ttl
+			continue // no later row can match it: past its ttl, say
 		}
 		if k < 0 {
 			k = j.newKey(j.hashes[r], ikey, arrowfmt.KeyGroup(j.hashes[r], j.maxPar)-j.kgStart)
@@ -1180,13 +1188,12 @@ func (j *joinOperator) ProcessWatermark(wm int64) error {
 	if wm <= j.wm {
 		return nil
 	}
-	old := j.wm
 	j.wm = wm
 	if j.floor != nil && wm >= j.maxFloor {
 		j.floor = nil
 	}
 	if j.cfg.kind == joinWindow {
-		if err := j.fireWindows(old, wm); err != nil {
+		if err := j.fireWindows(wm); err != nil {
 			return err
 		}
 	}
@@ -1275,8 +1282,11 @@ func (j *joinOperator) dropKeyIfEmpty(k int32) {
 	}
 }
 
-// fireWindows emits the windows with end-1 in (old, wm], by (end, key).
-func (j *joinOperator) fireWindows(old, wm int64) error {
+// fireWindows emits the windows whose timers are due at wm, by (end,
+// key). A window's rows are the key's rows in it: a row kept after the
+// window fired is in a later window too, and the fired one does not fire
+// again.
+func (j *joinOperator) fireWindows(wm int64) error {
 	j.fire = j.fire[:0]
 	for {
 		at, slot, ok := j.timers.popDue(wm)
