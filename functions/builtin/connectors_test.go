@@ -171,7 +171,7 @@ func TestDatagenDispatchErrors(t *testing.T) {
 		src  spec.Source
 		want string
 	}{
-		{spec.Source{Name: "s", Type: "kafka"}, `sources[s].type: "kafka" is not a source type: want datagen, files or redis`},
+		{spec.Source{Name: "s", Type: "kafka"}, `sources[s].type: "kafka" is not a source type: want datagen, files, redis or nexmark`},
 		{spec.Source{Name: "s", Type: "files", Format: "jsonl"}, `sources[s].path: missing`},
 		{spec.Source{Name: "s", Type: "files", Path: "in", Format: "csv"}, `sources[s].format: "csv" is not supported: want jsonl`},
 		{spec.Source{Name: "s", Type: "redis"}, `sources[s].stream: missing`},
@@ -184,7 +184,7 @@ func TestDatagenDispatchErrors(t *testing.T) {
 		snk  spec.Sink
 		want string
 	}{
-		{spec.Sink{Name: "k", Type: "kafka"}, `sinks[k].type: "kafka" is not a sink type: want files, redis or stdout`},
+		{spec.Sink{Name: "k", Type: "kafka"}, `sinks[k].type: "kafka" is not a sink type: want files, redis, stdout or blackhole`},
 		{spec.Sink{Name: "k", Type: "files", Format: "jsonl"}, `sinks[k].path: missing`},
 		{spec.Sink{Name: "k", Type: "files", Path: "out", Format: "avro"}, `sinks[k].format: "avro" is not supported: want jsonl or parquet`},
 		{spec.Sink{Name: "k", Type: "redis"}, `sinks[k].stream: missing`},
