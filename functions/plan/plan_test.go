@@ -4,8 +4,8 @@ import (
 	"errors"
 	"os"
 	"reflect"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 

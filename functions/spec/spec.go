@@ -333,14 +333,14 @@ type Window struct {
 
 // Sink types and formats.
 const (
-	SinkFiles   = "files"
-	SinkRedis   = "redis"
-	SinkStdout  = "stdout"
+	SinkFiles  = "files"
+	SinkRedis  = "redis"
+	SinkStdout = "stdout"
 	// SinkBlackhole discards its input, counting rows and measuring how
 	// long after its event time each row arrived (benchmarks).
 	SinkBlackhole = "blackhole"
-	FormatJSONL = "jsonl"
-	FormatParq  = "parquet"
+	FormatJSONL   = "jsonl"
+	FormatParq    = "parquet"
 )
 
 // Sink writes records out of the job.
