@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 15m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints fuzz dev-up dev-down demo clean
+.PHONY: all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -73,6 +73,21 @@ bench-e2e:
 bench-checkpoints:
 	$(GO) test -run '^$$' -bench 'CheckpointOverhead' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee .bench-checkpoints.txt
 	$(GO) test -run '^$$' -bench 'Recovery' -benchtime 3x -count 1 -timeout 30m ./integration/ | tee -a .bench-checkpoints.txt
+
+# Nexmark q0..q11 (examples/nexmark), embedded and distributed: max-rate
+# throughput per CPU-second, latency at 50% and 80% of it, hand-written
+# baselines and q5's checkpoint overhead. Writes .bench-nexmark.md (for
+# docs/benchmarks.md) and .bench-nexmark.txt. Options: QUERIES=q0,q5
+# (default all), EVENTS=N (0: each query's default, >= 20 s at full
+# speed), PARALLELISM=2, MODES=embedded,distributed. All queries take
+# ~40 minutes (twice that if another process takes a core).
+QUERIES ?=
+EVENTS ?= 0
+PARALLELISM ?= 2
+MODES ?= embedded,distributed
+bench-nexmark: deps
+	set -o pipefail; NEXMARK_QUERIES='$(QUERIES)' NEXMARK_EVENTS='$(EVENTS)' NEXMARK_PARALLELISM='$(PARALLELISM)' NEXMARK_MODES='$(MODES)' \
+		$(GO) test -run '^$$' -bench Nexmark -benchtime 1x -count 1 -timeout 120m ./integration/ | tee .bench-nexmark.txt
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./arrowfmt/
