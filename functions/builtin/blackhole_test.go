@@ -50,7 +50,12 @@ func TestBlackholeLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	bld := arrowfmt.NewBuilder(schema, memory.DefaultAllocator)
-	// 90 rows 10 ms late, 10 rows 2 s late, 1 row without event time.
+	// 90 rows 10 ms late, 10 rows 2 s late, 1 row without event time, 3
+	// rows with event time ahead of the clock (early).
+	for i := range 3 {
+		bld.Int64(0, int64(200+i))
+		bld.TimestampMs(1, now.UnixMilli()+5_000)
+	}
 	for i := range 100 {
 		bld.Int64(0, int64(i))
 		if i < 90 {
@@ -78,8 +83,8 @@ func TestBlackholeLatency(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Rows != 101 || got.Timed != 100 || ctx.Counters.SinkRows.Load() != 101 {
-		t.Errorf("rows %d timed %d counted %d", got.Rows, got.Timed, ctx.Counters.SinkRows.Load())
+	if got.Rows != 104 || got.Timed != 100 || got.Early != 3 || ctx.Counters.SinkRows.Load() != 104 {
+		t.Errorf("rows %d timed %d early %d counted %d", got.Rows, got.Timed, got.Early, ctx.Counters.SinkRows.Load())
 	}
 	if p50, p99 := got.Percentile(0.5), got.Percentile(0.99); p50 != 10 || p99 != LatencyBucket(2000) {
 		t.Errorf("p50 %d p99 %d, want 10 and %d", p50, p99, LatencyBucket(2000))
