@@ -602,7 +602,7 @@ func (s *joinSide) appendColumn(bld array.Builder, c int, refs []joinRef) {
 // keys share a time, so adding one is usually an append to the list the
 // previous add used.
 type joinTimers struct {
-	times    []int64 // min-heap
+	times    timeHeap
 	slots    map[int64]int32
 	lists    [][]int32
 	free     []int32
@@ -626,16 +626,7 @@ func (q *joinTimers) push(at int64, key int32) {
 				s = int32(len(q.lists) - 1)
 			}
 			q.slots[at] = s
-			h := append(q.times, at)
-			for i := len(h) - 1; i > 0; {
-				p := (i - 1) / 2
-				if h[p] <= h[i] {
-					break
-				}
-				h[p], h[i] = h[i], h[p]
-				i = p
-			}
-			q.times = h
+			q.times.push(at)
 		}
 		q.lastAt, q.lastSlot = at, s
 	}
@@ -649,29 +640,10 @@ func (q *joinTimers) push(at int64, key int32) {
 // popDue removes the earliest time if it is at or before wm and returns
 // it with the slot of its keys, which the caller gives back with done.
 func (q *joinTimers) popDue(wm int64) (at int64, slot int32, ok bool) {
-	h := q.times
-	if len(h) == 0 || h[0] > wm {
+	at, ok = q.times.popDue(wm)
+	if !ok {
 		return 0, 0, false
 	}
-	at = h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h = h[:n]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		if r := l + 1; r < n && h[r] < h[l] {
-			l = r
-		}
-		if h[i] <= h[l] {
-			break
-		}
-		h[i], h[l] = h[l], h[i]
-		i = l
-	}
-	q.times = h
 	slot = q.slots[at]
 	delete(q.slots, at)
 	if q.lastSlot == slot {

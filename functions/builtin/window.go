@@ -276,7 +276,7 @@ type windowTimer struct {
 // period ends together), so registering a timer is a map lookup and an
 // append, and the heap only orders distinct times.
 type windowTimers struct {
-	times   []int64 // min-heap
+	times   timeHeap
 	buckets map[int64][]windowTimer
 	spare   [][]windowTimer // emptied buckets, reused
 }
@@ -294,44 +294,16 @@ func (q *windowTimers) push(t windowTimer) {
 		b, q.spare = q.spare[k-1], q.spare[:k-1]
 	}
 	q.buckets[t.at] = append(b, t)
-	h := append(q.times, t.at)
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if h[p] <= h[i] {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-	q.times = h
+	q.times.push(t.at)
 }
 
 // popDue removes and returns the timers of the earliest time if it is at
 // or before wm. The caller gives the slice back with recycle.
 func (q *windowTimers) popDue(wm int64) ([]windowTimer, bool) {
-	h := q.times
-	if len(h) == 0 || h[0] > wm {
+	at, ok := q.times.popDue(wm)
+	if !ok {
 		return nil, false
 	}
-	at := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h = h[:n]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		if r := l + 1; r < n && h[r] < h[l] {
-			l = r
-		}
-		if h[i] <= h[l] {
-			break
-		}
-		h[i], h[l] = h[l], h[i]
-		i = l
-	}
-	q.times = h
 	b := q.buckets[at]
 	delete(q.buckets, at)
 	return b, true
