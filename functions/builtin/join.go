@@ -518,79 +518,60 @@ func (s *joinSide) release() {
 	s.batches, s.free = nil, nil
 }
 
+// cell returns column c of the batch of ref, and whether ref's value in it
+// is there (not a null, and ref.b >= 0).
+func (s *joinSide) cell(c int, ref joinRef) (*joinCol, bool) {
+	if ref.b < 0 {
+		return nil, false
+	}
+	col := &s.batches[ref.b].cols[c]
+	return col, !col.nulls || !col.arr.IsNull(int(ref.r))
+}
+
 // appendColumn appends column c of the rows refs to bld, a builder of the
 // column's type; a ref with b < 0 appends a null.
 func (s *joinSide) appendColumn(bld array.Builder, c int, refs []joinRef) {
+	bld.Reserve(len(refs))
 	switch bb := bld.(type) {
 	case *array.Int64Builder:
-		bb.Reserve(len(refs))
 		for _, ref := range refs {
-			if ref.b < 0 {
+			if col, ok := s.cell(c, ref); ok {
+				bb.UnsafeAppend(col.ints[ref.r])
+			} else {
 				bb.UnsafeAppendBoolToBitmap(false)
-				continue
 			}
-			col := &s.batches[ref.b].cols[c]
-			if col.nulls && col.arr.IsNull(int(ref.r)) {
-				bb.UnsafeAppendBoolToBitmap(false)
-				continue
-			}
-			bb.UnsafeAppend(col.ints[ref.r])
 		}
 	case *array.TimestampBuilder:
-		bb.Reserve(len(refs))
 		for _, ref := range refs {
-			if ref.b < 0 {
+			if col, ok := s.cell(c, ref); ok {
+				bb.UnsafeAppend(arrow.Timestamp(col.ints[ref.r]))
+			} else {
 				bb.UnsafeAppendBoolToBitmap(false)
-				continue
 			}
-			col := &s.batches[ref.b].cols[c]
-			if col.nulls && col.arr.IsNull(int(ref.r)) {
-				bb.UnsafeAppendBoolToBitmap(false)
-				continue
-			}
-			bb.UnsafeAppend(arrow.Timestamp(col.ints[ref.r]))
 		}
 	case *array.Float64Builder:
-		bb.Reserve(len(refs))
 		for _, ref := range refs {
-			if ref.b < 0 {
+			if col, ok := s.cell(c, ref); ok {
+				bb.UnsafeAppend(col.flts[ref.r])
+			} else {
 				bb.UnsafeAppendBoolToBitmap(false)
-				continue
 			}
-			col := &s.batches[ref.b].cols[c]
-			if col.nulls && col.arr.IsNull(int(ref.r)) {
-				bb.UnsafeAppendBoolToBitmap(false)
-				continue
-			}
-			bb.UnsafeAppend(col.flts[ref.r])
 		}
 	case *array.BooleanBuilder:
-		bb.Reserve(len(refs))
 		for _, ref := range refs {
-			if ref.b < 0 {
+			if col, ok := s.cell(c, ref); ok {
+				bb.UnsafeAppend(col.bools.Value(int(ref.r)))
+			} else {
 				bb.UnsafeAppendBoolToBitmap(false)
-				continue
 			}
-			col := &s.batches[ref.b].cols[c]
-			if col.nulls && col.arr.IsNull(int(ref.r)) {
-				bb.UnsafeAppendBoolToBitmap(false)
-				continue
-			}
-			bb.UnsafeAppend(col.bools.Value(int(ref.r)))
 		}
 	case *array.StringBuilder:
-		bb.Reserve(len(refs))
 		for _, ref := range refs {
-			if ref.b < 0 {
+			if col, ok := s.cell(c, ref); ok {
+				bb.Append(col.strs.Value(int(ref.r)))
+			} else {
 				bb.AppendNull()
-				continue
 			}
-			col := &s.batches[ref.b].cols[c]
-			if col.nulls && col.arr.IsNull(int(ref.r)) {
-				bb.AppendNull()
-				continue
-			}
-			bb.Append(col.strs.Value(int(ref.r)))
 		}
 	default:
 		panic(fmt.Sprintf("builtin: join: gather into a %T", bld))
