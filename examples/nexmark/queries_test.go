@@ -44,9 +44,7 @@ func testSpec(t *testing.T, q string) *spec.Job {
 
 // runJob runs js to the end on an in-process coordinator and worker (the
 // embedded mode) and returns the store its sinks wrote to.
-func runJob(t *testing.T, js *spec.Job) blob.Bucket { return runJobB(t, js) }
-
-func runJobB(t testing.TB, js *spec.Job) blob.Bucket {
+func runJob(t *testing.T, js *spec.Job) blob.Bucket {
 	t.Helper()
 	bucket, err := blob.NewDir(t.TempDir())
 	if err != nil {

@@ -134,7 +134,7 @@ func (s *nexmarkSource) Open(ctx *task.SourceContext) error {
 	}
 	if r := s.restored; r != nil {
 		n := *r.Next
-		if n != nexmarkFirst(s.subtask) && (n/nexmarkBlock)%int64(s.parallelism) != int64(s.subtask) {
+		if (n/nexmarkBlock)%int64(s.parallelism) != int64(s.subtask) {
 			return fmt.Errorf("nexmark source %s: restored position next=%d is not an event of subtask %d of %d", s.src.Name, n, s.subtask, s.parallelism)
 		}
 		s.next = n
