@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/statestore/blob"
 )

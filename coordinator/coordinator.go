@@ -29,11 +29,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
-	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/manifest"
 )
@@ -107,7 +106,7 @@ type taskState struct {
 	worker  string
 	state   string
 	errMsg  string
-	stats   task.StatsSnapshot
+	stats   control.Stats
 	updated time.Time
 }
 
@@ -457,7 +456,7 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 		return // terminal task states are final; late metrics are dropped
 	}
 	t.state, t.errMsg, t.updated = e.State, e.Error, e.Time
-	if e.Stats != (task.StatsSnapshot{}) { // a state change may carry no metrics
+	if e.Stats != (control.Stats{}) { // a state change may carry no metrics
 		t.stats = e.Stats
 	}
 	if j.state == JobRestarting && !j.ck.recovered {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
-	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange/control"
 )
 
 // A coordinator started on the same bucket lists the jobs that ended with

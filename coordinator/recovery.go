@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator/checkpoint"
-	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/builtin"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
@@ -88,7 +88,7 @@ type ckpt struct {
 	// (known to this coordinator).
 	committed int64
 	busy      bool // a manifest write, recovery or finalization is running
-	acks      map[int64]map[checkpoint.Task]task.Ack
+	acks      map[int64]map[checkpoint.Task]control.Ack
 
 	restartAt  time.Time
 	recovering bool
@@ -122,7 +122,7 @@ const maxHistory = 200
 
 func newCkpt(js *spec.Job) *ckpt {
 	k := &ckpt{restart: js.EffectiveRestart(), txns: map[string]pendingTxn{}, retained: map[int64]*manifest.Manifest{},
-		bad: map[int64]bool{}, acks: map[int64]map[checkpoint.Task]task.Ack{}, sinks: map[string]task.TwoPhaseSink{}}
+		bad: map[int64]bool{}, acks: map[int64]map[checkpoint.Task]control.Ack{}, sinks: map[string]task.TwoPhaseSink{}}
 	k.backoff = time.Duration(k.restart.Backoff)
 	if c := js.Checkpoint; c != nil {
 		k.cfg = &checkpoint.Config{Interval: time.Duration(c.Interval), Timeout: time.Duration(c.Timeout),
@@ -309,7 +309,7 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 		return
 	}
 	if k.acks[a.Checkpoint] == nil {
-		k.acks[a.Checkpoint] = map[checkpoint.Task]task.Ack{}
+		k.acks[a.Checkpoint] = map[checkpoint.Task]control.Ack{}
 	}
 	k.acks[a.Checkpoint][t] = a
 	if h := k.find(a.Checkpoint); h != nil {
@@ -332,7 +332,7 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 
 // buildManifest assembles the manifest of checkpoint id from the
 // subtasks' acknowledgements, with every pending transaction up to id.
-func (c *Coordinator) buildManifest(j *job, id int64, triggered time.Time, acks map[checkpoint.Task]task.Ack, final, savepoint bool) *manifest.Manifest {
+func (c *Coordinator) buildManifest(j *job, id int64, triggered time.Time, acks map[checkpoint.Task]control.Ack, final, savepoint bool) *manifest.Manifest {
 	sum := sha256.Sum256(j.specJSON)
 	m := &manifest.Manifest{Version: manifest.Version, Job: j.id, Checkpoint: id, Attempt: j.attempt,
 		Savepoint: savepoint, Final: final, Triggered: triggered.UTC(), Completed: time.Now().UTC(),

@@ -5,22 +5,22 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/plan"
-	"github.com/weirstream/weir/functions/task"
 )
 
 // JobStatus is what the API returns about a job.
 type JobStatus struct {
-	ID       string             `json:"id"`
-	Name     string             `json:"name"`
-	State    string             `json:"state"`
-	Attempt  int                `json:"attempt"`
-	Created  time.Time          `json:"created"`
-	Started  time.Time          `json:"started,omitzero"`
-	Ended    time.Time          `json:"ended,omitzero"`
-	Error    string             `json:"error,omitempty"`
-	Vertices []VertexStatus     `json:"vertices,omitempty"`
-	Totals   task.StatsSnapshot `json:"totals"`
+	ID       string         `json:"id"`
+	Name     string         `json:"name"`
+	State    string         `json:"state"`
+	Attempt  int            `json:"attempt"`
+	Created  time.Time      `json:"created"`
+	Started  time.Time      `json:"started,omitzero"`
+	Ended    time.Time      `json:"ended,omitzero"`
+	Error    string         `json:"error,omitempty"`
+	Vertices []VertexStatus `json:"vertices,omitempty"`
+	Totals   control.Stats  `json:"totals"`
 	// Checkpoints summarises the job's checkpoints (nil when off).
 	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
 	// Recoveries lists the job's restarts, oldest first.
@@ -37,17 +37,17 @@ type CheckpointSummary struct {
 // VertexStatus sums a vertex's subtasks.
 type VertexStatus struct {
 	plan.VertexInfo
-	Tasks  []TaskStatus       `json:"tasks"`
-	Totals task.StatsSnapshot `json:"totals"`
+	Tasks  []TaskStatus  `json:"tasks"`
+	Totals control.Stats `json:"totals"`
 }
 
 // TaskStatus is one subtask.
 type TaskStatus struct {
-	Subtask int                `json:"subtask"`
-	Worker  string             `json:"worker"`
-	State   string             `json:"state"`
-	Error   string             `json:"error,omitempty"`
-	Stats   task.StatsSnapshot `json:"stats"`
+	Subtask int           `json:"subtask"`
+	Worker  string        `json:"worker"`
+	State   string        `json:"state"`
+	Error   string        `json:"error,omitempty"`
+	Stats   control.Stats `json:"stats"`
 }
 
 // Status returns one job's status.
@@ -93,7 +93,7 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 			st.Checkpoints = sum
 		}
 	}
-	var sinks, sources task.StatsSnapshot
+	var sinks, sources control.Stats
 	for _, vi := range j.plan.Describe() {
 		vs := VertexStatus{VertexInfo: vi}
 		v := j.plan.Vertex(vi.Name)

@@ -24,7 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/coordinator"
-	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/builtin"

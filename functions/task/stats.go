@@ -70,23 +70,3 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		Checkpoints:     s.Checkpoints.Load(),
 	}
 }
-
-// Add sums two snapshots (for per-vertex and per-job totals).
-func (a StatsSnapshot) Add(b StatsSnapshot) StatsSnapshot {
-	a.RecordsIn += b.RecordsIn
-	a.RecordsOut += b.RecordsOut
-	a.SinkIn += b.SinkIn
-	a.BytesOut += b.BytesOut
-	a.BusySeconds += b.BusySeconds
-	a.IdleSeconds += b.IdleSeconds
-	a.BackpressureSec += b.BackpressureSec
-	a.LateDropped += b.LateDropped
-	a.LateSide += b.LateSide
-	a.DeadLetters += b.DeadLetters
-	a.SinkRows += b.SinkRows
-	a.WindowsFired += b.WindowsFired
-	if b.Watermark < a.Watermark || a.Watermark == 0 {
-		a.Watermark = b.Watermark
-	}
-	return a
-}

@@ -19,7 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
-	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
@@ -167,7 +167,7 @@ func (w *Worker) handle(ctx context.Context, c control.Command) {
 	switch c.Kind {
 	case control.CmdDeploy:
 		if err := w.deploy(ctx, c); err != nil {
-			w.report(ctx, c.Task, control.StateFailed, err.Error(), task.StatsSnapshot{})
+			w.report(ctx, c.Task, control.StateFailed, err.Error(), control.Stats{})
 		}
 	case control.CmdTrigger:
 		w.mu.Lock()
@@ -224,7 +224,8 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 			Ack: func(a task.Ack) {
 				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				e := control.Event{Task: id, Worker: w.cfg.ID, State: control.StateRunning, Ack: &a, Time: time.Now()}
+				wa := control.Ack(a)
+				e := control.Event{Task: id, Worker: w.cfg.ID, State: control.StateRunning, Ack: &wa, Time: time.Now()}
 				if err := w.cfg.Plane.Report(rctx, e); err != nil {
 					w.cfg.Logger.Warn("report checkpoint ack failed", "task", id, "checkpoint", a.Checkpoint, "err", err)
 				}
@@ -233,7 +234,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 		if c.Restore != "" {
 			rs, cp, err := w.restoreFor(ctx, c.Restore, &cfg)
 			if err != nil {
-				w.report(ctx, c.Task, control.StateFailed, err.Error(), task.StatsSnapshot{}, cp)
+				w.report(ctx, c.Task, control.StateFailed, err.Error(), control.Stats{}, cp)
 				return nil
 			}
 			cfg.Checkpoints.Restore = rs
@@ -251,7 +252,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	}
 	w.mu.tasks[c.Task] = r
 	w.mu.Unlock()
-	w.report(ctx, c.Task, control.StateRunning, "", task.StatsSnapshot{})
+	w.report(ctx, c.Task, control.StateRunning, "", control.Stats{})
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -277,7 +278,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 		// Report even when the worker is stopping.
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()
-		w.report(rctx, c.Task, state, msg, t.Stats().Snapshot(), corrupt)
+		w.report(rctx, c.Task, state, msg, control.Stats(t.Stats().Snapshot()), corrupt)
 	}()
 	return nil
 }
@@ -312,7 +313,7 @@ func (w *Worker) restoreFor(ctx context.Context, key string, cfg *task.Config) (
 	return rs, 0, nil
 }
 
-func (w *Worker) report(ctx context.Context, id control.TaskID, state, msg string, st task.StatsSnapshot, corrupt ...int64) {
+func (w *Worker) report(ctx context.Context, id control.TaskID, state, msg string, st control.Stats, corrupt ...int64) {
 	e := control.Event{Task: id, Worker: w.cfg.ID, State: state, Error: msg, Stats: st, Time: time.Now()}
 	if len(corrupt) > 0 {
 		e.CorruptCheckpoint = corrupt[0]
@@ -324,9 +325,9 @@ func (w *Worker) report(ctx context.Context, id control.TaskID, state, msg strin
 
 func (w *Worker) reportStats(ctx context.Context) {
 	w.mu.Lock()
-	snaps := make(map[control.TaskID]task.StatsSnapshot, len(w.mu.tasks))
+	snaps := make(map[control.TaskID]control.Stats, len(w.mu.tasks))
 	for id, r := range w.mu.tasks {
-		snaps[id] = r.task.Stats().Snapshot()
+		snaps[id] = control.Stats(r.task.Stats().Snapshot())
 	}
 	w.mu.Unlock()
 	for id, s := range snaps {

@@ -1,8 +1,11 @@
-// Package control is how the coordinator and workers talk: workers register
-// and heartbeat, the coordinator sends them commands (deploy a subtask,
-// cancel one), and tasks report their state and metrics back as events.
+// Package control is the cluster protocol: how the coordinator and workers
+// talk. Workers register and heartbeat, the coordinator sends them commands
+// (deploy a subtask, cancel one, trigger a checkpoint), and tasks report
+// their state, metrics and checkpoint acknowledgements back as events.
 //
-// Two planes implement it with the same semantics: Redis (workers are
+// Both roles import this package and it imports neither: its wire types
+// (Command, Event, Stats, Ack) are its own. Two planes implement it with
+// the same semantics, checked by one contract suite: Redis (workers are
 // separate processes; the coordinator can restart and find them again) and
 // in-process (the embedded single-process mode).
 package control
@@ -13,7 +16,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // ErrUnknownWorker is returned by Send for a worker that is not registered.
@@ -71,18 +74,69 @@ const (
 // Event is a task's report: a state change, or (State RUNNING again) fresh
 // metrics.
 type Event struct {
-	Task   TaskID             `json:"task"`
-	Worker string             `json:"worker"`
-	State  string             `json:"state"`
-	Error  string             `json:"error,omitempty"`
-	Stats  task.StatsSnapshot `json:"stats"`
-	Time   time.Time          `json:"time"`
+	Task   TaskID    `json:"task"`
+	Worker string    `json:"worker"`
+	State  string    `json:"state"`
+	Error  string    `json:"error,omitempty"`
+	Stats  Stats     `json:"stats"`
+	Time   time.Time `json:"time"`
 	// Ack is a checkpoint acknowledgement (State RUNNING), or the task's
 	// final transactions (just before FINISHED).
-	Ack *task.Ack `json:"ack,omitempty"`
+	Ack *Ack `json:"ack,omitempty"`
 	// CorruptCheckpoint is set on a FAILED event when the task could not
 	// restore because checkpoint CorruptCheckpoint's state is damaged.
 	CorruptCheckpoint int64 `json:"corruptCheckpoint,omitempty"`
+}
+
+// Stats are a task's counters, as a worker reports them every second.
+type Stats struct {
+	RecordsIn       int64   `json:"recordsIn"`
+	RecordsOut      int64   `json:"recordsOut"`
+	SinkIn          int64   `json:"sinkIn"`
+	BytesOut        int64   `json:"bytesOut"`
+	BusySeconds     float64 `json:"busySeconds"`
+	IdleSeconds     float64 `json:"idleSeconds"`
+	BackpressureSec float64 `json:"backpressuredSeconds"`
+	Watermark       int64   `json:"watermark"`
+	LateDropped     int64   `json:"lateDropped"`
+	LateSide        int64   `json:"lateSide"`
+	DeadLetters     int64   `json:"deadLetters"`
+	SinkRows        int64   `json:"sinkRows"`
+	WindowsFired    int64   `json:"windowsFired"`
+	Checkpoints     int64   `json:"checkpoints"`
+}
+
+// Add sums two snapshots (for per-vertex and per-job totals).
+func (a Stats) Add(b Stats) Stats {
+	a.RecordsIn += b.RecordsIn
+	a.RecordsOut += b.RecordsOut
+	a.SinkIn += b.SinkIn
+	a.BytesOut += b.BytesOut
+	a.BusySeconds += b.BusySeconds
+	a.IdleSeconds += b.IdleSeconds
+	a.BackpressureSec += b.BackpressureSec
+	a.LateDropped += b.LateDropped
+	a.LateSide += b.LateSide
+	a.DeadLetters += b.DeadLetters
+	a.SinkRows += b.SinkRows
+	a.WindowsFired += b.WindowsFired
+	if b.Watermark < a.Watermark || a.Watermark == 0 {
+		a.Watermark = b.Watermark
+	}
+	return a
+}
+
+// Ack is a task's checkpoint acknowledgement: its share of the manifest.
+type Ack struct {
+	Checkpoint int64 `json:"checkpoint"`
+	// Final: the task finished its input; Subtask holds the sinks' last
+	// transactions and nothing to restore.
+	Final   bool             `json:"final,omitempty"`
+	Subtask manifest.Subtask `json:"subtask"`
+	// Decline, if set, is why the checkpoint failed at this task (an
+	// upload or a pre-commit failed); the coordinator aborts it. The task
+	// goes on.
+	Decline string `json:"decline,omitempty"`
 }
 
 // Plane is the control channel between one coordinator and its workers.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/coordinator/control"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/integration/testenv"
 )
 

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirstream/weir/coordinator/control"
-	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
@@ -340,7 +339,7 @@ func event(g, i int) control.Event {
 		Task:   control.TaskID{Job: "job-1", Attempt: 1, Vertex: fmt.Sprintf("g%d", g), Subtask: g},
 		Worker: "w",
 		State:  control.StateRunning,
-		Stats:  task.StatsSnapshot{RecordsIn: int64(i), BusySeconds: 0.25},
+		Stats:  control.Stats{RecordsIn: int64(i), BusySeconds: 0.25},
 		Time:   time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC),
 	}
 }
@@ -360,7 +359,7 @@ func testEventsRoundTrip(t *testing.T, p control.Plane) {
 	want := []control.Event{
 		event(0, 1),
 		{Task: control.TaskID{Job: "job-1", Attempt: 2, Vertex: "sink", Subtask: 3}, Worker: "w9", State: control.StateFailed,
-			Error: "boom: it broke", Stats: task.StatsSnapshot{RecordsOut: 9, SinkRows: 4, Watermark: -5}, Time: time.Date(2026, 3, 4, 5, 6, 7, 8000, time.UTC)},
+			Error: "boom: it broke", Stats: control.Stats{RecordsOut: 9, SinkRows: 4, Watermark: -5}, Time: time.Date(2026, 3, 4, 5, 6, 7, 8000, time.UTC)},
 		event(0, 2),
 	}
 	for _, e := range want {
