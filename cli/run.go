@@ -106,6 +106,9 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Du
 	defer func() {
 		stopSvcs()
 		_ = g.Wait()
+		if err := coord.Close(); err != nil {
+			log.Warn("close coordinator", "err", err)
+		}
 	}()
 	if err := waitForWorker(sigCtx, e, w.ID()); err != nil {
 		return err

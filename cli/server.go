@@ -48,6 +48,11 @@ func (a *app) serveCoordinator(ctx context.Context, listen string, ready chan<- 
 	}
 	defer e.close()
 	c := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log})
+	defer func() {
+		if err := c.Close(); err != nil {
+			log.Warn("close coordinator", "err", err)
+		}
+	}()
 	if err := c.Load(ctx); err != nil {
 		return err
 	}

@@ -1,18 +1,34 @@
 // Package coordinator accepts jobs, plans them, schedules their subtasks
-// onto workers' slots, tracks job and task states from the workers' events,
-// cancels jobs, and serves the JSON HTTP API the CLI uses.
+// onto workers' slots, follows their lifecycle from the workers' events,
+// drives their checkpoints, commits their sinks' transactions, recovers
+// them from checkpoints, and serves the JSON HTTP API the CLI uses.
 //
-// The coordinator keeps its truth in the bucket: each job's spec is stored
-// at jobs/<id>/spec.json before anything runs, and its final status at
-// jobs/<id>/status.json.
+// The coordinator keeps its truth in the bucket (statestore/layout): each
+// job's spec is stored before anything runs, its status as it changes,
+// its checkpoints' manifests as they complete.
 //
-// The main loop, driven by one goroutine:
+// Decisions are made by two pure state machines per job, package
+// lifecycle (states, restarts, recovery, the end) and package checkpoint
+// (trigger, acks, manifest); this package is their driver. One goroutine,
+// Run, owns them:
 //
 //	for {
-//		events := plane.Events(wait)   // task state changes and metrics
-//		apply(events)                   // job state follows task states
-//		every second: schedule waiting jobs, fail jobs whose workers died
+//		events := plane.Events(wait)     // task state changes, metrics, acks
+//		apply(events)                     // lifecycle + checkpoint decisions, carried out
+//		every 50 ms: tick both machines; every second: schedule, check workers
+//		drain results of asynchronous I/O (manifest writes, recoveries, commits)
 //	}
+//
+// Every goroutine it starts for I/O runs on an errgroup bound to Run's
+// context; Run returns only when all of them have ended, and Close stops
+// Run and releases what the coordinator opened.
+//
+// The files are named for what they drive: schedule.go (placing tasks),
+// driver.go (lifecycle decisions), checkpoints.go (the checkpoint
+// machine and manifests), commit.go (sink transactions and the final
+// manifest), janitor.go (staging clean-up and garbage collection),
+// recovery.go (restoring from a checkpoint), savepoint.go (savepoints,
+// stop with savepoint), delete.go.
 package coordinator
 
 import (
@@ -23,34 +39,43 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/weirstream/weir/exchange/control"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/weirstream/weir/coordinator/lifecycle"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
-// Job states. CANCELING is transient.
+// Job states. CANCELING and RESTARTING are transient.
 const (
-	JobCreated   = control.StateCreated
-	JobRunning   = control.StateRunning
-	JobFinished  = control.StateFinished
-	JobFailed    = control.StateFailed
-	JobCanceled  = control.StateCanceled
-	JobCanceling = "CANCELING"
+	JobCreated    = lifecycle.Created
+	JobRunning    = lifecycle.Running
+	JobRestarting = lifecycle.Restarting
+	JobCanceling  = lifecycle.Canceling
+	JobFinished   = lifecycle.Finished
+	JobFailed     = lifecycle.Failed
+	JobCanceled   = lifecycle.Canceled
 )
+
+// Recovery is one restart of a job.
+type Recovery = lifecycle.Recovery
 
 // Errors.
 var (
 	ErrNotFound = errors.New("coordinator: job not found")
 	ErrEnded    = errors.New("coordinator: job has already ended")
+	// ErrStopped is returned to callers waiting for a savepoint when the
+	// coordinator stops.
+	ErrStopped = errors.New("coordinator: stopped")
 )
 
 // Config configures a coordinator.
@@ -59,6 +84,8 @@ type Config struct {
 	Bucket    blob.Bucket
 	Transport exchange.Transport
 	Logger    *slog.Logger
+	// Now is the clock (default time.Now); nothing else reads the time.
+	Now func() time.Time
 	// CancelTimeout is how long a cancel waits for workers to confirm
 	// before the job counts as CANCELED anyway (default 10s).
 	CancelTimeout time.Duration
@@ -71,19 +98,41 @@ type Config struct {
 	Crash func(point string) bool
 }
 
+// How often Run ticks the state machines, and schedules and checks
+// workers.
+const (
+	tickInterval     = 50 * time.Millisecond
+	scheduleInterval = time.Second
+	eventWait        = 100 * time.Millisecond
+)
+
 // Coordinator manages jobs.
 type Coordinator struct {
 	cfg Config
 	mu  struct {
 		sync.Mutex
-		jobs map[string]*job
+		jobs    map[string]*job
+		changed chan struct{} // closed and replaced whenever a job changes
+		// wantSchedule asks the loop to schedule at its next turn.
+		wantSchedule bool
+		// run is the running loop's errgroup for asynchronous I/O (nil
+		// while Run is not running).
+		run *runGroup
+		// runDone is closed when Run returns.
+		runDone chan struct{}
+		closed  bool
 	}
-	changed chan struct{} // closed and replaced whenever a job changes state
 	// results carries the outcomes of asynchronous work (manifest
-	// writes, recoveries) back to the main loop.
-	results      chan func(context.Context)
-	wantSchedule bool        // guarded by mu
-	dead         atomic.Bool // a Crash hook fired: Run stops
+	// writes, recoveries) back to the loop.
+	results chan func(context.Context)
+	dead    atomic.Bool // a Crash hook fired: Run stops
+	stop    context.CancelFunc
+	stopped context.Context
+}
+
+type runGroup struct {
+	g   *errgroup.Group
+	ctx context.Context
 }
 
 type job struct {
@@ -91,26 +140,21 @@ type job struct {
 	spec     *spec.Job
 	specJSON []byte
 	plan     *plan.Plan
-	state    string
-	attempt  int
 	created  time.Time
-	started  time.Time
-	ended    time.Time
-	errMsg   string
-	tasks    map[control.TaskID]*taskState
-	cancelAt time.Time
-	ck       *ckpt // checkpoints and restarts
+	lc       *lifecycle.Job
+	// tasks holds what the current attempt's tasks reported beyond their
+	// state (which the lifecycle keeps).
+	tasks map[lifecycle.Task]*taskInfo
+	ck    *ckpt // checkpoints, commits, savepoints
 }
 
-type taskState struct {
-	worker  string
-	state   string
+type taskInfo struct {
 	errMsg  string
 	stats   control.Stats
 	updated time.Time
 }
 
-// New returns a coordinator; Run drives it.
+// New returns a coordinator; Run drives it and Close releases it.
 func New(cfg Config) *Coordinator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -118,9 +162,43 @@ func New(cfg Config) *Coordinator {
 	if cfg.CancelTimeout <= 0 {
 		cfg.CancelTimeout = 10 * time.Second
 	}
-	c := &Coordinator{cfg: cfg, changed: make(chan struct{}), results: make(chan func(context.Context), 64)}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Coordinator{cfg: cfg, results: make(chan func(context.Context), 64)}
+	c.stopped, c.stop = context.WithCancel(context.Background())
 	c.mu.jobs = map[string]*job{}
+	c.mu.changed = make(chan struct{})
 	return c
+}
+
+func (c *Coordinator) now() time.Time { return c.cfg.Now() }
+
+func (c *Coordinator) newJob(id string, js *spec.Job, specJSON []byte, p *plan.Plan) *job {
+	return &job{id: id, spec: js, specJSON: specJSON, plan: p, created: c.now(), tasks: map[lifecycle.Task]*taskInfo{}, ck: newCkpt(js)}
+}
+
+// lifecycleConfig describes the job to its lifecycle machine.
+func (j *job) lifecycleConfig(cancelTimeout time.Duration) lifecycle.Config {
+	r := j.spec.EffectiveRestart()
+	cfg := lifecycle.Config{Checkpointing: j.ck.cfg != nil, CancelTimeout: cancelTimeout,
+		Restart: lifecycle.Restart{Attempts: r.Attempts, Backoff: time.Duration(r.Backoff),
+			MaxBackoff: time.Duration(r.MaxBackoff), ResetAfter: time.Duration(r.ResetAfter)}}
+	for _, v := range j.plan.Vertices {
+		for s := 0; s < v.Parallelism; s++ {
+			t := lifecycle.Task{Vertex: v.Name, Subtask: s}
+			cfg.Tasks = append(cfg.Tasks, t)
+			if v.Nodes[0].Kind == plan.KindSource {
+				cfg.Sources = append(cfg.Sources, t)
+			}
+		}
+	}
+	return cfg
+}
+
+// taskID names a task of the job's current attempt.
+func (j *job) taskID(t lifecycle.Task) control.TaskID {
+	return control.TaskID{Job: j.id, Attempt: j.lc.Attempt(), Vertex: t.Vertex, Subtask: t.Subtask}
 }
 
 // SpecKey and StatusKey are where a job's spec and final status live.
@@ -206,9 +284,10 @@ func (c *Coordinator) SubmitWith(ctx context.Context, js *spec.Job, opts SubmitO
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, SpecKey(id), specJSON); err != nil {
 		return "", fmt.Errorf("store spec of %s: %w", id, err)
 	}
-	j := &job{id: id, spec: js, specJSON: specJSON, plan: p, state: JobCreated, attempt: 1, created: time.Now(), ck: newCkpt(js)}
+	j := c.newJob(id, js, specJSON, p)
+	j.lc = lifecycle.New(j.lifecycleConfig(c.cfg.CancelTimeout))
 	if from != nil {
-		j.ck.origin, j.ck.restoreKey, j.ck.restoring = opts.FromSavepoint, opts.FromSavepoint, from.Checkpoint
+		j.ck.origin, j.ck.restoreKey = opts.FromSavepoint, opts.FromSavepoint
 		if err := c.cfg.Bucket.Put(ctx, OriginKey(id), []byte(opts.FromSavepoint+"\n")); err != nil {
 			return "", fmt.Errorf("store origin of %s: %w", id, err)
 		}
@@ -228,8 +307,7 @@ func randomID() string {
 }
 
 // Load reads the jobs stored in the bucket so that a restarted coordinator
-// lists them. A job that had not ended when the coordinator stopped is
-// marked FAILED: resuming from checkpoints is not available yet.
+// lists them, and resumes those that had not ended (lifecycle.Resume).
 func (c *Coordinator) Load(ctx context.Context) error {
 	objs, err := c.cfg.Bucket.List(ctx, "jobs/")
 	if err != nil {
@@ -258,35 +336,22 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			c.cfg.Logger.Warn("skipping job whose spec no longer plans", "job", id, "err", err)
 			continue
 		}
-		j := &job{id: id, spec: &js, specJSON: raw, plan: p, state: JobFailed, created: o.Modified, attempt: 1,
-			errMsg: "coordinator restarted while the job ran", ck: newCkpt(&js)}
+		j := c.newJob(id, &js, raw, p)
+		j.created = o.Modified
+		stored := lifecycle.Stored{State: JobFailed, Message: lifecycle.RestartedMessage, Attempt: 1}
 		if st, err := c.cfg.Bucket.Get(ctx, StatusKey(id)); err == nil {
 			var s JobStatus
 			if json.Unmarshal(st, &s) == nil {
-				j.state, j.errMsg, j.attempt = s.State, s.Error, max(s.Attempt, 1)
-				j.created, j.started, j.ended = s.Created, s.Started, s.Ended
+				stored = lifecycle.Stored{State: s.State, Message: s.Error, Attempt: s.Attempt, Started: s.Started, Ended: s.Ended}
+				j.created = s.Created
 			}
 		}
 		if origin, err := c.cfg.Bucket.Get(ctx, OriginKey(id)); err == nil {
 			j.ck.origin = strings.TrimSpace(string(origin))
 		}
-		if !terminal(j.state) || (j.state == JobFailed && j.errMsg == "coordinator restarted while the job ran") {
-			if j.ck.restart.Attempts > 0 {
-				// Resume from the latest checkpoint as a new attempt.
-				j.state, j.errMsg = JobRestarting, "coordinator restarted while the job ran"
-				j.ck.recoveries = append(j.ck.recoveries, Recovery{Attempt: j.attempt + 1, Reason: j.errMsg, Detected: time.Now()})
-				for _, v := range p.Vertices {
-					for s := 0; s < v.Parallelism; s++ {
-						if j.tasks == nil {
-							j.tasks = map[control.TaskID]*taskState{}
-						}
-						j.tasks[control.TaskID{Job: id, Attempt: j.attempt, Vertex: v.Name, Subtask: s}] = &taskState{state: control.StateCanceled}
-					}
-				}
-				c.cfg.Logger.Info("resuming job", "job", id, "attempt", j.attempt+1)
-			} else {
-				j.state, j.errMsg = JobFailed, "coordinator restarted while the job ran"
-			}
+		j.lc = lifecycle.Resume(j.lifecycleConfig(c.cfg.CancelTimeout), c.now(), stored)
+		if j.lc.State() == JobRestarting {
+			c.cfg.Logger.Info("resuming job", "job", id, "attempt", j.lc.Attempt()+1)
 		}
 		c.mu.Lock()
 		if _, exists := c.mu.jobs[id]; !exists {
@@ -297,43 +362,115 @@ func (c *Coordinator) Load(ctx context.Context) error {
 	return nil
 }
 
-// Run drives the coordinator until ctx is done.
+// Run drives the coordinator until ctx is done or Close is called. It
+// returns once every goroutine it started has ended.
 func (c *Coordinator) Run(ctx context.Context) error {
-	tick := time.NewTicker(time.Second)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopRun := context.AfterFunc(c.stopped, cancel)
+	defer stopRun()
+	g, gctx := errgroup.WithContext(ctx)
+	c.mu.Lock()
+	if c.mu.closed || c.mu.run != nil {
+		c.mu.Unlock()
+		return errors.New("coordinator: Run called twice or after Close")
+	}
+	c.mu.run = &runGroup{g: g, ctx: gctx}
+	c.mu.runDone = make(chan struct{})
+	c.mu.Unlock()
+	defer func() {
+		cancel()
+		_ = g.Wait()
+		c.mu.Lock()
+		c.mu.run = nil
+		for _, j := range c.mu.jobs {
+			j.ck.failWaits(ErrStopped)
+		}
+		close(c.mu.runDone)
+		c.mu.Unlock()
+	}()
+	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
-	lastCk := time.Now()
+	lastSchedule := c.now()
 	for {
-		evs, err := c.cfg.Plane.Events(ctx, 100*time.Millisecond)
+		evs, err := c.cfg.Plane.Events(ctx, eventWait)
 		if ctx.Err() != nil || c.dead.Load() {
 			return nil
 		}
 		if err != nil {
 			c.cfg.Logger.Warn("read task events failed", "err", err)
-			sleepCtx(ctx, 100*time.Millisecond)
+			sleepCtx(ctx, eventWait)
 		}
 		for _, e := range evs {
 			c.apply(ctx, e)
 		}
 		c.drainResults(ctx)
-		if now := time.Now(); now.Sub(lastCk) >= 50*time.Millisecond {
-			lastCk = now
-			c.checkpointTick(ctx, now)
+		select {
+		case <-tick.C:
+			c.tick(ctx, c.now())
+		default:
 		}
 		c.mu.Lock()
-		want := c.wantSchedule
-		c.wantSchedule = false
+		want := c.mu.wantSchedule
+		c.mu.wantSchedule = false
 		c.mu.Unlock()
 		if want {
 			c.schedule(ctx)
 		}
-		select {
-		case <-tick.C:
+		if now := c.now(); now.Sub(lastSchedule) >= scheduleInterval {
+			lastSchedule = now
 			c.schedule(ctx)
 			c.checkWorkers(ctx)
-			c.checkCancels(ctx)
-		default:
 		}
 	}
+}
+
+// Close stops Run (if it runs), waits until it has returned, and closes
+// the sinks opened to commit transactions. It is safe to call twice.
+func (c *Coordinator) Close() error {
+	c.stop()
+	c.mu.Lock()
+	c.mu.closed = true
+	done := c.mu.runDone
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, j := range c.mu.jobs {
+		errs = append(errs, j.ck.closeSinks())
+	}
+	return errors.Join(errs...)
+}
+
+// goAsync runs I/O off the loop on Run's errgroup, bounded by timeout;
+// the function it returns (if any) runs on the loop with c.mu held. The
+// caller holds c.mu. Without a running loop the work is done inline.
+func (c *Coordinator) goAsync(timeout time.Duration, work func(ctx context.Context) func(context.Context)) {
+	run := c.mu.run
+	if run == nil {
+		ctx, cancel := context.WithTimeout(c.stopped, timeout)
+		defer cancel()
+		if done := work(ctx); done != nil {
+			done(ctx)
+		}
+		return
+	}
+	run.g.Go(func() error {
+		ctx, cancel := context.WithTimeout(run.ctx, timeout)
+		defer cancel()
+		done := work(ctx)
+		if done == nil {
+			return nil
+		}
+		select {
+		case c.results <- done:
+		case <-run.ctx.Done():
+		}
+		return nil
+	})
 }
 
 // drainResults applies the outcomes of finished asynchronous work.
@@ -359,230 +496,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// schedule places the subtasks of every CREATED job that has none placed
-// yet, if the live workers have enough free slots.
-//
-// Slots are shared as in Flink: slot group i holds subtask i of every
-// vertex, so a job needs as many slots as its largest parallelism, and a
-// pipeline's subtasks sit together on one worker. Groups are spread: the
-// worker with the most free slots takes the next group.
-func (c *Coordinator) schedule(ctx context.Context) {
-	workers, err := c.cfg.Plane.Workers(ctx)
-	if err != nil {
-		c.cfg.Logger.Warn("list workers failed", "err", err)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	used := map[string]int{} // worker -> slot groups in use
-	var waiting []*job
-	for _, j := range c.mu.jobs {
-		groups := map[string]map[int]bool{}
-		for id, t := range j.tasks {
-			if terminal(t.state) {
-				continue
-			}
-			if groups[t.worker] == nil {
-				groups[t.worker] = map[int]bool{}
-			}
-			groups[t.worker][id.Subtask] = true
-		}
-		for w, g := range groups {
-			used[w] += len(g)
-		}
-		if len(j.tasks) == 0 && (j.state == JobCreated || j.state == JobRestarting && j.ck != nil && j.ck.ready) {
-			waiting = append(waiting, j)
-		}
-	}
-	sort.Slice(waiting, func(a, b int) bool { return waiting[a].created.Before(waiting[b].created) })
-	for _, j := range waiting {
-		need := 0
-		for _, v := range j.plan.Vertices {
-			need = max(need, v.Parallelism)
-		}
-		free := 0
-		for _, w := range workers {
-			free += max(w.Slots-used[w.ID], 0)
-		}
-		if free < need {
-			c.cfg.Logger.Debug("job waits for slots", "job", j.id, "need", need, "free", free)
-			continue
-		}
-		j.tasks = map[control.TaskID]*taskState{}
-		placement := make([]string, need) // slot group -> worker
-		for g := range placement {
-			best := -1
-			for i, w := range workers {
-				if best < 0 || w.Slots-used[w.ID] > workers[best].Slots-used[workers[best].ID] {
-					best = i
-				}
-			}
-			placement[g] = workers[best].ID
-			used[workers[best].ID]++
-		}
-		failed := false
-		for _, v := range j.plan.Vertices {
-			for s := 0; s < v.Parallelism && !failed; s++ {
-				id := control.TaskID{Job: j.id, Attempt: j.attempt, Vertex: v.Name, Subtask: s}
-				wid := placement[s]
-				j.tasks[id] = &taskState{worker: wid, state: control.StateCreated, updated: time.Now()}
-				cmd := control.Command{Kind: control.CmdDeploy, Task: id, Spec: j.specJSON}
-				if j.ck != nil {
-					cmd.Restore = j.ck.restoreKey
-				}
-				if err := c.cfg.Plane.Send(ctx, wid, cmd); err != nil {
-					c.failOrRestartLocked(ctx, j, fmt.Sprintf("deploy %s[%d] to worker %s: %v", id.Vertex, id.Subtask, wid, err), 0)
-					failed = true
-				}
-			}
-		}
-		if j.ck != nil {
-			j.ck.ready = false
-		}
-		c.cfg.Logger.Info("job scheduled", "job", j.id, "attempt", j.attempt, "tasks", len(j.tasks), "slots", need, "workers", len(workers))
-	}
-}
-
-// apply records one task event and moves the job's state on.
-func (c *Coordinator) apply(ctx context.Context, e control.Event) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	j := c.mu.jobs[e.Task.Job]
-	if j == nil || e.Task.Attempt != j.attempt {
-		return
-	}
-	t := j.tasks[e.Task]
-	if t == nil || terminal(t.state) {
-		return // terminal task states are final; late metrics are dropped
-	}
-	t.state, t.errMsg, t.updated = e.State, e.Error, e.Time
-	if e.Stats != (control.Stats{}) { // a state change may carry no metrics
-		t.stats = e.Stats
-	}
-	if j.state == JobRestarting && !j.ck.recovered {
-		return // the old attempt winding down
-	}
-	if e.Ack != nil && j.ck != nil && !terminal(j.state) {
-		c.onAckLocked(ctx, j, e)
-	}
-	switch {
-	case e.State == control.StateFailed && !terminal(j.state) && j.state != JobCanceling:
-		c.failOrRestartLocked(ctx, j, fmt.Sprintf("%s[%d] on worker %s: %s", e.Task.Vertex, e.Task.Subtask, e.Worker, e.Error), e.CorruptCheckpoint)
-		return
-	case e.State == control.StateFailed && j.state == JobCanceling && c.allTerminal(j):
-		c.endLocked(ctx, j, JobCanceled, "")
-		return
-	case e.State == control.StateCanceled && !terminal(j.state) && j.state != JobCanceling:
-		// Nobody asked: the worker is shutting down, and the job cannot
-		// complete without the task.
-		c.failOrRestartLocked(ctx, j, fmt.Sprintf("%s[%d] was stopped by worker %s (shutting down)", e.Task.Vertex, e.Task.Subtask, e.Worker), 0)
-		return
-	case j.state == JobCanceling:
-		if c.allTerminal(j) {
-			c.endLocked(ctx, j, JobCanceled, "")
-		}
-		return
-	}
-	if terminal(j.state) {
-		return
-	}
-	running, finished := 0, 0
-	for _, ts := range j.tasks {
-		switch ts.state {
-		case control.StateRunning:
-			running++
-		case control.StateFinished:
-			finished++
-		}
-	}
-	if finished > 0 && j.ck != nil && j.ck.sm != nil {
-		j.ck.sm.Stop() // sources are ending: no new checkpoints
-	}
-	if finished == len(j.tasks) {
-		if j.ck != nil && j.ck.cfg != nil {
-			j.ck.finalizing = true // the final manifest commits the output
-			return
-		}
-		c.endLocked(ctx, j, JobFinished, "")
-		return
-	}
-	if (j.state == JobCreated || j.state == JobRestarting) && running+finished == len(j.tasks) {
-		if j.state == JobRestarting {
-			if n := len(j.ck.recoveries); n > 0 {
-				r := &j.ck.recoveries[n-1]
-				r.Running = time.Now()
-				r.Seconds = r.Running.Sub(r.Detected).Seconds()
-				c.cfg.Logger.Info("job recovered", "job", j.id, "attempt", j.attempt, "seconds", r.Seconds, "checkpoint", r.RestoredFrom)
-			}
-		}
-		j.state = JobRunning
-		j.started = time.Now()
-		if j.ck != nil {
-			c.startCheckpointsLocked(j)
-		}
-		c.notifyLocked()
-		c.cfg.Logger.Info("job running", "job", j.id)
-	}
-}
-
-func (c *Coordinator) allTerminal(j *job) bool {
-	for _, t := range j.tasks {
-		if !terminal(t.state) {
-			return false
-		}
-	}
-	return true
-}
-
-func terminal(s string) bool {
-	return s == control.StateFinished || s == control.StateFailed || s == control.StateCanceled
-}
-
-// failLocked fails the job and cancels its other tasks.
-func (c *Coordinator) failLocked(ctx context.Context, j *job, msg string) {
-	c.cfg.Logger.Error("job failed", "job", j.id, "err", msg)
-	c.cancelTasksLocked(ctx, j)
-	c.endLocked(ctx, j, JobFailed, msg)
-}
-
-func (c *Coordinator) cancelTasksLocked(ctx context.Context, j *job) {
-	for id, t := range j.tasks {
-		if terminal(t.state) {
-			continue
-		}
-		if err := c.cfg.Plane.Send(ctx, t.worker, control.Command{Kind: control.CmdCancel, Task: id}); err != nil {
-			c.cfg.Logger.Warn("send cancel failed", "task", id, "worker", t.worker, "err", err)
-		}
-	}
-}
-
-// endLocked moves the job to a final state, stores its status, and deletes
-// its attempt's channels.
-func (c *Coordinator) endLocked(ctx context.Context, j *job, state, msg string) {
-	j.state, j.errMsg, j.ended = state, msg, time.Now()
-	if j.ck != nil {
-		j.ck.sm = nil
-		j.ck.finalizing = false
-		j.ck.failWaitsLocked("the job ended " + state)
-		j.ck.closeSinks()
-		if j.ck.stoppedAt != "" && msg == "" {
-			msg = "stopped with savepoint " + j.ck.stoppedAt
-			j.errMsg = msg
-		}
-	}
-	st := c.statusLocked(j)
-	if err := c.storeStatus(ctx, j.id, st); err != nil {
-		c.cfg.Logger.Warn("store job status failed", "job", j.id, "err", err)
-	}
-	if c.cfg.Transport != nil {
-		if err := c.cfg.Transport.DeleteAttempt(ctx, j.id, j.attempt); err != nil {
-			c.cfg.Logger.Warn("delete job channels failed", "job", j.id, "err", err)
-		}
-	}
-	c.cfg.Logger.Info("job ended", "job", j.id, "state", state)
-	c.notifyLocked()
-}
-
 func (c *Coordinator) storeStatus(ctx context.Context, id string, st JobStatus) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -592,56 +505,8 @@ func (c *Coordinator) storeStatus(ctx context.Context, id string, st JobStatus) 
 }
 
 func (c *Coordinator) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// checkWorkers fails running jobs whose tasks sit on workers whose
-// heartbeat lapsed.
-func (c *Coordinator) checkWorkers(ctx context.Context) {
-	workers, err := c.cfg.Plane.Workers(ctx)
-	if err != nil {
-		return
-	}
-	live := map[string]bool{}
-	for _, w := range workers {
-		live[w.ID] = true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, j := range c.mu.jobs {
-		if terminal(j.state) {
-			continue
-		}
-		for id, t := range j.tasks {
-			if terminal(t.state) || live[t.worker] {
-				continue
-			}
-			if j.state == JobCanceling {
-				t.state = control.StateCanceled
-				continue
-			}
-			if j.state == JobRestarting && !j.ck.recovered {
-				t.state = control.StateCanceled
-				continue
-			}
-			c.failOrRestartLocked(ctx, j, fmt.Sprintf("worker %s running %s[%d] was lost (heartbeat expired)", t.worker, id.Vertex, id.Subtask), 0)
-			break
-		}
-		if j.state == JobCanceling && c.allTerminal(j) {
-			c.endLocked(ctx, j, JobCanceled, "")
-		}
-	}
-}
-
-func (c *Coordinator) checkCancels(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, j := range c.mu.jobs {
-		if j.state == JobCanceling && time.Since(j.cancelAt) > c.cfg.CancelTimeout {
-			c.endLocked(ctx, j, JobCanceled, "workers did not confirm the cancel in time")
-		}
-	}
+	close(c.mu.changed)
+	c.mu.changed = make(chan struct{})
 }
 
 // Cancel stops a job. It returns once the cancel is under way; the job
@@ -653,19 +518,11 @@ func (c *Coordinator) Cancel(ctx context.Context, id string) error {
 	if j == nil {
 		return fmt.Errorf("cancel %s: %w", id, ErrNotFound)
 	}
-	if terminal(j.state) {
-		return fmt.Errorf("cancel %s (%s): %w", id, j.state, ErrEnded)
+	ds, ok := j.lc.Cancel(c.now())
+	if !ok {
+		return fmt.Errorf("cancel %s (%s): %w", id, j.lc.State(), ErrEnded)
 	}
-	if j.state == JobCanceling {
-		return nil
-	}
-	j.state, j.cancelAt = JobCanceling, time.Now()
-	c.cancelTasksLocked(ctx, j)
-	if c.allTerminal(j) {
-		c.endLocked(ctx, j, JobCanceled, "")
-	} else {
-		c.notifyLocked()
-	}
+	c.exec(ctx, j, ds)
 	return nil
 }
 
@@ -679,18 +536,20 @@ func (c *Coordinator) Stop(ctx context.Context, id string) error {
 	if j == nil {
 		return fmt.Errorf("stop %s: %w", id, ErrNotFound)
 	}
-	if terminal(j.state) || j.state == JobCanceling {
-		return fmt.Errorf("stop %s (%s): %w", id, j.state, ErrEnded)
+	state := j.lc.State()
+	if lifecycle.Terminal(state) || state == JobCanceling {
+		return fmt.Errorf("stop %s (%s): %w", id, state, ErrEnded)
 	}
-	if j.state == JobRestarting {
+	if state == JobRestarting {
 		return fmt.Errorf("stop %s: the job is restarting; try again when it runs", id)
 	}
-	for tid, t := range j.tasks {
-		v := j.plan.Vertex(tid.Vertex)
-		if terminal(t.state) || v == nil || v.Nodes[0].Kind != plan.KindSource {
+	for _, p := range j.lc.Tasks() {
+		_, ts, _ := j.lc.Task(p.Task)
+		v := j.plan.Vertex(p.Task.Vertex)
+		if lifecycle.Terminal(ts) || v == nil || v.Nodes[0].Kind != plan.KindSource {
 			continue
 		}
-		if err := c.cfg.Plane.Send(ctx, t.worker, control.Command{Kind: control.CmdStop, Task: tid}); err != nil {
+		if err := c.cfg.Plane.Send(ctx, p.Worker, control.Command{Kind: control.CmdStop, Task: j.taskID(p.Task)}); err != nil {
 			return fmt.Errorf("stop %s: %w", id, err)
 		}
 	}
@@ -708,9 +567,9 @@ func (c *Coordinator) Wait(ctx context.Context, id string) (JobStatus, error) {
 			return JobStatus{}, fmt.Errorf("wait for %s: %w", id, ErrNotFound)
 		}
 		st := c.statusLocked(j)
-		ch := c.changed
+		ch := c.mu.changed
 		c.mu.Unlock()
-		if terminal(st.State) {
+		if lifecycle.Terminal(st.State) {
 			return st, nil
 		}
 		select {

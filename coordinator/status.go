@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"github.com/weirstream/weir/coordinator/lifecycle"
 	"sort"
 	"time"
 
@@ -76,10 +77,10 @@ func (c *Coordinator) List() []JobStatus {
 }
 
 func (c *Coordinator) statusLocked(j *job) JobStatus {
-	st := JobStatus{ID: j.id, Name: j.spec.Name, State: j.state, Attempt: j.attempt,
-		Created: j.created, Started: j.started, Ended: j.ended, Error: j.errMsg}
+	lc := j.lc
+	st := JobStatus{ID: j.id, Name: j.spec.Name, State: lc.State(), Attempt: lc.Attempt(),
+		Created: j.created, Started: lc.Started(), Ended: lc.Ended(), Error: lc.Message(), Recoveries: lc.Recoveries()}
 	if k := j.ck; k != nil {
-		st.Recoveries = append([]Recovery(nil), k.recoveries...)
 		if k.cfg != nil {
 			sum := &CheckpointSummary{Latest: k.latest}
 			for _, h := range k.history {
@@ -99,9 +100,11 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 		v := j.plan.Vertex(vi.Name)
 		for s := 0; s < vi.Parallelism; s++ {
 			ts := TaskStatus{Subtask: s, State: JobCreated}
-			for id, t := range j.tasks {
-				if id.Vertex == vi.Name && id.Subtask == s {
-					ts.Worker, ts.State, ts.Error, ts.Stats = t.worker, t.state, t.errMsg, t.stats
+			t := lifecycle.Task{Vertex: vi.Name, Subtask: s}
+			if worker, state, ok := lc.Task(t); ok {
+				ts.Worker, ts.State = worker, state
+				if info := j.tasks[t]; info != nil {
+					ts.Error, ts.Stats = info.errMsg, info.stats
 				}
 			}
 			vs.Tasks = append(vs.Tasks, ts)

@@ -610,3 +610,6 @@ func (j *Job) allTerminal() bool {
 	}
 	return true
 }
+
+// Finalizing reports whether the job waits for its final manifest.
+func (j *Job) Finalizing() bool { return j.finalizing }

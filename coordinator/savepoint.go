@@ -1,0 +1,193 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weirstream/weir/coordinator/checkpoint"
+	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/statestore/manifest"
+)
+
+// SavepointPrefix returns the prefix of a savepoint's objects.
+func SavepointPrefix(job, name string) string { return "jobs/" + job + "/savepoints/" + name + "/" }
+
+// savepointWait is a caller of Savepoint waiting for checkpoint id.
+type savepointWait struct {
+	id   int64
+	key  string // manifest key once written
+	err  error
+	done chan struct{}
+}
+
+// Savepoint takes a savepoint of a running job now: a checkpoint whose
+// manifest and state files are also copied, self-contained, under
+// jobs/<job>/savepoints/<name>/, where no retention deletes them. It waits
+// until the savepoint is written and returns its manifest's key.
+func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) {
+	c.mu.Lock()
+	j := c.mu.jobs[id]
+	if j == nil {
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: %w", id, ErrNotFound)
+	}
+	k := j.ck
+	switch {
+	case lifecycle.Terminal(j.lc.State()):
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s (%s): %w", id, j.lc.State(), ErrEnded)
+	case k == nil || k.cfg == nil:
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: the job has no checkpoint section; savepoints need checkpoints on", id)
+	case !j.lc.CanCheckpoint() || k.sm == nil:
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: the job is %s; try again when it runs", id, j.lc.State())
+	}
+	// The savepoint is triggered as soon as no checkpoint is in flight
+	// (checkpointTick), instead of the next periodic checkpoint.
+	w := &savepointWait{done: make(chan struct{})}
+	k.waits = append(k.waits, w)
+	c.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.key, w.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("savepoint of %s: %w", id, ctx.Err())
+	}
+}
+
+// triggerSavepointLocked starts the savepoint callers wait for, if any
+// wait and no checkpoint is in flight.
+func (c *Coordinator) triggerSavepointLocked(ctx context.Context, j *job, now time.Time) {
+	k := j.ck
+	var waiting []*savepointWait
+	for _, w := range k.waits {
+		if w.id == 0 {
+			waiting = append(waiting, w)
+		}
+	}
+	if len(waiting) == 0 || j.lc.Writing() {
+		return
+	}
+	if _, inflight := k.sm.InFlight(); inflight {
+		return
+	}
+	d, err := k.sm.TriggerSavepoint(now)
+	if err != nil {
+		return
+	}
+	for _, w := range waiting {
+		w.id = d.Checkpoint
+	}
+	c.execLocked(ctx, j, []checkpoint.Decision{d})
+}
+
+// finishWaitsLocked tells the callers waiting for savepoint id.
+func (k *ckpt) finishWaitsLocked(id int64, key string, err error) {
+	kept := k.waits[:0]
+	for _, w := range k.waits {
+		if w.id == id {
+			w.key, w.err = key, err
+			close(w.done)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	k.waits = kept
+}
+
+// failWaitsLocked fails every waiting savepoint (the attempt failed).
+func (k *ckpt) failWaitsLocked(reason string) {
+	for _, w := range k.waits {
+		w.err = fmt.Errorf("savepoint %d failed: %s", w.id, reason)
+		close(w.done)
+	}
+	k.waits = nil
+}
+
+// failWaits fails every waiting savepoint with err (the coordinator
+// stopped).
+func (k *ckpt) failWaits(err error) {
+	for _, w := range k.waits {
+		w.err = fmt.Errorf("savepoint %d: %w", w.id, err)
+		close(w.done)
+	}
+	k.waits = nil
+}
+
+// copySavepoint copies checkpoint m's state files under the savepoint's
+// prefix and writes its self-contained manifest there. Its sink
+// transactions are committed already and are left out: a job restored
+// from the savepoint starts with nothing pending.
+func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (string, error) {
+	name := fmt.Sprintf("sp-%d-%s", m.Checkpoint, c.now().UTC().Format("20060102T150405Z"))
+	prefix := SavepointPrefix(m.Job, name)
+	sp := *m
+	sp.Savepoint = true
+	sp.Vertices = make([]manifest.Vertex, len(m.Vertices))
+	copied := map[string]string{}
+	for i, v := range m.Vertices {
+		nv := v
+		nv.Subtasks = make([]manifest.Subtask, len(v.Subtasks))
+		for s, st := range v.Subtasks {
+			ns := st
+			ns.SinkTransactions = nil
+			ns.State = make([]manifest.File, len(st.State))
+			for f, file := range st.State {
+				to, ok := copied[file.Key]
+				if !ok {
+					rest := file.Key
+					if i := strings.Index(rest, "/state/"); i >= 0 {
+						rest = rest[i+len("/state/"):]
+					}
+					to = prefix + "state/" + rest
+					data, err := c.cfg.Bucket.Get(ctx, file.Key)
+					if err != nil {
+						return "", fmt.Errorf("copy %s: %w", file.Key, err)
+					}
+					if err := c.cfg.Bucket.Put(ctx, to, data); err != nil {
+						return "", fmt.Errorf("copy %s to %s: %w", file.Key, to, err)
+					}
+					copied[file.Key] = to
+				}
+				file.Key = to
+				ns.State[f] = file
+			}
+			nv.Subtasks[s] = ns
+		}
+		sp.Vertices[i] = nv
+	}
+	data, err := sp.Encode()
+	if err != nil {
+		return "", fmt.Errorf("encode savepoint manifest: %w", err)
+	}
+	key := manifest.SavepointKey(m.Job, name)
+	if err := c.cfg.Bucket.PutIfAbsent(ctx, key, data); err != nil {
+		return "", fmt.Errorf("write %s: %w", key, err)
+	}
+	return key, nil
+}
+
+// StopWithSavepoint takes a savepoint and then cancels the job, aborting
+// whatever its sinks staged after the savepoint: deploying the spec again
+// with --from-savepoint continues exactly where it stopped.
+func (c *Coordinator) StopWithSavepoint(ctx context.Context, id string) (string, error) {
+	key, err := c.Savepoint(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.mu.jobs[id]
+	if j == nil {
+		return key, fmt.Errorf("cancel %s: %w", id, ErrNotFound)
+	}
+	ds, ok := j.lc.StoppedWithSavepoint(c.now(), key)
+	if !ok {
+		return key, fmt.Errorf("cancel %s (%s): %w", id, j.lc.State(), ErrEnded)
+	}
+	c.exec(ctx, j, ds)
+	return key, nil
+}
