@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go.uber.org/goleak"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -112,6 +113,14 @@ var fixture struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if code == 0 {
+		// Every goroutine a test started (coordinators, workers, clients)
+		// must have ended.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	if fixture.root != "" {
 		_ = os.RemoveAll(fixture.root)
 	}

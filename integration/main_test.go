@@ -7,6 +7,7 @@ package integration
 import (
 	"flag"
 	"fmt"
+	"go.uber.org/goleak"
 	"net/http"
 	"os"
 	"testing"
@@ -31,6 +32,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if code == 0 {
+		// Every goroutine a test started (coordinators, workers, clients)
+		// must have ended.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -1,0 +1,75 @@
+package integration
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// layers ranks weir's top-level folders: a package may import packages of
+// its own folder and of folders ranked lower, never higher, so no two
+// folders import each other (docs/architecture.md draws the same picture).
+var layers = map[string]int{
+	"arrowfmt":    0,
+	"statestore":  1,
+	"exchange":    2,
+	"functions":   3,
+	"coordinator": 4,
+	"deploy":      4,
+	"examples":    4,
+	"cli":         5,
+	"integration": 6,
+}
+
+const module = "github.com/weirstream/weir/"
+
+// TestFolderLayers checks every package's imports (tests excluded) against
+// layers.
+func TestFolderLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		from := folderOf(t, p.ImportPath)
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			to := folderOf(t, imp)
+			if from != to && layers[to] >= layers[from] {
+				t.Errorf("%s imports %s: %s/ may not import %s/", p.ImportPath, imp, from, to)
+			}
+			checked++
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d imports checked: go list found too little", checked)
+	}
+}
+
+func folderOf(t *testing.T, path string) string {
+	rest, ok := strings.CutPrefix(path, module)
+	if !ok {
+		t.Fatalf("%s is not in module %s", path, module)
+	}
+	top, _, _ := strings.Cut(rest, "/")
+	if _, ok := layers[top]; !ok {
+		t.Errorf("%s: top-level folder %s/ has no layer; add it to layers and docs/architecture.md", path, top)
+	}
+	return top
+}
