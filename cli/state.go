@@ -24,6 +24,7 @@ import (
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -124,7 +125,7 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 	if a.v.GetString("output") == "json" {
 		out = &jsonRows{w: a.stdout}
 	} else {
-		out = &tableRows{tw: tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0), prefix: "jobs/" + job + "/state/" + operator + "/"}
+		out = &tableRows{tw: tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0), prefix: layout.OperatorStatePrefix(job, operator)}
 	}
 	rows := 0
 	read := 0

@@ -35,6 +35,7 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -124,14 +125,6 @@ func New(cfg Config) *Coordinator {
 	return c
 }
 
-// SpecKey and StatusKey are where a job's spec and final status live.
-func SpecKey(id string) string { return "jobs/" + id + "/spec.json" }
-
-// OriginKey holds the manifest key a job was started from (a savepoint),
-// for recovery before the job's own first checkpoint.
-func OriginKey(id string) string { return "jobs/" + id + "/origin" }
-func StatusKey(id string) string { return "jobs/" + id + "/status.json" }
-
 // Submit validates a job fully, stores its spec and schedules it. It
 // returns the job id. A spec that does not validate is refused with
 // spec.Problems and nothing is stored.
@@ -204,13 +197,13 @@ func (c *Coordinator) SubmitWith(ctx context.Context, js *spec.Job, opts SubmitO
 		return "", fmt.Errorf("restore from %s: it has %d key groups (maxParallelism) and the spec %d; they must be equal", opts.FromSavepoint, from.MaxParallelism, p.Job.MaxParallelism)
 	}
 	id := js.Name + "-" + randomID()
-	if err := c.cfg.Bucket.PutIfAbsent(ctx, SpecKey(id), specJSON); err != nil {
+	if err := c.cfg.Bucket.PutIfAbsent(ctx, layout.SpecKey(id), specJSON); err != nil {
 		return "", fmt.Errorf("store spec of %s: %w", id, err)
 	}
 	j := &job{id: id, spec: js, specJSON: specJSON, plan: p, state: JobCreated, attempt: 1, created: time.Now(), ck: newCkpt(js)}
 	if from != nil {
 		j.ck.origin, j.ck.restoreKey, j.ck.restoring = opts.FromSavepoint, opts.FromSavepoint, from.Checkpoint
-		if err := c.cfg.Bucket.Put(ctx, OriginKey(id), []byte(opts.FromSavepoint+"\n")); err != nil {
+		if err := c.cfg.Bucket.Put(ctx, layout.OriginKey(id), []byte(opts.FromSavepoint+"\n")); err != nil {
 			return "", fmt.Errorf("store origin of %s: %w", id, err)
 		}
 	}
@@ -232,17 +225,13 @@ func randomID() string {
 // lists them. A job that had not ended when the coordinator stopped is
 // marked FAILED: resuming from checkpoints is not available yet.
 func (c *Coordinator) Load(ctx context.Context) error {
-	objs, err := c.cfg.Bucket.List(ctx, "jobs/")
+	objs, err := c.cfg.Bucket.List(ctx, layout.JobsPrefix)
 	if err != nil {
 		return fmt.Errorf("list jobs: %w", err)
 	}
 	for _, o := range objs {
-		rest, ok := strings.CutPrefix(o.Key, "jobs/")
+		id, ok := layout.ParseSpecKey(o.Key)
 		if !ok {
-			continue
-		}
-		id, file, ok := strings.Cut(rest, "/")
-		if !ok || file != "spec.json" {
 			continue
 		}
 		raw, err := c.cfg.Bucket.Get(ctx, o.Key)
@@ -261,14 +250,14 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		}
 		j := &job{id: id, spec: &js, specJSON: raw, plan: p, state: JobFailed, created: o.Modified, attempt: 1,
 			errMsg: "coordinator restarted while the job ran", ck: newCkpt(&js)}
-		if st, err := c.cfg.Bucket.Get(ctx, StatusKey(id)); err == nil {
+		if st, err := c.cfg.Bucket.Get(ctx, layout.StatusKey(id)); err == nil {
 			var s JobStatus
 			if json.Unmarshal(st, &s) == nil {
 				j.state, j.errMsg, j.attempt = s.State, s.Error, max(s.Attempt, 1)
 				j.created, j.started, j.ended = s.Created, s.Started, s.Ended
 			}
 		}
-		if origin, err := c.cfg.Bucket.Get(ctx, OriginKey(id)); err == nil {
+		if origin, err := c.cfg.Bucket.Get(ctx, layout.OriginKey(id)); err == nil {
 			j.ck.origin = strings.TrimSpace(string(origin))
 		}
 		if !terminal(j.state) || (j.state == JobFailed && j.errMsg == "coordinator restarted while the job ran") {
@@ -589,7 +578,7 @@ func (c *Coordinator) storeStatus(ctx context.Context, id string, st JobStatus) 
 	if err != nil {
 		return err
 	}
-	return c.cfg.Bucket.Put(ctx, StatusKey(id), b)
+	return c.cfg.Bucket.Put(ctx, layout.StatusKey(id), b)
 }
 
 func (c *Coordinator) notifyLocked() {

@@ -21,6 +21,7 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -465,7 +466,7 @@ func (c *Coordinator) putManifest(ctx context.Context, m *manifest.Manifest) err
 	if err != nil {
 		return fmt.Errorf("encode manifest %d: %w", m.Checkpoint, err)
 	}
-	key := manifest.Key(m.Job, m.Checkpoint)
+	key := layout.ManifestKey(m.Job, m.Checkpoint)
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, key, data); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}
@@ -590,17 +591,17 @@ func (c *Coordinator) collectGarbage(j *job, dropped []*manifest.Manifest) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, m := range dropped {
-			if err := bucket.Delete(ctx, manifest.Key(m.Job, m.Checkpoint)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			if err := bucket.Delete(ctx, layout.ManifestKey(m.Job, m.Checkpoint)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				log.Warn("delete discarded manifest failed", "job", j.id, "checkpoint", m.Checkpoint, "err", err)
 			}
 		}
-		infos, err := bucket.List(ctx, "jobs/"+j.id+"/state/")
+		infos, err := bucket.List(ctx, layout.StatePrefix(j.id))
 		if err != nil {
 			log.Warn("list state files failed", "job", j.id, "err", err)
 			return
 		}
 		for _, o := range infos {
-			id, ok := task.StateFileCheckpoint(o.Key)
+			id, ok := layout.StateFileCheckpoint(o.Key)
 			if !ok || id >= latest || keep[o.Key] {
 				continue
 			}
@@ -802,7 +803,7 @@ func (e *fatalRestoreError) Error() string { return e.msg }
 // whose every checkpoint is unusable (starting over would repeat output
 // already committed).
 func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[int64]bool) (string, *manifest.Manifest, int64, error) {
-	infos, err := c.cfg.Bucket.List(ctx, "jobs/"+jobID+"/checkpoints/")
+	infos, err := c.cfg.Bucket.List(ctx, layout.CheckpointsPrefix(jobID))
 	if err != nil {
 		return "", nil, 0, fmt.Errorf("list checkpoints: %w", err)
 	}
@@ -813,7 +814,7 @@ func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[
 	var cands []cand
 	var maxID int64
 	for _, o := range infos {
-		if _, id, ok := manifest.ParseKey(o.Key); ok {
+		if _, id, ok := layout.ParseManifestKey(o.Key); ok {
 			cands = append(cands, cand{o.Key, id})
 			maxID = max(maxID, id)
 		}
@@ -945,9 +946,6 @@ func (c *Coordinator) Checkpoints(id string) ([]CheckpointInfo, error) {
 	return out, nil
 }
 
-// SavepointPrefix returns the prefix of a savepoint's objects.
-func SavepointPrefix(job, name string) string { return "jobs/" + job + "/savepoints/" + name + "/" }
-
 // savepointWait is a caller of Savepoint waiting for checkpoint id.
 type savepointWait struct {
 	id   int64
@@ -1047,7 +1045,6 @@ func (k *ckpt) failWaitsLocked(reason string) {
 // from the savepoint starts with nothing pending.
 func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (string, error) {
 	name := fmt.Sprintf("sp-%d-%s", m.Checkpoint, time.Now().UTC().Format("20060102T150405Z"))
-	prefix := SavepointPrefix(m.Job, name)
 	sp := *m
 	sp.Savepoint = true
 	sp.Vertices = make([]manifest.Vertex, len(m.Vertices))
@@ -1062,11 +1059,7 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (
 			for f, file := range st.State {
 				to, ok := copied[file.Key]
 				if !ok {
-					rest := file.Key
-					if i := strings.Index(rest, "/state/"); i >= 0 {
-						rest = rest[i+len("/state/"):]
-					}
-					to = prefix + "state/" + rest
+					to = layout.SavepointStateKey(m.Job, name, file.Key)
 					data, err := c.cfg.Bucket.Get(ctx, file.Key)
 					if err != nil {
 						return "", fmt.Errorf("copy %s: %w", file.Key, err)
@@ -1087,7 +1080,7 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (
 	if err != nil {
 		return "", fmt.Errorf("encode savepoint manifest: %w", err)
 	}
-	key := manifest.SavepointKey(m.Job, name)
+	key := layout.SavepointManifestKey(m.Job, name)
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, key, data); err != nil {
 		return "", fmt.Errorf("write %s: %w", key, err)
 	}
@@ -1131,13 +1124,13 @@ func (c *Coordinator) Delete(ctx context.Context, id string) error {
 	}
 	delete(c.mu.jobs, id)
 	c.mu.Unlock()
-	infos, err := c.cfg.Bucket.List(ctx, "jobs/"+id+"/")
+	infos, err := c.cfg.Bucket.List(ctx, layout.JobPrefix(id))
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
 	var errs []error
 	for _, o := range infos {
-		if strings.HasPrefix(o.Key, "jobs/"+id+"/savepoints/") {
+		if strings.HasPrefix(o.Key, layout.SavepointsPrefix(id)) {
 			continue
 		}
 		if err := c.cfg.Bucket.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {

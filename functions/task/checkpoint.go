@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -34,9 +34,6 @@ type Checkpointing struct {
 	Ack func(Ack)
 	// Restore is the checkpoint to start from; nil starts empty.
 	Restore *Restore
-	// StatePrefix is the bucket prefix state files go under, e.g.
-	// "jobs/<job>/state".
-	StatePrefix string
 	// MaxDeltas is how many deltas may follow a base before the next
 	// snapshot of an operator is a base again (default 64: it bounds the
 	// files a restore reads). A base is also taken once the deltas' bytes
@@ -153,24 +150,6 @@ func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgSta
 		}
 	}
 	return r, nil
-}
-
-// StateFileKey is where a state file goes:
-// <prefix>/<operator>/<kgStart>-<kgEnd>/<checkpoint>-a<attempt>-<kind>.arrow.
-func StateFileKey(prefix, operator string, kgStart, kgEnd int, checkpoint int64, attempt int, kind string) string {
-	return fmt.Sprintf("%s/%s/%d-%d/%d-a%d-%s.arrow", prefix, operator, kgStart, kgEnd, checkpoint, attempt, kind)
-}
-
-// StateFileCheckpoint returns the checkpoint that wrote a state file key
-// (StateFileKey), ok=false for a key of another shape.
-func StateFileCheckpoint(key string) (int64, bool) {
-	name := key[strings.LastIndexByte(key, '/')+1:]
-	n, _, ok := strings.Cut(name, "-")
-	if !ok || !strings.HasSuffix(name, ".arrow") {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(n, 10, 64)
-	return id, err == nil && id > 0
 }
 
 // chain is the files of one stateful operator that a restore applies: a
@@ -781,7 +760,7 @@ func (c *checkpointer) writeFile(op string, id int64, kind string, schema *arrow
 	if err != nil {
 		return manifest.File{}, err
 	}
-	key := StateFileKey(c.cfg.StatePrefix, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
+	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
 	if err := r.cfg.Bucket.Put(r.ctx, key, data); err != nil {
 		return manifest.File{}, fmt.Errorf("upload %s: %w", key, err)
 	}

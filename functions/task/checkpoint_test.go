@@ -147,18 +147,3 @@ func TestRestoreForRescale(t *testing.T) {
 		t.Error("a source restored at another parallelism was accepted")
 	}
 }
-
-func TestStateFileCheckpoint(t *testing.T) {
-	key := StateFileKey("jobs/j-1/state", "win", 0, 64, 12, 3, manifest.KindDelta)
-	if key != "jobs/j-1/state/win/0-64/12-a3-delta.arrow" {
-		t.Fatalf("key %s", key)
-	}
-	if id, ok := StateFileCheckpoint(key); !ok || id != 12 {
-		t.Errorf("StateFileCheckpoint(%s) = %d, %v", key, id, ok)
-	}
-	for _, bad := range []string{"jobs/j/state/win/0-64/x-a1-base.arrow", "jobs/j/spec.json", "a/0-a1-base.arrow"} {
-		if _, ok := StateFileCheckpoint(bad); ok {
-			t.Errorf("StateFileCheckpoint(%s) accepted", bad)
-		}
-	}
-}

@@ -127,7 +127,9 @@ func SavepointPrefix(job, name string) string { return SavepointsPrefix(job) + n
 
 // SavepointManifestKey is the key of a savepoint's manifest:
 // jobs/<job>/savepoints/<name>/manifest.json.
-func SavepointManifestKey(job, name string) string { return SavepointPrefix(job, name) + "manifest.json" }
+func SavepointManifestKey(job, name string) string {
+	return SavepointPrefix(job, name) + "manifest.json"
+}
 
 // SavepointStateKey is where a savepoint keeps its copy of the state file
 // stateKey: what follows the first "/state/" of stateKey (all of it if
