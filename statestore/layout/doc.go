@@ -14,6 +14,7 @@
 //	    origin                                       OriginKey: the savepoint manifest key the job started from
 //	    checkpoints/                                 CheckpointsPrefix
 //	      <n>/manifest.json                          ManifestKey: commit point of checkpoint n, create-only
+//	      <n>/...                                    reserved for files only checkpoint n uses (none today)
 //	    state/                                       StatePrefix: state files shared by successive checkpoints
 //	      <operator>/                                OperatorStatePrefix
 //	        <kgStart>-<kgEnd>/
