@@ -94,7 +94,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzJSONDecoder -fuzztime 30s ./arrowfmt/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./functions/spec/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./statestore/manifest/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeStateFile -fuzztime 30s ./functions/task/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./statestore/statefile/
 
 dev-up: deps build
 	deploy/dev-up.sh

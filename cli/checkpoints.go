@@ -22,6 +22,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -137,8 +138,8 @@ func storeCheckpoints(ctx context.Context, b blob.BucketReader, job string) ([]c
 		return nil, err
 	}
 	if len(keys) == 0 {
-		if _, err := b.Stat(ctx, coordinator.SpecKey(job)); errors.Is(err, blob.ErrNotFound) {
-			return nil, fmt.Errorf("no job %s in %s: neither %s nor any checkpoint", job, b.Describe(), coordinator.SpecKey(job))
+		if _, err := b.Stat(ctx, layout.SpecKey(job)); errors.Is(err, blob.ErrNotFound) {
+			return nil, fmt.Errorf("no job %s in %s: neither %s nor any checkpoint", job, b.Describe(), layout.SpecKey(job))
 		}
 	}
 	list := make([]coordinator.CheckpointInfo, 0, len(keys))
@@ -238,7 +239,7 @@ func (a *app) printManifest(ctx context.Context, m *manifest.Manifest, tc *txnCh
 		fmt.Fprintf(w, " (%s)", strings.Join(kind, ", "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "manifest:        %s (version %d)\n", manifest.Key(m.Job, m.Checkpoint), m.Version)
+	fmt.Fprintf(w, "manifest:        %s (version %d)\n", layout.ManifestKey(m.Job, m.Checkpoint), m.Version)
 	fmt.Fprintf(w, "triggered:       %s\n", m.Triggered.Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "completed:       %s (%s)\n", m.Completed.Format(time.RFC3339Nano), m.Completed.Sub(m.Triggered).Round(time.Millisecond))
 	fmt.Fprintf(w, "maxParallelism:  %d\n", m.MaxParallelism)
@@ -351,14 +352,14 @@ type manifestKey struct {
 
 // manifestKeys lists the checkpoint manifests of a job, newest first.
 func manifestKeys(ctx context.Context, b blob.BucketReader, job string) ([]manifestKey, error) {
-	prefix := "jobs/" + job + "/checkpoints/"
+	prefix := layout.CheckpointsPrefix(job)
 	objs, err := b.List(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("list %s in %s: %w", prefix, b.Describe(), err)
 	}
 	var keys []manifestKey
 	for _, o := range objs {
-		if j, id, ok := manifest.ParseKey(o.Key); ok && j == job {
+		if j, id, ok := layout.ParseManifestKey(o.Key); ok && j == job {
 			keys = append(keys, manifestKey{id: id, key: o.Key})
 		}
 	}
@@ -387,7 +388,7 @@ func readManifestRaw(ctx context.Context, b blob.BucketReader, key string) (*man
 // readManifest reads checkpoint n of job; when it is missing the error
 // names the checkpoints there are.
 func readManifest(ctx context.Context, b blob.BucketReader, job string, n int64) (*manifest.Manifest, []byte, error) {
-	key := manifest.Key(job, n)
+	key := layout.ManifestKey(job, n)
 	m, raw, err := readManifestRaw(ctx, b, key)
 	if errors.Is(err, blob.ErrNotFound) {
 		keys, lerr := manifestKeys(ctx, b, job)
@@ -408,7 +409,7 @@ func readManifest(ctx context.Context, b blob.BucketReader, job string, n int64)
 
 // loadJobSpec reads jobs/<job>/spec.json, the spec the coordinator stored.
 func loadJobSpec(ctx context.Context, b blob.BucketReader, job string) (*spec.Job, error) {
-	key := coordinator.SpecKey(job)
+	key := layout.SpecKey(job)
 	data, err := b.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read job spec %s: %w", key, err)

@@ -28,6 +28,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -390,7 +391,7 @@ func TestCheckpointsInspect(t *testing.T) {
 	m := stateCheckpoint(t, store, job)
 	n := strconv.FormatInt(m.Checkpoint, 10)
 	stdout, _ := weir(t, "checkpoints", "inspect", job, n, "--store", "file://"+store)
-	want := []string{"checkpoint " + n + " of job " + job, manifest.Key(job, m.Checkpoint), "vertex stats", "vertex surge", "[0, 64)", "source positions", "rides: "}
+	want := []string{"checkpoint " + n + " of job " + job, layout.ManifestKey(job, m.Checkpoint), "vertex stats", "vertex surge", "[0, 64)", "source positions", "rides: "}
 	for _, v := range m.Vertices {
 		for _, s := range v.Subtasks {
 			for _, f := range s.State {
@@ -423,7 +424,7 @@ func TestCheckpointsInspect(t *testing.T) {
 	}
 
 	stderr := weirFails(t, "checkpoints", "inspect", job, "999999", "--store", "file://"+store)
-	if !strings.Contains(stderr, manifest.Key(job, 999999)) || !strings.Contains(stderr, "retained checkpoints: ") {
+	if !strings.Contains(stderr, layout.ManifestKey(job, 999999)) || !strings.Contains(stderr, "retained checkpoints: ") {
 		t.Errorf("missing checkpoint: %s", stderr)
 	}
 	if stderr := weirFails(t, "checkpoints", "inspect", job, "x1", "--store", "file://"+store); !strings.Contains(stderr, `checkpoint "x1"`) {
@@ -578,7 +579,7 @@ func TestStateFileIsArrowIPC(t *testing.T) {
 func TestCorruptManifest(t *testing.T) {
 	store, job := copyStore(t)
 	m := stateCheckpoint(t, store, job)
-	key := manifest.Key(job, m.Checkpoint)
+	key := layout.ManifestKey(job, m.Checkpoint)
 	path := filepath.Join(store, filepath.FromSlash(key))
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -761,7 +762,7 @@ func TestTxnListRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, content := range map[string][]byte{coordinator.SpecKey(job): []byte(specJSON), manifest.Key(job, 4): data} {
+	for key, content := range map[string][]byte{layout.SpecKey(job): []byte(specJSON), layout.ManifestKey(job, 4): data} {
 		p := filepath.Join(store, filepath.FromSlash(key))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)

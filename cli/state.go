@@ -1,11 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -17,14 +16,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/statefile"
 )
 
 // fileColumn is the column state dump adds before the state's own: the
@@ -59,8 +60,8 @@ func (a *app) stateDumpCmd() *cobra.Command {
 		Long: `Print the state of one operator in checkpoint N of a job, read from the
 store: the state files the manifest lists for the operator (every subtask),
 in the order a restore applies them (per subtask a base, then its deltas),
-each checked against the manifest's size and SHA-256 and read as the Arrow
-IPC file it is. Every row is printed with the file it comes from (column
+each checked against the manifest's size and SHA-256 and decoded as a
+restore decodes it. Every row is printed with the file it comes from (column
 _file) and the columns of the operator's state schema, as a table
 (-o table, the default) or as JSON lines (-o json).
 
@@ -124,7 +125,7 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 	if a.v.GetString("output") == "json" {
 		out = &jsonRows{w: a.stdout}
 	} else {
-		out = &tableRows{tw: tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0), prefix: "jobs/" + job + "/state/" + operator + "/"}
+		out = &tableRows{tw: tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0), prefix: layout.OperatorStatePrefix(job, operator)}
 	}
 	rows := 0
 	read := 0
@@ -204,40 +205,28 @@ func operatorFiles(m *manifest.Manifest, operator string) ([]manifest.File, erro
 // readStateFile reads a state file and checks it against its manifest
 // entry.
 func readStateFile(ctx context.Context, b blob.BucketReader, f manifest.File) ([]byte, error) {
-	data, err := b.Get(ctx, f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("read state file %s: %w", f.Key, err)
+	data, err := statefile.Read(ctx, b, f)
+	var mm *statefile.MismatchError
+	if errors.As(err, &mm) {
+		return nil, fmt.Errorf("%w: the file is damaged or was replaced", err)
 	}
-	if int64(len(data)) != f.Size {
-		return nil, fmt.Errorf("state file %s has %d bytes, the manifest says %d: the file is damaged or was replaced", f.Key, len(data), f.Size)
-	}
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != f.SHA256 {
-		return nil, fmt.Errorf("state file %s has SHA-256 %s, the manifest says %s: the file is damaged or was replaced", f.Key, got, f.SHA256)
-	}
-	return data, nil
+	return data, err
 }
 
-// scanStateFile reads an Arrow IPC file and calls fn with each batch until
-// fn returns false or an error. The batch is valid during the call.
-func scanStateFile(data []byte, fn func(arrow.RecordBatch) (bool, error)) (err error) {
+// scanStateFile decodes a state file as a restore does (statefile.Decode)
+// and calls fn with each batch until fn returns false or an error. The
+// batch is valid during the call.
+func scanStateFile(data []byte, fn func(arrow.RecordBatch) (bool, error)) error {
+	_, batches, err := statefile.Decode(data, nil, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
 	defer func() {
-		// arrow-go panics on some malformed files; the checksum makes one
-		// unlikely, but a tool reading damaged state must not crash.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("not a readable Arrow IPC file: %v", r)
+		for _, b := range batches {
+			b.Release()
 		}
 	}()
-	rd, err := ipc.NewFileReader(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("not an Arrow IPC file: %w", err)
-	}
-	defer rd.Close()
-	for i := range rd.NumRecords() {
-		rec, err := rd.RecordBatch(i)
-		if err != nil {
-			return fmt.Errorf("batch %d: %w", i, err)
-		}
+	for _, rec := range batches {
 		more, err := fn(rec)
 		if err != nil || !more {
 			return err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -190,21 +191,17 @@ func (a *app) listTxns(ctx context.Context, b blob.BucketReader, js *spec.Job, k
 	return out, nil
 }
 
-// filesStagingDir is where a files sink writing under path stages its
-// transactions (as functions/builtin does): <path>/_staging/<txnID>/.
-func filesStagingDir(path string) string { return strings.TrimRight(path, "/") + "/_staging/" }
-
 // stagedFileTxns lists the transactions with objects under a files sink's
 // staging directory.
 func stagedFileTxns(ctx context.Context, b blob.BucketReader, path string) ([]string, error) {
-	dir := filesStagingDir(path)
+	dir := layout.StagingPrefix(path)
 	objs, err := b.List(ctx, dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s in %s: %w", dir, b.Describe(), err)
 	}
 	var ids []string
 	for _, o := range objs {
-		id, _, ok := strings.Cut(strings.TrimPrefix(o.Key, dir), "/")
+		id, _, ok := layout.ParseStagedKey(path, o.Key)
 		if ok && (len(ids) == 0 || ids[len(ids)-1] != id) {
 			ids = append(ids, id)
 		}

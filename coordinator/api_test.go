@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 type apiClient struct {
@@ -125,7 +126,7 @@ func TestHTTPAPI(t *testing.T) {
 
 	// Invalid specs: 400 with every problem, file and line; nothing
 	// stored.
-	before, _ := e.bucket.List(e.ctx, "jobs/")
+	before, _ := e.bucket.List(e.ctx, layout.JobsPrefix)
 	apiErr = coordinator.APIError{}
 	api.call("POST", "/api/v1/jobs?file=my.yaml", strings.Replace(evens, "job: evens\n", "job: evens\nparallelizm: 2\nexchang: {}\n", 1), http.StatusBadRequest, &apiErr)
 	if len(apiErr.Problems) != 2 {
@@ -149,7 +150,7 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	api.call("POST", "/api/v1/jobs", "job: [unclosed\n", http.StatusBadRequest, nil)
 	api.call("POST", "/api/v1/jobs", "", http.StatusBadRequest, nil)
-	after, _ := e.bucket.List(e.ctx, "jobs/")
+	after, _ := e.bucket.List(e.ctx, layout.JobsPrefix)
 	if len(after) != len(before) {
 		t.Errorf("invalid submissions stored objects: %d before, %d after", len(before), len(after))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -399,7 +400,7 @@ func (c *Coordinator) putManifest(ctx context.Context, m *manifest.Manifest) err
 	if err != nil {
 		return fmt.Errorf("encode manifest %d: %w", m.Checkpoint, err)
 	}
-	key := manifest.Key(m.Job, m.Checkpoint)
+	key := layout.ManifestKey(m.Job, m.Checkpoint)
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, key, data); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}

@@ -93,9 +93,6 @@ func TestCloseWaitsForEverything(t *testing.T) {
 	default:
 		t.Fatal("Close returned before Run did")
 	}
-	if gs := coordinatorGoroutines(); len(gs) > 0 {
-		t.Fatalf("%d coordinator goroutines still run after Close:\n%s", len(gs), strings.Join(gs, "\n\n"))
-	}
 	testenv.WaitFor(t, 5*time.Second, "the waiting savepoint to fail", func() error {
 		select {
 		case err := <-savepoint:
@@ -107,6 +104,9 @@ func TestCloseWaitsForEverything(t *testing.T) {
 			return context.DeadlineExceeded
 		}
 	})
+	if gs := coordinatorGoroutines(); len(gs) > 0 {
+		t.Fatalf("%d coordinator goroutines still run after Close:\n%s", len(gs), strings.Join(gs, "\n\n"))
+	}
 	if err := e.c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}

@@ -52,6 +52,7 @@ import (
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -201,14 +202,6 @@ func (j *job) taskID(t lifecycle.Task) control.TaskID {
 	return control.TaskID{Job: j.id, Attempt: j.lc.Attempt(), Vertex: t.Vertex, Subtask: t.Subtask}
 }
 
-// SpecKey and StatusKey are where a job's spec and final status live.
-func SpecKey(id string) string { return "jobs/" + id + "/spec.json" }
-
-// OriginKey holds the manifest key a job was started from (a savepoint),
-// for recovery before the job's own first checkpoint.
-func OriginKey(id string) string { return "jobs/" + id + "/origin" }
-func StatusKey(id string) string { return "jobs/" + id + "/status.json" }
-
 // Submit validates a job fully, stores its spec and schedules it. It
 // returns the job id. A spec that does not validate is refused with
 // spec.Problems and nothing is stored.
@@ -281,14 +274,14 @@ func (c *Coordinator) SubmitWith(ctx context.Context, js *spec.Job, opts SubmitO
 		return "", fmt.Errorf("restore from %s: it has %d key groups (maxParallelism) and the spec %d; they must be equal", opts.FromSavepoint, from.MaxParallelism, p.Job.MaxParallelism)
 	}
 	id := js.Name + "-" + randomID()
-	if err := c.cfg.Bucket.PutIfAbsent(ctx, SpecKey(id), specJSON); err != nil {
+	if err := c.cfg.Bucket.PutIfAbsent(ctx, layout.SpecKey(id), specJSON); err != nil {
 		return "", fmt.Errorf("store spec of %s: %w", id, err)
 	}
 	j := c.newJob(id, js, specJSON, p)
 	j.lc = lifecycle.New(j.lifecycleConfig(c.cfg.CancelTimeout))
 	if from != nil {
 		j.ck.origin, j.ck.restoreKey = opts.FromSavepoint, opts.FromSavepoint
-		if err := c.cfg.Bucket.Put(ctx, OriginKey(id), []byte(opts.FromSavepoint+"\n")); err != nil {
+		if err := c.cfg.Bucket.Put(ctx, layout.OriginKey(id), []byte(opts.FromSavepoint+"\n")); err != nil {
 			return "", fmt.Errorf("store origin of %s: %w", id, err)
 		}
 	}
@@ -309,17 +302,13 @@ func randomID() string {
 // Load reads the jobs stored in the bucket so that a restarted coordinator
 // lists them, and resumes those that had not ended (lifecycle.Resume).
 func (c *Coordinator) Load(ctx context.Context) error {
-	objs, err := c.cfg.Bucket.List(ctx, "jobs/")
+	objs, err := c.cfg.Bucket.List(ctx, layout.JobsPrefix)
 	if err != nil {
 		return fmt.Errorf("list jobs: %w", err)
 	}
 	for _, o := range objs {
-		rest, ok := strings.CutPrefix(o.Key, "jobs/")
+		id, ok := layout.ParseSpecKey(o.Key)
 		if !ok {
-			continue
-		}
-		id, file, ok := strings.Cut(rest, "/")
-		if !ok || file != "spec.json" {
 			continue
 		}
 		raw, err := c.cfg.Bucket.Get(ctx, o.Key)
@@ -339,14 +328,14 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		j := c.newJob(id, &js, raw, p)
 		j.created = o.Modified
 		stored := lifecycle.Stored{State: JobFailed, Message: lifecycle.RestartedMessage, Attempt: 1}
-		if st, err := c.cfg.Bucket.Get(ctx, StatusKey(id)); err == nil {
+		if st, err := c.cfg.Bucket.Get(ctx, layout.StatusKey(id)); err == nil {
 			var s JobStatus
 			if json.Unmarshal(st, &s) == nil {
 				stored = lifecycle.Stored{State: s.State, Message: s.Error, Attempt: s.Attempt, Started: s.Started, Ended: s.Ended}
 				j.created = s.Created
 			}
 		}
-		if origin, err := c.cfg.Bucket.Get(ctx, OriginKey(id)); err == nil {
+		if origin, err := c.cfg.Bucket.Get(ctx, layout.OriginKey(id)); err == nil {
 			j.ck.origin = strings.TrimSpace(string(origin))
 		}
 		j.lc = lifecycle.Resume(j.lifecycleConfig(c.cfg.CancelTimeout), c.now(), stored)
@@ -445,6 +434,12 @@ func (c *Coordinator) Close() error {
 	return errors.Join(errs...)
 }
 
+// endedLocked reports whether the coordinator was closed or its Run
+// returned: nothing will carry out a request any more.
+func (c *Coordinator) endedLocked() bool {
+	return c.mu.closed || c.mu.runDone != nil && c.mu.run == nil
+}
+
 // goAsync runs I/O off the loop on Run's errgroup, bounded by timeout;
 // the function it returns (if any) runs on the loop with c.mu held. The
 // caller holds c.mu. Without a running loop the work is done inline.
@@ -501,7 +496,7 @@ func (c *Coordinator) storeStatus(ctx context.Context, id string, st JobStatus) 
 	if err != nil {
 		return err
 	}
-	return c.cfg.Bucket.Put(ctx, StatusKey(id), b)
+	return c.cfg.Bucket.Put(ctx, layout.StatusKey(id), b)
 }
 
 func (c *Coordinator) notifyLocked() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator/lifecycle"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // Delete removes an ended job: its spec, status, checkpoints, state files
@@ -27,13 +28,13 @@ func (c *Coordinator) Delete(ctx context.Context, id string) error {
 	}
 	delete(c.mu.jobs, id)
 	c.mu.Unlock()
-	infos, err := c.cfg.Bucket.List(ctx, "jobs/"+id+"/")
+	infos, err := c.cfg.Bucket.List(ctx, layout.JobPrefix(id))
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
 	var errs []error
 	for _, o := range infos {
-		if strings.HasPrefix(o.Key, "jobs/"+id+"/savepoints/") {
+		if strings.HasPrefix(o.Key, layout.SavepointsPrefix(id)) {
 			continue
 		}
 		if err := c.cfg.Bucket.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 
 	_ "github.com/weirstream/weir/examples/seqcheck" // sequence-check
@@ -239,7 +240,7 @@ func TestSavepointRescale(t *testing.T) {
 	if err := e.c.Delete(e.ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := e.bucket.List(e.ctx, "jobs/"+id+"/checkpoints/"); len(left) > 0 {
+	if left, _ := e.bucket.List(e.ctx, layout.CheckpointsPrefix(id)); len(left) > 0 {
 		t.Errorf("deleting the job left %d checkpoint objects", len(left))
 	}
 	if len(firstS) == 0 || len(firstS) >= 12000 {
@@ -295,14 +296,14 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 				t.Fatal("the coordinator did not crash")
 			}
 			// The newest manifest is the one written at the crash.
-			objs, err := e.bucket.List(e.ctx, "jobs/"+id+"/checkpoints/")
+			objs, err := e.bucket.List(e.ctx, layout.CheckpointsPrefix(id))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var newest int64
 			var key string
 			for _, o := range objs {
-				if _, n, ok := manifest.ParseKey(o.Key); ok && n > newest {
+				if _, n, ok := layout.ParseManifestKey(o.Key); ok && n > newest {
 					newest, key = n, o.Key
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/functions/worker"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // env is the embedded mode's pieces, in process: a coordinator driven by
@@ -212,7 +213,7 @@ func (e *env) readJSONL(prefix string) []map[string]any {
 // storedStatus reads jobs/<id>/status.json.
 func (e *env) storedStatus(id string) coordinator.JobStatus {
 	e.t.Helper()
-	raw, err := e.bucket.Get(e.ctx, coordinator.StatusKey(id))
+	raw, err := e.bucket.Get(e.ctx, layout.StatusKey(id))
 	if err != nil {
 		e.t.Fatalf("read status of %s: %v", id, err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/functions/plan"
-	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -60,17 +60,17 @@ func (c *Coordinator) collectGarbage(j *job, dropped []*manifest.Manifest) {
 	bucket, log := c.cfg.Bucket, c.cfg.Logger
 	c.goAsync(time.Minute, func(ctx context.Context) func(context.Context) {
 		for _, m := range dropped {
-			if err := bucket.Delete(ctx, manifest.Key(m.Job, m.Checkpoint)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			if err := bucket.Delete(ctx, layout.ManifestKey(m.Job, m.Checkpoint)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				log.Warn("delete discarded manifest failed", "job", j.id, "checkpoint", m.Checkpoint, "err", err)
 			}
 		}
-		infos, err := bucket.List(ctx, "jobs/"+j.id+"/state/")
+		infos, err := bucket.List(ctx, layout.StatePrefix(j.id))
 		if err != nil {
 			log.Warn("list state files failed", "job", j.id, "err", err)
 			return nil
 		}
 		for _, o := range infos {
-			id, ok := task.StateFileCheckpoint(o.Key)
+			id, ok := layout.StateFileCheckpoint(o.Key)
 			if !ok || id >= latest || keep[o.Key] {
 				continue
 			}

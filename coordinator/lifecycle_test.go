@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // evens reads 1000 generated ids on two subtasks, keeps the even ones and
@@ -69,12 +70,12 @@ func TestBoundedJobFinishes(t *testing.T) {
 	}
 
 	// The spec is stored as submitted.
-	raw, err := e.bucket.Get(e.ctx, coordinator.SpecKey(id))
+	raw, err := e.bucket.Get(e.ctx, layout.SpecKey(id))
 	if err != nil {
 		t.Fatalf("spec not stored: %v", err)
 	}
-	if coordinator.SpecKey(id) != "jobs/"+id+"/spec.json" {
-		t.Errorf("SpecKey = %q", coordinator.SpecKey(id))
+	if layout.SpecKey(id) != "jobs/"+id+"/spec.json" {
+		t.Errorf("SpecKey = %q", layout.SpecKey(id))
 	}
 	var stored spec.Job
 	if err := json.Unmarshal(raw, &stored); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // A coordinator started on the same bucket lists the jobs that ended with
@@ -43,15 +44,15 @@ sinks:
 
 	// A job whose coordinator stopped while it ran has a spec and no
 	// status; junk under jobs/ is skipped.
-	orphanSpec, err := e.bucket.Get(e.ctx, coordinator.SpecKey(finished))
+	orphanSpec, err := e.bucket.Get(e.ctx, layout.SpecKey(finished))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for key, data := range map[string][]byte{
-		coordinator.SpecKey("orphan-1"): orphanSpec,
-		coordinator.SpecKey("junk-1"):   []byte("{not json"),
-		"jobs/notes.txt":                []byte("hello"),
-		"jobs/junk-2/other.json":        []byte("{}"),
+		layout.SpecKey("orphan-1"): orphanSpec,
+		layout.SpecKey("junk-1"):   []byte("{not json"),
+		"jobs/notes.txt":           []byte("hello"),
+		"jobs/junk-2/other.json":   []byte("{}"),
 	} {
 		if err := e.bucket.Put(e.ctx, key, data); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator/lifecycle"
 	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -149,7 +150,7 @@ func (e *fatalRestoreError) Error() string { return e.msg }
 // whose every checkpoint is unusable (starting over would repeat output
 // already committed).
 func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[int64]bool) (string, *manifest.Manifest, int64, error) {
-	infos, err := c.cfg.Bucket.List(ctx, "jobs/"+jobID+"/checkpoints/")
+	infos, err := c.cfg.Bucket.List(ctx, layout.CheckpointsPrefix(jobID))
 	if err != nil {
 		return "", nil, 0, fmt.Errorf("list checkpoints: %w", err)
 	}
@@ -160,7 +161,7 @@ func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[
 	var cands []cand
 	var maxID int64
 	for _, o := range infos {
-		if _, id, ok := manifest.ParseKey(o.Key); ok {
+		if _, id, ok := layout.ParseManifestKey(o.Key); ok {
 			cands = append(cands, cand{o.Key, id})
 			maxID = max(maxID, id)
 		}

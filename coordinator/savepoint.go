@@ -3,16 +3,13 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/weirstream/weir/coordinator/checkpoint"
 	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
-
-// SavepointPrefix returns the prefix of a savepoint's objects.
-func SavepointPrefix(job, name string) string { return "jobs/" + job + "/savepoints/" + name + "/" }
 
 // savepointWait is a caller of Savepoint waiting for checkpoint id.
 type savepointWait struct {
@@ -45,8 +42,12 @@ func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) 
 		c.mu.Unlock()
 		return "", fmt.Errorf("savepoint of %s: the job is %s; try again when it runs", id, j.lc.State())
 	}
+	if c.endedLocked() {
+		c.mu.Unlock()
+		return "", fmt.Errorf("savepoint of %s: %w", id, ErrStopped)
+	}
 	// The savepoint is triggered as soon as no checkpoint is in flight
-	// (checkpointTick), instead of the next periodic checkpoint.
+	// (tick), instead of the next periodic checkpoint.
 	w := &savepointWait{done: make(chan struct{})}
 	k.waits = append(k.waits, w)
 	c.mu.Unlock()
@@ -123,7 +124,6 @@ func (k *ckpt) failWaits(err error) {
 // from the savepoint starts with nothing pending.
 func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (string, error) {
 	name := fmt.Sprintf("sp-%d-%s", m.Checkpoint, c.now().UTC().Format("20060102T150405Z"))
-	prefix := SavepointPrefix(m.Job, name)
 	sp := *m
 	sp.Savepoint = true
 	sp.Vertices = make([]manifest.Vertex, len(m.Vertices))
@@ -138,11 +138,7 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (
 			for f, file := range st.State {
 				to, ok := copied[file.Key]
 				if !ok {
-					rest := file.Key
-					if i := strings.Index(rest, "/state/"); i >= 0 {
-						rest = rest[i+len("/state/"):]
-					}
-					to = prefix + "state/" + rest
+					to = layout.SavepointStateKey(m.Job, name, file.Key)
 					data, err := c.cfg.Bucket.Get(ctx, file.Key)
 					if err != nil {
 						return "", fmt.Errorf("copy %s: %w", file.Key, err)
@@ -163,7 +159,7 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (
 	if err != nil {
 		return "", fmt.Errorf("encode savepoint manifest: %w", err)
 	}
-	key := manifest.SavepointKey(m.Job, name)
+	key := layout.SavepointManifestKey(m.Job, name)
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, key, data); err != nil {
 		return "", fmt.Errorf("write %s: %w", key, err)
 	}

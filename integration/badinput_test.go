@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // TestBadSpecsRefused deploys broken specs: each is refused with a message
@@ -56,7 +57,7 @@ func TestBadSpecsRefused(t *testing.T) {
 			}
 		})
 	}
-	objs, err := c.bucket.List(t.Context(), "jobs/")
+	objs, err := c.bucket.List(t.Context(), layout.JobsPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ sinks:
 	if got := readOutput(t, c.bucket, "out/dl/"); len(got) != 100 {
 		t.Errorf("output has %d rows, want the 100 good ones", len(got))
 	}
-	letters := readDeadLetters(t, c.bucket, "jobs/"+id+"/deadletters/files-in/")
+	letters := readDeadLetters(t, c.bucket, layout.DeadLetterPrefix(id, "files-in"))
 	if len(letters) != len(bad) {
 		t.Fatalf("dead-letter files hold %d records, want %d: %v", len(letters), len(bad), letters)
 	}
@@ -169,7 +170,7 @@ exchange: {bufferTimeout: 20ms}
 		t.Fatal(err)
 	}
 	c.waitState(id, coordinator.JobCanceled, 30*time.Second)
-	letters = readDeadLetters(t, c.bucket, "jobs/"+id+"/deadletters/redis-in/")
+	letters = readDeadLetters(t, c.bucket, layout.DeadLetterPrefix(id, "redis-in"))
 	if len(letters) != 2 {
 		t.Errorf("redis dead letters written: %v, want 2", letters)
 	}

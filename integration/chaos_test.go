@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 const chaosSpec = "testdata/chaos.yaml"
@@ -233,7 +234,7 @@ func TestChaosMinIOOutage(t *testing.T) {
 		t.Logf("no checkpoint failed during the outage: %+v", st.Checkpoints)
 	}
 	// Every completed checkpoint left in the bucket has its manifest.
-	objs, err := c.bucket.List(context.Background(), "jobs/"+st.ID+"/checkpoints/")
+	objs, err := c.bucket.List(context.Background(), layout.CheckpointsPrefix(st.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/statefile"
 )
 
 // BenchmarkIncrementalState measures what incremental checkpoints upload
@@ -18,7 +19,7 @@ import (
 // snapshot, then ten checkpoint intervals in each of which 1% of the keys
 // change, each a delta; every snapshot written as the state file the
 // runtime uploads (Arrow IPC, zstd). Restore decodes the base and all ten
-// deltas (DecodeStateFile, as a restoring task does) into a fresh backend.
+// deltas (statefile.Decode, as a restoring task does) into a fresh backend.
 //
 //	go test -run '^$' -bench IncrementalState -benchtime 1x ./integration/
 func BenchmarkIncrementalState(b *testing.B) {
@@ -41,7 +42,7 @@ func BenchmarkIncrementalState(b *testing.B) {
 				b.Fatal(err)
 			}
 			sync := time.Since(t0)
-			data, err := task.EncodeStateFile(statestore.SnapshotSchema(), batches, mem)
+			_, data, err := statefile.Encode(manifest.File{}, statestore.SnapshotSchema(), batches, mem)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -74,7 +75,7 @@ func BenchmarkIncrementalState(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, f := range files {
-			batches, err := task.DecodeStateFile(f, statestore.SnapshotSchema(), mem)
+			_, batches, err := statefile.Decode(f, statestore.SnapshotSchema(), mem)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -24,9 +24,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/coordinator"
-	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/builtin"
 	gen "github.com/weirstream/weir/functions/builtin/nexmark"
 	"github.com/weirstream/weir/functions/spec"

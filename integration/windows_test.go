@@ -9,6 +9,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 const windowsSpec = "testdata/windows.yaml"
@@ -61,7 +62,7 @@ func TestDistributedWindows(t *testing.T) {
 		t.Errorf("tasks ran on %d workers, want all 3: %v", len(workers), workers)
 	}
 	// The spec is stored, and the attempt's channels are gone from Redis.
-	if _, err := c.bucket.Stat(t.Context(), coordinator.SpecKey(id)); err != nil {
+	if _, err := c.bucket.Stat(t.Context(), layout.SpecKey(id)); err != nil {
 		t.Errorf("spec not stored: %v", err)
 	}
 	keys, err := c.redis.Do("KEYS", "weir:{*")

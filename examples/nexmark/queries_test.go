@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
-	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/builtin"
 	gen "github.com/weirstream/weir/functions/builtin/nexmark"
 	"github.com/weirstream/weir/functions/spec"

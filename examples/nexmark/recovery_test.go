@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
-	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
 	"github.com/weirstream/weir/statestore/blob"

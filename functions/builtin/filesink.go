@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // When a files sink writes out what it buffered.
@@ -208,7 +209,7 @@ func (s *fileSink) flush(ctx context.Context) error {
 	if s.rows == 0 {
 		return nil
 	}
-	key := s.path + "/" + s.objectName(s.seq)
+	key := layout.SinkObjectKey(s.path, s.objectName(s.seq))
 	data, err := s.encode(key)
 	if err != nil {
 		return err
@@ -252,9 +253,8 @@ func (s *fileSink) PreCommit(ctx context.Context, txnID string) (json.RawMessage
 		return nil, fmt.Errorf("pre-commit files sink %s: %w", s.node, err)
 	}
 	h := fileTxnHandle{V: txnHandleVersion, Txn: txnID, Objects: make([]fileTxnObject, 0, len(s.sealed))}
-	dir := stagingDir(s.path) + txnID + "/"
 	for _, o := range s.sealed {
-		obj := fileTxnObject{Staged: dir + o.name, Final: s.path + "/" + o.name}
+		obj := fileTxnObject{Staged: layout.StagedKey(s.path, txnID, o.name), Final: layout.SinkObjectKey(s.path, o.name)}
 		if err := s.bucket.Put(ctx, obj.Staged, o.data); err != nil {
 			// The sealed objects stay for the next PreCommit; what was
 			// staged here is garbage for Abort or CleanStaging.
@@ -293,9 +293,8 @@ func (s *fileSink) Seal(txnID string) (func(context.Context) (json.RawMessage, e
 	bucket, path, node, counters := s.bucket, s.path, s.node, s.counters
 	return func(ctx context.Context) (json.RawMessage, error) {
 		h := fileTxnHandle{V: txnHandleVersion, Txn: txnID, Objects: make([]fileTxnObject, 0, len(objs))}
-		dir := stagingDir(path) + txnID + "/"
 		for _, o := range objs {
-			obj := fileTxnObject{Staged: dir + o.name, Final: path + "/" + o.name}
+			obj := fileTxnObject{Staged: layout.StagedKey(path, txnID, o.name), Final: layout.SinkObjectKey(path, o.name)}
 			if err := bucket.Put(ctx, obj.Staged, o.data); err != nil {
 				return nil, fmt.Errorf("stage files sink %s: %s: %w", node, obj.Staged, err)
 			}
@@ -324,10 +323,10 @@ func (s *fileSink) decodeHandle(op string, handle json.RawMessage) (fileTxnHandl
 	if err := validateTxnID(h.Txn); err != nil {
 		return h, fmt.Errorf("%s files sink %s: %w", op, s.node, err)
 	}
-	dir := stagingDir(s.path) + h.Txn + "/"
+	dir := layout.StagedTxnPrefix(s.path, h.Txn)
 	for _, o := range h.Objects {
 		name, ok := strings.CutPrefix(o.Staged, dir)
-		if !ok || strings.Contains(name, "/") || o.Final != s.path+"/"+name {
+		if !ok || strings.Contains(name, "/") || o.Final != layout.SinkObjectKey(s.path, name) {
 			return h, fmt.Errorf("%s files sink %s: transaction %s: object %q -> %q is not a staged object of path %q",
 				op, s.node, h.Txn, o.Staged, o.Final, s.path)
 		}

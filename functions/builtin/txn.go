@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // TwoPhaseSink is task.TwoPhaseSink; the files and redis sinks are ones.
@@ -75,10 +76,6 @@ func decodeHandle(kind string, handle json.RawMessage, v any, version *int) erro
 	return nil
 }
 
-// stagingDir is where a files sink writing under path stages its
-// transactions: <path>/_staging/<txnID>/. The files source skips it.
-func stagingDir(path string) string { return strings.TrimRight(path, "/") + "/_staging/" }
-
 // CleanStaging deletes the staged objects under <path>/_staging/ of every
 // transaction keep does not keep, and returns how many it deleted. It is
 // the janitor run on recovery: keep the transactions of the latest
@@ -87,14 +84,14 @@ func stagingDir(path string) string { return strings.TrimRight(path, "/") + "/_s
 // transaction it does not keep. It goes on past a failed delete and
 // reports all failures.
 func CleanStaging(ctx context.Context, bucket blob.Bucket, path string, keep func(txnID string) bool) (removed int, err error) {
-	dir := stagingDir(path)
+	dir := layout.StagingPrefix(path)
 	infos, err := bucket.List(ctx, dir)
 	if err != nil {
 		return 0, fmt.Errorf("clean staging %s: %w", dir, err)
 	}
 	var errs []error
 	for _, info := range infos {
-		txn, _, ok := strings.Cut(info.Key[len(dir):], "/")
+		txn, _, ok := layout.ParseStagedKey(path, info.Key)
 		if !ok || keep(txn) {
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // txnBackends returns the stores the files sink's transactions are tested
@@ -107,7 +108,7 @@ func (f *txnFiles) visible() []string {
 	return keys
 }
 
-func (f *txnFiles) staged() []string { f.t.Helper(); return f.keys(stagingDir(f.path)) }
+func (f *txnFiles) staged() []string { f.t.Helper(); return f.keys(layout.StagingPrefix(f.path)) }
 
 // rows reads the visible objects, in key order.
 func (f *txnFiles) rows() [][]any {

@@ -1,14 +1,10 @@
 package task
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,12 +12,13 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/statefile"
 )
 
 // Checkpointing is a task's part in the job's checkpoints (DESIGN.md,
@@ -34,9 +31,6 @@ type Checkpointing struct {
 	Ack func(Ack)
 	// Restore is the checkpoint to start from; nil starts empty.
 	Restore *Restore
-	// StatePrefix is the bucket prefix state files go under, e.g.
-	// "jobs/<job>/state".
-	StatePrefix string
 	// MaxDeltas is how many deltas may follow a base before the next
 	// snapshot of an operator is a base again (default 64: it bounds the
 	// files a restore reads). A base is also taken once the deltas' bytes
@@ -153,24 +147,6 @@ func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgSta
 		}
 	}
 	return r, nil
-}
-
-// StateFileKey is where a state file goes:
-// <prefix>/<operator>/<kgStart>-<kgEnd>/<checkpoint>-a<attempt>-<kind>.arrow.
-func StateFileKey(prefix, operator string, kgStart, kgEnd int, checkpoint int64, attempt int, kind string) string {
-	return fmt.Sprintf("%s/%s/%d-%d/%d-a%d-%s.arrow", prefix, operator, kgStart, kgEnd, checkpoint, attempt, kind)
-}
-
-// StateFileCheckpoint returns the checkpoint that wrote a state file key
-// (StateFileKey), ok=false for a key of another shape.
-func StateFileCheckpoint(key string) (int64, bool) {
-	name := key[strings.LastIndexByte(key, '/')+1:]
-	n, _, ok := strings.Cut(name, "-")
-	if !ok || !strings.HasSuffix(name, ".arrow") {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(n, 10, 64)
-	return id, err == nil && id > 0
 }
 
 // chain is the files of one stateful operator that a restore applies: a
@@ -300,18 +276,11 @@ func (c *checkpointer) restore(ctx context.Context) error {
 }
 
 func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, f manifest.File, kgStart, kgEnd int) error {
-	data, err := c.r.cfg.Bucket.Get(ctx, f.Key)
+	data, err := statefile.Read(ctx, c.r.cfg.Bucket, f)
 	if err != nil {
-		return fmt.Errorf("%w: read state file %s: %w", ErrCorruptState, f.Key, err)
+		return fmt.Errorf("%w: %w", ErrCorruptState, err)
 	}
-	if int64(len(data)) != f.Size {
-		return fmt.Errorf("%w: state file %s has %d bytes, the manifest says %d", ErrCorruptState, f.Key, len(data), f.Size)
-	}
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != f.SHA256 {
-		return fmt.Errorf("%w: state file %s has SHA-256 %s, the manifest says %s", ErrCorruptState, f.Key, got, f.SHA256)
-	}
-	batches, err := DecodeStateFile(data, sf.StateSchema(), c.r.mem)
+	_, batches, err := statefile.Decode(data, sf.StateSchema(), c.r.mem)
 	if err != nil {
 		return fmt.Errorf("%w: state file %s: %w", ErrCorruptState, f.Key, err)
 	}
@@ -336,57 +305,6 @@ func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, 
 	}
 	return nil
 }
-
-// maxStateExpansion bounds what decoding a state file may allocate, as a
-// multiple of its size (compressed columns grow when decoded): a damaged
-// length in the file is refused instead of allocating gigabytes.
-const maxStateExpansion = 64
-
-// DecodeStateFile reads a state file: an Arrow IPC file whose schema must
-// be want. It returns its batches (the caller releases them), or an error
-// for anything that is not such a file, never a panic.
-func DecodeStateFile(data []byte, want *arrow.Schema, mem memory.Allocator) (batches []arrow.RecordBatch, err error) {
-	limit := &limitAllocator{mem: mem, left: int64(len(data))*maxStateExpansion + 1<<20}
-	defer func() {
-		if p := recover(); p != nil { // the allocation limit
-			batches, err = nil, fmt.Errorf("not a readable Arrow IPC file: %v", p)
-		}
-	}()
-	schema, batches, err := arrowfmt.DecodeFile(data, limit)
-	if err != nil {
-		return nil, err
-	}
-	if !schema.Equal(want) {
-		for _, b := range batches {
-			b.Release()
-		}
-		return nil, fmt.Errorf("schema %s is not the operator's state schema %s", schema, want)
-	}
-	return batches, nil
-}
-
-// limitAllocator refuses (panics, which DecodeStateFile recovers) once
-// more than left bytes are asked for in all.
-type limitAllocator struct {
-	mem  memory.Allocator
-	left int64
-}
-
-func (a *limitAllocator) Allocate(n int) []byte {
-	if a.left -= int64(n); a.left < 0 {
-		panic(fmt.Sprintf("state file asks for %d more bytes than its size allows", -a.left))
-	}
-	return a.mem.Allocate(n)
-}
-
-func (a *limitAllocator) Reallocate(n int, b []byte) []byte {
-	if a.left -= int64(n - len(b)); a.left < 0 {
-		panic(fmt.Sprintf("state file asks for %d more bytes than its size allows", -a.left))
-	}
-	return a.mem.Reallocate(n, b)
-}
-
-func (a *limitAllocator) Free(b []byte) { a.mem.Free(b) }
 
 // keepKeyGroups returns the rows of rec whose key group is in [start,
 // end), nil if none; the caller releases the result. It works for any
@@ -777,35 +695,13 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 func (c *checkpointer) writeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch) (manifest.File, error) {
 	r := c.r
 	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
-	data, err := EncodeStateFile(schema, batches, r.mem)
+	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
+	f, data, err := statefile.Encode(manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem)
 	if err != nil {
 		return manifest.File{}, err
 	}
-	key := StateFileKey(c.cfg.StatePrefix, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
 	if err := r.cfg.Bucket.Put(r.ctx, key, data); err != nil {
 		return manifest.File{}, fmt.Errorf("upload %s: %w", key, err)
 	}
-	sum := sha256.Sum256(data)
-	return manifest.File{Key: key, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Kind: kind,
-		Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, nil
-}
-
-// EncodeStateFile writes batches of schema as one Arrow IPC file with
-// zstd-compressed buffers (docs/checkpoint-format.md, "State files").
-func EncodeStateFile(schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator) ([]byte, error) {
-	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(mem), ipc.WithZstd())
-	if err != nil {
-		return nil, fmt.Errorf("encode state: %w", err)
-	}
-	for _, b := range batches {
-		if err := w.Write(b); err != nil {
-			_ = w.Close()
-			return nil, fmt.Errorf("encode state: %w", err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode state: %w", err)
-	}
-	return buf.Bytes(), nil
+	return f, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/statefile"
 )
 
 var testStateSchema = arrow.NewSchema([]arrow.Field{
@@ -28,16 +29,18 @@ func testStateBatch(mem memory.Allocator, groups []int32) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-func TestStateFileRoundTrip(t *testing.T) {
+// TestKeepKeyGroups restores a state file the way a task does and keeps
+// the rows of some key groups.
+func TestKeepKeyGroups(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	rec := testStateBatch(mem, []int32{0, 5, 5, 9, 1, 7})
 	defer rec.Release()
-	data, err := EncodeStateFile(testStateSchema, []arrow.RecordBatch{rec, rec}, mem)
+	_, data, err := statefile.Encode(manifest.File{}, testStateSchema, []arrow.RecordBatch{rec, rec}, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeStateFile(data, testStateSchema, mem)
+	_, got, err := statefile.Decode(data, testStateSchema, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,46 +66,6 @@ func TestStateFileRoundTrip(t *testing.T) {
 	for _, b := range got {
 		b.Release()
 	}
-	// Another schema is refused.
-	other := arrow.NewSchema([]arrow.Field{{Name: StateKeyGroupField, Type: arrow.PrimitiveTypes.Int32}}, nil)
-	if _, err := DecodeStateFile(data, other, mem); err == nil {
-		t.Error("a state file of another schema was accepted")
-	}
-	// Every truncation is an error, not a panic.
-	for n := 0; n < len(data); n += max(1, len(data)/200) {
-		if bs, err := DecodeStateFile(data[:n], testStateSchema, mem); err == nil {
-			for _, b := range bs {
-				b.Release()
-			}
-			t.Fatalf("a state file truncated to %d of %d bytes was accepted", n, len(data))
-		}
-	}
-}
-
-// FuzzDecodeStateFile: any bytes decode to batches of the schema or to an
-// error; never a panic or an allocation beyond the file's bound.
-func FuzzDecodeStateFile(f *testing.F) {
-	rec := testStateBatch(memory.DefaultAllocator, []int32{0, 1, 2, 3})
-	data, err := EncodeStateFile(testStateSchema, []arrow.RecordBatch{rec}, memory.DefaultAllocator)
-	rec.Release()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(data)
-	f.Add(data[:len(data)/2])
-	f.Add([]byte("ARROW1\x00\x00"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-		bs, err := DecodeStateFile(b, testStateSchema, mem)
-		if err == nil {
-			for _, r := range bs {
-				if !r.Schema().Equal(testStateSchema) {
-					t.Fatalf("decoded a batch of schema %s", r.Schema())
-				}
-				r.Release()
-			}
-		}
-	})
 }
 
 func TestRestoreForRescale(t *testing.T) {
@@ -145,20 +108,5 @@ func TestRestoreForRescale(t *testing.T) {
 	}
 	if _, err := RestoreFor(m, "src", 0, 3, 0, 0, nil, "src"); err == nil {
 		t.Error("a source restored at another parallelism was accepted")
-	}
-}
-
-func TestStateFileCheckpoint(t *testing.T) {
-	key := StateFileKey("jobs/j-1/state", "win", 0, 64, 12, 3, manifest.KindDelta)
-	if key != "jobs/j-1/state/win/0-64/12-a3-delta.arrow" {
-		t.Fatalf("key %s", key)
-	}
-	if id, ok := StateFileCheckpoint(key); !ok || id != 12 {
-		t.Errorf("StateFileCheckpoint(%s) = %d, %v", key, id, ok)
-	}
-	for _, bad := range []string{"jobs/j/state/win/0-64/x-a1-base.arrow", "jobs/j/spec.json", "a/0-a1-base.arrow"} {
-		if _, ok := StateFileCheckpoint(bad); ok {
-			t.Errorf("StateFileCheckpoint(%s) accepted", bad)
-		}
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // deadLetters collects a source subtask's malformed records and writes them
-// to the store as JSON lines under
-// jobs/<job>/deadletters/<source>/part-<subtask>-a<attempt>-<seq>.jsonl,
+// to the store as JSON lines at layout.DeadLetterKey
+// (jobs/<job>/deadletters/<source>/part-<subtask>-a<attempt>-<seq>.jsonl),
 // one object per flush: at 1000 records, every 5 seconds, and at the end.
 // Each line holds the raw record, where it came from and why it was refused.
 type deadLetters struct {
@@ -32,11 +34,6 @@ type DeadLetter struct {
 
 func newDeadLetters(cfg *Config, source string, c *Counters) *deadLetters {
 	return &deadLetters{cfg: cfg, source: source, counters: c}
-}
-
-// DeadLetterPrefix is where a job's dead letters of one source are written.
-func DeadLetterPrefix(job, source string) string {
-	return fmt.Sprintf("jobs/%s/deadletters/%s/", job, source)
 }
 
 func (d *deadLetters) add(raw []byte, origin, reason string) {
@@ -65,7 +62,7 @@ func (d *deadLetters) flush(ctx context.Context) error {
 		d.buf, d.n = d.buf[:0], 0
 		return nil
 	}
-	key := fmt.Sprintf("%spart-%d-a%d-%06d.jsonl", DeadLetterPrefix(d.cfg.Job, d.source), d.cfg.Subtask, d.cfg.Attempt, d.seq)
+	key := layout.DeadLetterKey(d.cfg.Job, d.source, d.cfg.Subtask, d.cfg.Attempt, d.seq)
 	if err := d.cfg.Bucket.Put(ctx, key, d.buf); err != nil {
 		return fmt.Errorf("write dead letters %s: %w", key, err)
 	}

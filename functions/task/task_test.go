@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 var testSchema = arrow.NewSchema([]arrow.Field{
@@ -298,7 +299,7 @@ func TestDeadLettersWritten(t *testing.T) {
 	if n := task.Stats().Snapshot().DeadLetters; n != 2 {
 		t.Errorf("counted %d dead letters, want 2", n)
 	}
-	data, err := b.Get(context.Background(), DeadLetterPrefix("j1", "src")+"part-0-a3-000000.jsonl")
+	data, err := b.Get(context.Background(), layout.DeadLetterPrefix("j1", "src")+"part-0-a3-000000.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
-	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
@@ -220,7 +221,6 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	if job.Checkpoint != nil {
 		id := c.Task
 		cfg.Checkpoints = &task.Checkpointing{
-			StatePrefix: "jobs/" + id.Job + "/state",
 			Ack: func(a task.Ack) {
 				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -286,7 +286,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 // restoreFor reads the manifest at key and picks the task's share of it.
 // On a damaged manifest it returns the checkpoint's id with the error.
 func (w *Worker) restoreFor(ctx context.Context, key string, cfg *task.Config) (*task.Restore, int64, error) {
-	_, id, _ := manifest.ParseKey(key)
+	_, id, _ := layout.ParseManifestKey(key)
 	raw, err := w.cfg.Bucket.Get(ctx, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("restore %s[%d]: read %s: %w", cfg.Vertex, cfg.Subtask, key, err)

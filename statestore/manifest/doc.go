@@ -9,14 +9,14 @@
 //
 //	data, err := m.Encode() // validates first
 //	...
-//	err = bucket.PutIfAbsent(ctx, manifest.Key(m.Job, m.Checkpoint), data)
+//	err = bucket.PutIfAbsent(ctx, layout.ManifestKey(m.Job, m.Checkpoint), data)
 //	// blob.ErrExists: another coordinator committed checkpoint n first
 //
 // A checkpoint without a manifest never happened; its files are garbage.
-// Restore reads the newest manifest (ParseKey picks them out of a listing
-// of jobs/<job>/checkpoints/) and Decode refuses anything truncated, not
-// JSON, or breaking a rule with an error wrapping ErrCorrupt, so the caller
-// can fall back to the previous checkpoint. A manifest from a newer weir is
+// Restore reads the newest manifest (layout.ParseManifestKey picks them
+// out of a listing of layout.CheckpointsPrefix) and Decode refuses
+// anything truncated, not JSON, or breaking a rule with an error wrapping
+// ErrCorrupt, so the caller can fall back to the previous checkpoint. A manifest from a newer weir is
 // refused with ErrUnsupportedVersion instead: that checkpoint is fine, and
 // falling back past it would replay input whose output sinks have already
 // committed.

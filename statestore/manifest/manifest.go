@@ -10,12 +10,12 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // Version is the manifest format this package writes and the newest it
@@ -53,7 +53,7 @@ type Manifest struct {
 	Job        string `json:"job"`        // job id, e.g. "rides-0a1b2c3d"
 	Checkpoint int64  `json:"checkpoint"` // checkpoint id, > 0
 	Attempt    int    `json:"attempt"`    // attempt that took it, >= 1
-	// Savepoint marks a manifest under jobs/<job>/savepoints/<name>/,
+	// Savepoint marks a manifest under layout.SavepointPrefix,
 	// triggered by a user and never deleted by retention.
 	Savepoint bool `json:"savepoint,omitempty"`
 	// Final marks the manifest written when every subtask finished its
@@ -107,7 +107,7 @@ type Subtask struct {
 // File is one immutable state file. A file may be shared by several
 // checkpoints, and after rescaling by several subtasks.
 type File struct {
-	Key      string `json:"key"`      // bucket key, e.g. jobs/<job>/state/<vertex>/<uuid>.arrow
+	Key      string `json:"key"`      // bucket key, layout.StateFileKey (or layout.SavepointStateKey)
 	Size     int64  `json:"size"`     // bytes
 	SHA256   string `json:"sha256"`   // lowercase hex of the content
 	Kind     string `json:"kind"`     // KindBase or KindDelta
@@ -135,54 +135,11 @@ type SubtaskMetrics struct {
 }
 
 // nameRE is the job spec's rule for source, operator and sink names (and so
-// vertex names); jobIDRE allows a name plus "-" and 8 hex digits.
+// vertex names); job ids follow layout.ValidJobID.
 var (
 	nameRE   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,62}$`)
-	jobIDRE  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,71}$`)
 	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
-
-// Key returns the key of a checkpoint's manifest:
-// jobs/<job>/checkpoints/<checkpoint>/manifest.json, with the checkpoint in
-// plain decimal (so list results sort as strings, not numbers: use
-// ParseKey).
-func Key(job string, checkpoint int64) string {
-	return "jobs/" + job + "/checkpoints/" + strconv.FormatInt(checkpoint, 10) + "/manifest.json"
-}
-
-// SavepointKey returns the key of a savepoint's manifest:
-// jobs/<job>/savepoints/<name>/manifest.json.
-func SavepointKey(job, name string) string {
-	return "jobs/" + job + "/savepoints/" + name + "/manifest.json"
-}
-
-// ParseKey is the inverse of Key. It reports ok only for a key Key would
-// return for a valid job id and a checkpoint > 0 (no sign, no leading
-// zeros), so listing jobs/<job>/checkpoints/ can pick manifests out safely.
-func ParseKey(key string) (job string, checkpoint int64, ok bool) {
-	rest, ok := strings.CutPrefix(key, "jobs/")
-	if !ok {
-		return "", 0, false
-	}
-	rest, ok = strings.CutSuffix(rest, "/manifest.json")
-	if !ok {
-		return "", 0, false
-	}
-	job, n, ok := strings.Cut(rest, "/checkpoints/")
-	if !ok || !jobIDRE.MatchString(job) || n == "" || n[0] == '0' {
-		return "", 0, false
-	}
-	for _, c := range []byte(n) {
-		if c < '0' || c > '9' {
-			return "", 0, false
-		}
-	}
-	checkpoint, err := strconv.ParseInt(n, 10, 64)
-	if err != nil {
-		return "", 0, false
-	}
-	return job, checkpoint, true
-}
 
 // Encode validates m and returns it as indented JSON with fields in a fixed
 // order, times in UTC and a trailing newline. It does not change m.
@@ -494,7 +451,7 @@ func (m *Manifest) Validate() error {
 	if m.Version != Version {
 		add("version", "%d: want %d", m.Version, Version)
 	}
-	if !jobIDRE.MatchString(m.Job) {
+	if !layout.ValidJobID(m.Job) {
 		add("job", "%q is not a job id: want a letter then letters, digits, '-' or '_' (at most 72)", m.Job)
 	}
 	if m.Checkpoint <= 0 {

@@ -137,35 +137,6 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestKey(t *testing.T) {
-	if got, want := manifest.Key("rides-0a1b2c3d", 42), "jobs/rides-0a1b2c3d/checkpoints/42/manifest.json"; got != want {
-		t.Errorf("Key = %q, want %q", got, want)
-	}
-	if got, want := manifest.SavepointKey("rides-0a1b2c3d", "before-upgrade"), "jobs/rides-0a1b2c3d/savepoints/before-upgrade/manifest.json"; got != want {
-		t.Errorf("SavepointKey = %q, want %q", got, want)
-	}
-	for _, n := range []int64{1, 9, 10, 1 << 40, 1<<63 - 1} {
-		job, got, ok := manifest.ParseKey(manifest.Key("j-1", n))
-		if !ok || job != "j-1" || got != n {
-			t.Errorf("ParseKey(Key(j-1, %d)) = %q, %d, %v", n, job, got, ok)
-		}
-	}
-	for _, key := range []string{
-		"", "jobs/j/checkpoints/0/manifest.json", "jobs/j/checkpoints/-1/manifest.json",
-		"jobs/j/checkpoints/+1/manifest.json", "jobs/j/checkpoints/01/manifest.json",
-		"jobs/j/checkpoints/1x/manifest.json", "jobs/j/checkpoints//manifest.json",
-		"jobs/j/checkpoints/9223372036854775808/manifest.json", "jobs/j/checkpoints/1/manifest.json.tmp",
-		"jobs/j/checkpoints/1/x/manifest.json", "jobs/a/b/checkpoints/1/manifest.json",
-		"jobs//checkpoints/1/manifest.json", "jobs/../checkpoints/1/manifest.json",
-		"x/jobs/j/checkpoints/1/manifest.json", "jobs/j/savepoints/1/manifest.json",
-		"jobs/j/checkpoints/1/state.json",
-	} {
-		if job, n, ok := manifest.ParseKey(key); ok {
-			t.Errorf("ParseKey(%q) = %q, %d, true; want false", key, job, n)
-		}
-	}
-}
-
 func TestFiles(t *testing.T) {
 	m := golden()
 	// After rescaling from 1 to 2, both subtasks start from the old base.

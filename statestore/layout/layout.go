@@ -1,0 +1,190 @@
+package layout
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// JobsPrefix is the prefix of every job's objects.
+const JobsPrefix = "jobs/"
+
+// jobIDRE is the rule for job ids: a job name (a letter, then up to 62
+// letters, digits, '_' or '-') plus "-" and 8 hex digits.
+var jobIDRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,71}$`)
+
+// ValidJobID reports whether id can be a job id, and so a segment of the
+// keys below.
+func ValidJobID(id string) bool { return jobIDRE.MatchString(id) }
+
+// JobPrefix is the prefix of every object of one job: jobs/<job>/.
+func JobPrefix(job string) string { return JobsPrefix + job + "/" }
+
+// SpecKey is where a job's spec lives: jobs/<job>/spec.json.
+func SpecKey(job string) string { return JobPrefix(job) + "spec.json" }
+
+// ParseSpecKey is the inverse of SpecKey: it picks the job specs out of a
+// listing of JobsPrefix. It does not check the job id's syntax, so that a
+// coordinator lists every job it stored.
+func ParseSpecKey(key string) (job string, ok bool) {
+	rest, ok := strings.CutPrefix(key, JobsPrefix)
+	if !ok {
+		return "", false
+	}
+	job, file, ok := strings.Cut(rest, "/")
+	if !ok || file != "spec.json" {
+		return "", false
+	}
+	return job, true
+}
+
+// StatusKey is where a job's status lives: jobs/<job>/status.json.
+func StatusKey(job string) string { return JobPrefix(job) + "status.json" }
+
+// OriginKey holds the manifest key a job was started from (a savepoint):
+// jobs/<job>/origin.
+func OriginKey(job string) string { return JobPrefix(job) + "origin" }
+
+// CheckpointsPrefix is the prefix of a job's checkpoints:
+// jobs/<job>/checkpoints/.
+func CheckpointsPrefix(job string) string { return JobPrefix(job) + "checkpoints/" }
+
+// ManifestKey is the key of a checkpoint's manifest:
+// jobs/<job>/checkpoints/<checkpoint>/manifest.json, with the checkpoint in
+// plain decimal (so list results sort as strings, not numbers: use
+// ParseManifestKey).
+func ManifestKey(job string, checkpoint int64) string {
+	return CheckpointsPrefix(job) + strconv.FormatInt(checkpoint, 10) + "/manifest.json"
+}
+
+// ParseManifestKey is the inverse of ManifestKey. It reports ok only for a
+// key ManifestKey returns for a valid job id (ValidJobID) and a checkpoint
+// > 0 (no sign, no leading zeros), so a listing of CheckpointsPrefix can
+// pick manifests out safely. A savepoint's manifest is not a checkpoint's:
+// it is refused.
+func ParseManifestKey(key string) (job string, checkpoint int64, ok bool) {
+	rest, ok := strings.CutPrefix(key, JobsPrefix)
+	if !ok {
+		return "", 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, "/manifest.json")
+	if !ok {
+		return "", 0, false
+	}
+	job, n, ok := strings.Cut(rest, "/checkpoints/")
+	if !ok || !ValidJobID(job) || n == "" || n[0] == '0' {
+		return "", 0, false
+	}
+	for _, c := range []byte(n) {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+	}
+	checkpoint, err := strconv.ParseInt(n, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return job, checkpoint, true
+}
+
+// StatePrefix is the prefix of a job's state files: jobs/<job>/state/.
+func StatePrefix(job string) string { return JobPrefix(job) + "state/" }
+
+// OperatorStatePrefix is the prefix of one operator's state files:
+// jobs/<job>/state/<operator>/.
+func OperatorStatePrefix(job, operator string) string { return StatePrefix(job) + operator + "/" }
+
+// StateFileKey is where a state file goes: the state of operator over key
+// groups [kgStart, kgEnd) written by attempt attempt at checkpoint
+// checkpoint, kind "base" or "delta":
+// jobs/<job>/state/<operator>/<kgStart>-<kgEnd>/<checkpoint>-a<attempt>-<kind>.arrow.
+func StateFileKey(job, operator string, kgStart, kgEnd int, checkpoint int64, attempt int, kind string) string {
+	return OperatorStatePrefix(job, operator) + fmt.Sprintf("%d-%d/%d-a%d-%s.arrow", kgStart, kgEnd, checkpoint, attempt, kind)
+}
+
+// StateFileCheckpoint returns the checkpoint that wrote a state file key
+// (StateFileKey), ok=false for a key of another shape. It reads only the
+// last segment, so it also parses the state files a savepoint copied
+// (SavepointStateKey).
+func StateFileCheckpoint(key string) (int64, bool) {
+	name := key[strings.LastIndexByte(key, '/')+1:]
+	n, _, ok := strings.Cut(name, "-")
+	if !ok || !strings.HasSuffix(name, ".arrow") {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(n, 10, 64)
+	return id, err == nil && id > 0
+}
+
+// SavepointsPrefix is the prefix of a job's savepoints:
+// jobs/<job>/savepoints/.
+func SavepointsPrefix(job string) string { return JobPrefix(job) + "savepoints/" }
+
+// SavepointPrefix is the prefix of one savepoint's objects:
+// jobs/<job>/savepoints/<name>/.
+func SavepointPrefix(job, name string) string { return SavepointsPrefix(job) + name + "/" }
+
+// SavepointManifestKey is the key of a savepoint's manifest:
+// jobs/<job>/savepoints/<name>/manifest.json.
+func SavepointManifestKey(job, name string) string {
+	return SavepointPrefix(job, name) + "manifest.json"
+}
+
+// SavepointStateKey is where a savepoint keeps its copy of the state file
+// stateKey: what follows the first "/state/" of stateKey (all of it if
+// there is none) under jobs/<job>/savepoints/<name>/state/. A state file
+// of a job restored from a savepoint maps to the same relative key.
+func SavepointStateKey(job, name, stateKey string) string {
+	rest := stateKey
+	if i := strings.Index(rest, "/state/"); i >= 0 {
+		rest = rest[i+len("/state/"):]
+	}
+	return SavepointPrefix(job, name) + "state/" + rest
+}
+
+// DeadLetterPrefix is where a job's dead letters of one source are
+// written: jobs/<job>/deadletters/<source>/.
+func DeadLetterPrefix(job, source string) string {
+	return JobPrefix(job) + "deadletters/" + source + "/"
+}
+
+// DeadLetterKey is the seq-th dead-letter object that attempt attempt of
+// subtask subtask of source wrote:
+// jobs/<job>/deadletters/<source>/part-<subtask>-a<attempt>-<seq>.jsonl,
+// seq zero-padded to 6 digits.
+func DeadLetterKey(job, source string, subtask, attempt, seq int) string {
+	return DeadLetterPrefix(job, source) + fmt.Sprintf("part-%d-a%d-%06d.jsonl", subtask, attempt, seq)
+}
+
+// SinkObjectKey is where a files sink writing under path puts its object
+// name: <path>/<name> (a trailing '/' of path is dropped).
+func SinkObjectKey(path, name string) string { return strings.TrimRight(path, "/") + "/" + name }
+
+// StagingPrefix is where a files sink writing under path stages its
+// transactions: <path>/_staging/. The files source skips it.
+func StagingPrefix(path string) string { return strings.TrimRight(path, "/") + "/_staging/" }
+
+// StagedTxnPrefix is the prefix of one sink transaction's staged objects:
+// <path>/_staging/<txn>/.
+func StagedTxnPrefix(path, txn string) string { return StagingPrefix(path) + txn + "/" }
+
+// StagedKey is where transaction txn of a files sink writing under path
+// stages object name until it commits to SinkObjectKey(path, name):
+// <path>/_staging/<txn>/<name>.
+func StagedKey(path, txn, name string) string { return StagedTxnPrefix(path, txn) + name }
+
+// ParseStagedKey splits a key under StagingPrefix(path) into its
+// transaction and the rest of the key (the object name, which may hold
+// further '/'); ok=false for a key that is not under a transaction there.
+func ParseStagedKey(path, key string) (txn, name string, ok bool) {
+	rest, ok := strings.CutPrefix(key, StagingPrefix(path))
+	if !ok {
+		return "", "", false
+	}
+	txn, name, ok = strings.Cut(rest, "/")
+	if !ok {
+		return "", "", false
+	}
+	return txn, name, true
+}

@@ -1,0 +1,245 @@
+package statefile_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/statefile"
+)
+
+var testSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "key_group", Type: arrow.PrimitiveTypes.Int32},
+	{Name: "key", Type: arrow.BinaryTypes.String},
+	{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+}, nil)
+
+func testBatch(mem memory.Allocator, groups []int32) arrow.RecordBatch {
+	b := array.NewRecordBuilder(mem, testSchema)
+	defer b.Release()
+	for i, g := range groups {
+		b.Field(0).(*array.Int32Builder).Append(g)
+		b.Field(1).(*array.StringBuilder).Append(string(rune('a' + i%26)))
+		b.Field(2).(*array.Int64Builder).Append(int64(i))
+	}
+	return b.NewRecordBatch()
+}
+
+func encode(t testing.TB, f manifest.File, batches ...arrow.RecordBatch) (manifest.File, []byte) {
+	t.Helper()
+	f, data, err := statefile.Encode(f, testSchema, batches, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, data
+}
+
+func TestRoundTrip(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	rec := testBatch(mem, []int32{0, 5, 5, 9, 1, 7})
+	defer rec.Release()
+	name := manifest.File{Key: "jobs/j-1/state/win/0-64/3-a1-base.arrow", Kind: manifest.KindBase, Operator: "win", KeyGroupEnd: 64}
+	f, data, err := statefile.Encode(name, testSchema, []arrow.RecordBatch{rec, rec}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := name
+	want.Size, want.SHA256 = int64(len(data)), hex.EncodeToString(sum[:])
+	if f != want {
+		t.Errorf("Encode returned %+v, want %+v", f, want)
+	}
+	if !bytes.HasPrefix(data, []byte("ARROW1")) || !bytes.HasSuffix(data, []byte("ARROW1")) {
+		t.Error("not an Arrow IPC file")
+	}
+	schema, got, err := statefile.Decode(data, testSchema, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, b := range got {
+			b.Release()
+		}
+	}()
+	if !schema.Equal(testSchema) || len(got) != 2 || !array.RecordEqual(got[0], rec) || !array.RecordEqual(got[1], rec) {
+		t.Fatalf("decoded %s with %d batches, want 2 equal to the input", schema, len(got))
+	}
+	// Without a schema to check, any schema is read.
+	schema, any, err := statefile.Decode(data, nil, mem)
+	if err != nil || !schema.Equal(testSchema) || len(any) != 2 {
+		t.Fatalf("Decode(nil schema) = %v, %d batches, %v", schema, len(any), err)
+	}
+	for _, b := range any {
+		b.Release()
+	}
+}
+
+// TestStandardArrow: what Encode writes is a plain Arrow IPC file with
+// zstd buffers, which any Arrow implementation reads.
+func TestStandardArrow(t *testing.T) {
+	rec := testBatch(memory.DefaultAllocator, []int32{1, 2, 3})
+	defer rec.Release()
+	_, data := encode(t, manifest.File{}, rec)
+	rd, err := ipc.NewFileReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if rd.NumRecords() != 1 || !rd.Schema().Equal(testSchema) {
+		t.Fatalf("%d batches of %s", rd.NumRecords(), rd.Schema())
+	}
+	got, err := rd.RecordBatch(0)
+	if err != nil || !array.RecordEqual(got, rec) {
+		t.Fatalf("batch 0: %v", err)
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	rec := testBatch(mem, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+	_, data := encode(t, manifest.File{}, rec, rec)
+	rec.Release()
+	other := arrow.NewSchema([]arrow.Field{{Name: "key_group", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	if _, _, err := statefile.Decode(data, other, mem); err == nil || !strings.Contains(err.Error(), "state schema") {
+		t.Errorf("a state file of another schema: %v", err)
+	}
+	// Every truncation is an error, not a panic.
+	for n := 0; n < len(data); n += max(1, len(data)/200) {
+		if _, bs, err := statefile.Decode(data[:n], testSchema, mem); err == nil {
+			for _, b := range bs {
+				b.Release()
+			}
+			t.Fatalf("a state file truncated to %d of %d bytes was accepted", n, len(data))
+		}
+	}
+}
+
+// TestDecodeBound: a file that decodes to far more than MaxExpansion times
+// its size is refused, not allocated.
+func TestDecodeBound(t *testing.T) {
+	zeros := arrow.NewSchema([]arrow.Field{{Name: "key_group", Type: arrow.PrimitiveTypes.Int32}, {Name: "n", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	const rows = 1 << 20 // 12 MiB decoded, a few KiB compressed
+	b := array.NewRecordBuilder(memory.DefaultAllocator, zeros)
+	b.Field(0).(*array.Int32Builder).AppendValues(make([]int32, rows), nil)
+	b.Field(1).(*array.Int64Builder).AppendValues(make([]int64, rows), nil)
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	_, data, err := statefile.Encode(manifest.File{}, zeros, []arrow.RecordBatch{rec}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound := int64(len(data))*statefile.MaxExpansion + 1<<20; bound >= rows*12 {
+		t.Fatalf("the file has %d bytes: its bound %d does not refuse %d rows", len(data), bound, rows)
+	}
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	if _, bs, err := statefile.Decode(data, nil, mem); err == nil {
+		for _, b := range bs {
+			b.Release()
+		}
+		t.Fatalf("a %d-byte file decoding to %d rows was accepted", len(data), rows)
+	}
+	// Within the bound it decodes.
+	small := rec.NewSlice(0, 1000)
+	defer small.Release()
+	_, data, err = statefile.Encode(manifest.File{}, zeros, []arrow.RecordBatch{small}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bs, err := statefile.Decode(data, zeros, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		b.Release()
+	}
+}
+
+func TestVerifyAndRead(t *testing.T) {
+	ctx := context.Background()
+	b, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rec := testBatch(memory.DefaultAllocator, []int32{1, 2})
+	defer rec.Release()
+	f, data := encode(t, manifest.File{Key: "jobs/j-1/state/win/0-64/3-a1-base.arrow"}, rec)
+	if err := statefile.Verify(f, data); err != nil {
+		t.Fatalf("Verify of the encoded file: %v", err)
+	}
+	if _, err := statefile.Read(ctx, b, f); !errors.Is(err, blob.ErrNotFound) || !strings.Contains(err.Error(), "read state file "+f.Key) {
+		t.Errorf("Read of a missing file: %v", err)
+	}
+	if err := b.Put(ctx, f.Key, data); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := statefile.Read(ctx, b, f); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Read = %d bytes, %v", len(got), err)
+	}
+
+	flipped := bytes.Clone(data)
+	flipped[len(flipped)/2] ^= 0x40
+	sum := sha256.Sum256(flipped)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want statefile.MismatchError
+		msg  string
+	}{
+		{"truncated", data[:len(data)-1], statefile.MismatchError{Key: f.Key, WantSize: f.Size, GotSize: f.Size - 1},
+			"state file " + f.Key + " has " + itoa(f.Size-1) + " bytes, the manifest says " + itoa(f.Size)},
+		{"flipped", flipped, statefile.MismatchError{Key: f.Key, WantSize: f.Size, GotSize: f.Size, WantSHA256: f.SHA256, GotSHA256: hex.EncodeToString(sum[:])},
+			"state file " + f.Key + " has SHA-256 " + hex.EncodeToString(sum[:]) + ", the manifest says " + f.SHA256},
+	} {
+		if err := b.Put(ctx, f.Key, tc.data); err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range []error{statefile.Verify(f, tc.data), func() error { _, err := statefile.Read(ctx, b, f); return err }()} {
+			var mm *statefile.MismatchError
+			if !errors.As(err, &mm) || *mm != tc.want || err.Error() != tc.msg {
+				t.Errorf("%s: %v (%+v), want %q", tc.name, err, mm, tc.msg)
+			}
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// FuzzDecode: any bytes decode to batches of the schema or to an error;
+// never a panic or an allocation beyond the file's bound.
+func FuzzDecode(f *testing.F) {
+	rec := testBatch(memory.DefaultAllocator, []int32{0, 1, 2, 3})
+	_, data := encode(f, manifest.File{}, rec)
+	rec.Release()
+	f.Add(data)
+	f.Add(data[:len(data)/2])
+	f.Add([]byte("ARROW1\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		_, bs, err := statefile.Decode(b, testSchema, mem)
+		if err == nil {
+			for _, r := range bs {
+				if !r.Schema().Equal(testSchema) {
+					t.Fatalf("decoded a batch of schema %s", r.Schema())
+				}
+				r.Release()
+			}
+		}
+	})
+}
