@@ -62,11 +62,11 @@
 // map key of keyed state; DecodeKeyString turns it back into values and
 // AppendKey builds it from Go values.
 //
-// # JSON lines and Parquet
+// # JSON lines
 //
 // JSONDecoder appends JSON lines to a batch, rejecting a bad line as a whole
 // with a *RecordError that names the field, the value and what was expected.
 // AppendJSONRow and WriteJSONLines write rows back as JSON lines.
-// WriteParquet writes batches as a Parquet file, for sinks and for
-// snapshots a user can read with any Parquet tool.
+// Parquet is written by the subpackage parquetfmt, so that importers of
+// arrowfmt do not compile arrow-go's Parquet writer and what it pulls in.
 package arrowfmt

@@ -4,38 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/weirstream/weir/integration/tracetest"
 )
-
-// runTrace runs a script of "command args => expected output" lines through
-// do and compares every output. Blank lines and lines starting with # are
-// skipped.
-func runTrace(t *testing.T, trace string, do func(cmd string, args []string) string) {
-	t.Helper()
-	for n, line := range strings.Split(trace, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		in, want, found := strings.Cut(line, "=>")
-		if !found {
-			t.Fatalf("line %d: %q has no =>", n+1, line)
-		}
-		fields := strings.Fields(in)
-		got := do(fields[0], fields[1:])
-		if want = strings.TrimSpace(want); got != want {
-			t.Errorf("line %d: %s\n got: %s\nwant: %s", n+1, strings.TrimSpace(in), got, want)
-		}
-	}
-}
-
-func okOrErr(err error) string {
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	return "ok"
-}
 
 func atoi64(t *testing.T, s string) int64 {
 	t.Helper()
@@ -46,185 +20,87 @@ func atoi64(t *testing.T, s string) int64 {
 	return n
 }
 
+// TestProducerWindowTraces runs testdata/creditwindow/producer.txt.
+// Commands:
+//
+//	new                   start a new producer window
+//	observe <limit>|none  the producer reads the limit (none: no limit key)
+//	spend                 spend one credit: ok, or no credit
+//	avail                 print the credits available
 func TestProducerWindowTraces(t *testing.T) {
-	for _, tc := range []struct{ name, trace string }{
-		{"waits for the consumer", `
-			avail        => 0
-			spend        => no credit
-			# no limit yet is not a loss: the consumer may start later
-			observe none => ok
-			spend        => no credit
-			observe 2    => ok
-			avail        => 2
-			spend        => ok
-			spend        => ok
-			spend        => no credit
-			avail        => 0
-		`},
-		{"limit grows as the consumer consumes", `
-			observe 3 => ok
-			spend     => ok
-			spend     => ok
-			spend     => ok
-			spend     => no credit
-			# an unchanged limit gives nothing
-			observe 3 => ok
-			spend     => no credit
-			# the consumer consumed two
-			observe 5 => ok
-			avail     => 2
-			spend     => ok
-			avail     => 1
-		`},
-		{"a vanished limit is a lost channel", `
-			observe 4    => ok
-			spend        => ok
-			observe none => error: credit limit vanished (was 4): exchange: channel lost
-		`},
-		{"a limit going back is a lost channel", `
-			observe 6 => ok
-			observe 4 => error: credit limit went back from 6 to 4: exchange: channel lost
-		`},
-		{"a non-positive limit is invalid", `
-			observe 0 => error: invalid credit limit 0
-		`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var w producerWindow
-			runTrace(t, tc.trace, func(cmd string, args []string) string {
-				switch cmd {
-				case "observe":
-					if args[0] == "none" {
-						return okOrErr(w.observe(0, false))
-					}
-					return okOrErr(w.observe(atoi64(t, args[0]), true))
-				case "spend":
-					if w.spend() {
-						return "ok"
-					}
-					return "no credit"
-				case "avail":
-					return strconv.FormatInt(w.available(), 10)
+	tracetest.Run(t, "testdata/creditwindow/producer.txt", func(t *testing.T) tracetest.Func {
+		var w producerWindow
+		return func(t *testing.T, td *datadriven.TestData) (string, error) {
+			cmd, args := td.Cmd, tracetest.Words(td)
+			switch cmd {
+			case "new":
+				w = producerWindow{}
+				return "ok", nil
+			case "observe":
+				var err error
+				if args[0] == "none" {
+					err = w.observe(0, false)
+				} else {
+					err = w.observe(atoi64(t, args[0]), true)
 				}
-				t.Fatalf("unknown command %q", cmd)
-				return ""
-			})
-		})
-	}
+				return "ok", err
+			case "spend":
+				if w.spend() {
+					return "ok", nil
+				}
+				return "no credit", nil
+			case "avail":
+				return strconv.FormatInt(w.available(), 10), nil
+			}
+			t.Fatalf("unknown command %q", cmd)
+			return "", nil
+		}
+	})
 }
 
+// TestConsumerWindowTraces runs testdata/creditwindow/consumer.txt.
+// Commands:
+//
+//	new <window> <batch>        start a new consumer window
+//	recv <seq> data|ctl         an entry is read from the channel
+//	consume <seq> data|ctl      the caller is done with an entry
+//	state                       print outstanding, limit and due
+//	pending                     print what the consumer should announce
+//	announced                   the last pending values reached the channel
 func TestConsumerWindowTraces(t *testing.T) {
-	for _, tc := range []struct{ name, trace string }{
-		{"window bounds outstanding data", `
-			new 2 1        => ok
-			recv 1 data    => ok
-			# control entries take no credit
-			recv 2 ctl     => ok
-			recv 3 data    => ok
-			state          => outstanding=2 limit=2 due=false
-			recv 4 data    => error: data entry 4 beyond a window of 2: producer exceeded its credit
-			recv 4 ctl     => ok
-		`},
-		{"consumed credit is announced after trimming", `
-			new 2 1        => ok
-			recv 1 data    => ok
-			recv 2 data    => ok
-			pending        => limit=2 announce=false keep=1 trim=false
-			consume 1 data => ok
-			state          => outstanding=1 limit=3 due=true
-			pending        => limit=3 announce=true keep=2 trim=true
-			announced      => ok
-			pending        => limit=3 announce=false keep=2 trim=false
-			state          => outstanding=1 limit=3 due=false
-			# the producer may now write one more
-			recv 3 data    => ok
-			recv 4 data    => error: data entry 4 beyond a window of 2: producer exceeded its credit
-		`},
-		{"returns are batched", `
-			new 8 2        => ok
-			recv 1 data    => ok
-			recv 2 data    => ok
-			recv 3 data    => ok
-			consume 1 data => ok
-			state          => outstanding=2 limit=9 due=false
-			consume 2 data => ok
-			state          => outstanding=1 limit=10 due=true
-			pending        => limit=10 announce=true keep=3 trim=true
-			announced      => ok
-			state          => outstanding=1 limit=10 due=false
-		`},
-		{"consumed control entries are trimmed but give no credit", `
-			new 2 1        => ok
-			recv 1 ctl     => ok
-			recv 2 ctl     => ok
-			consume 1 ctl  => ok
-			consume 2 ctl  => ok
-			state          => outstanding=0 limit=2 due=false
-			pending        => limit=2 announce=false keep=3 trim=true
-			announced      => ok
-			pending        => limit=2 announce=false keep=3 trim=false
-		`},
-		{"a failed round trip is retried", `
-			new 1 1        => ok
-			recv 1 data    => ok
-			consume 1 data => ok
-			pending        => limit=2 announce=true keep=2 trim=true
-			# no announced: the round trip failed; the same values are due again
-			pending        => limit=2 announce=true keep=2 trim=true
-			recv 2 ctl     => ok
-			consume 2 ctl  => ok
-			pending        => limit=2 announce=true keep=3 trim=true
-			announced      => ok
-			pending        => limit=2 announce=false keep=3 trim=false
-		`},
-		{"a sequence gap is a lost channel", `
-			new 4 1     => ok
-			recv 1 data => ok
-			recv 3 data => error: entry 3 follows entry 1: exchange: channel lost
-			recv 1 data => error: entry 1 follows entry 1: exchange: channel lost
-			recv 2 data => ok
-		`},
-		{"consumption follows receipt in order", `
-			new 4 1        => ok
-			consume 1 data => error: consume entry 1: consumed up to 0, received up to 0
-			recv 1 ctl     => ok
-			recv 2 ctl     => ok
-			consume 2 ctl  => error: consume entry 2: consumed up to 0, received up to 2
-			consume 1 ctl  => ok
-			consume 2 data => error: consume entry 2: no data entry outstanding
-		`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var w consumerWindow
-			var lastLimit int64
-			var lastKeep uint64
-			runTrace(t, tc.trace, func(cmd string, args []string) string {
-				switch cmd {
-				case "new":
-					w = newConsumerWindow(int(atoi64(t, args[0])), int(atoi64(t, args[1])))
-					return "ok"
-				case "recv", "consume":
-					seq := uint64(atoi64(t, args[0]))
-					data := args[1] == "data"
-					if cmd == "recv" {
-						return okOrErr(w.receive(seq, data))
-					}
-					return okOrErr(w.consume(seq, data))
-				case "state":
-					return fmt.Sprintf("outstanding=%d limit=%d due=%t", w.outstanding(), w.limit(), w.due())
-				case "pending":
-					limit, announce, keep, trim := w.pending()
-					lastLimit, lastKeep = limit, keep
-					return fmt.Sprintf("limit=%d announce=%t keep=%d trim=%t", limit, announce, keep, trim)
-				case "announced":
-					w.announced(lastLimit, lastKeep)
-					return "ok"
+	tracetest.Run(t, "testdata/creditwindow/consumer.txt", func(t *testing.T) tracetest.Func {
+		var (
+			w         consumerWindow
+			lastLimit int64
+			lastKeep  uint64
+		)
+		return func(t *testing.T, td *datadriven.TestData) (string, error) {
+			cmd, args := td.Cmd, tracetest.Words(td)
+			switch cmd {
+			case "new":
+				w = newConsumerWindow(int(atoi64(t, args[0])), int(atoi64(t, args[1])))
+				return "ok", nil
+			case "recv", "consume":
+				seq := uint64(atoi64(t, args[0]))
+				data := args[1] == "data"
+				if cmd == "recv" {
+					return "ok", w.receive(seq, data)
 				}
-				t.Fatalf("unknown command %q", cmd)
-				return ""
-			})
-		})
-	}
+				return "ok", w.consume(seq, data)
+			case "state":
+				return fmt.Sprintf("outstanding=%d limit=%d due=%t", w.outstanding(), w.limit(), w.due()), nil
+			case "pending":
+				limit, announce, keep, trim := w.pending()
+				lastLimit, lastKeep = limit, keep
+				return fmt.Sprintf("limit=%d announce=%t keep=%d trim=%t", limit, announce, keep, trim), nil
+			case "announced":
+				w.announced(lastLimit, lastKeep)
+				return "ok", nil
+			}
+			t.Fatalf("unknown command %q", cmd)
+			return "", nil
+		}
+	})
 }
 
 // TestCreditWindowsTogether drives a producer and a consumer window through

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/exchangetest"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
@@ -109,7 +110,7 @@ func TestRedisMemoryBounded(t *testing.T) {
 	}()
 
 	key := streamKey(t, srv, "membound")
-	waitUntil(t, func() bool { return written.Load() >= credits })
+	poll.Until(t, 20*time.Second, "the producer spent its credits", func() bool { return written.Load() >= credits })
 	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if n := written.Load(); n != credits {
 			t.Fatalf("stalled consumer: producer wrote %d entries, want %d", n, credits)
@@ -141,17 +142,6 @@ func TestRedisMemoryBounded(t *testing.T) {
 	writerDone = true
 	if err != nil {
 		t.Fatalf("write: %v", err)
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 20s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -192,7 +182,7 @@ func TestRedisRestart(t *testing.T) {
 		defer cancel()
 		waiting <- writers[3].Write(ctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte("f")})
 	}()
-	waitUntil(t, func() bool { return writers[3].Stats().CreditWaits > 0 })
+	poll.Until(t, 20*time.Second, "a writer waiting for credit", func() bool { return writers[3].Stats().CreditWaits > 0 })
 
 	srv.Restart()
 
@@ -252,7 +242,7 @@ func TestRedisRestartWhileReading(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitUntil(t, func() bool {
+	poll.Until(t, 20*time.Second, "a reader blocked in redis", func() bool {
 		info, err := srv.Do("INFO", "clients")
 		return err == nil && !strings.Contains(info, "blocked_clients:0")
 	})

@@ -2,29 +2,23 @@ package checkpoint
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"go.uber.org/goleak"
-)
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the scripted tests in testdata")
+	"github.com/weirstream/weir/integration/tracetest"
+)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestScripts runs testdata/*.txt. Each file is a sequence of blocks:
-//
-//	command args...
-//	----
-//	expected output
-//
-// separated by blank lines. Times are milliseconds ("@1500"). Commands:
+// TestScripts runs the scripts in testdata (see integration/tracetest for
+// the format). Times are milliseconds ("@1500"); a command that decides
+// nothing prints (nothing). Commands:
 //
 //	new interval=1s timeout=5s minPause=0s retain=1 last=0 tasks=a/0,b/0 sources=a/0
 //	tick @T
@@ -38,64 +32,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 //
 // go test -run TestScripts -rewrite regenerates the expected output.
 func TestScripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScript(t, f) })
-	}
+	tracetest.Run(t, "testdata", func(t *testing.T) tracetest.Func {
+		var c *Coordinator
+		return func(t *testing.T, td *datadriven.TestData) (string, error) {
+			return run(&c, td.Cmd, tracetest.Words(td))
+		}
+	})
 }
 
-func runScript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c *Coordinator
-	var out strings.Builder
-	blocks := strings.Split(strings.TrimSpace(string(data)), "\n\n")
-	for _, blk := range blocks {
-		cmd, want, _ := strings.Cut(blk, "\n----")
-		var comments []string
-		var line string
-		for _, l := range strings.Split(cmd, "\n") {
-			if strings.HasPrefix(l, "#") {
-				comments = append(comments, l)
-			} else {
-				line = l
-			}
-		}
-		got, err := run(&c, line)
-		if err != nil {
-			got = "error: " + err.Error()
-		}
-		if got == "" {
-			got = "(nothing)"
-		}
-		want = strings.TrimPrefix(want, "\n")
-		if !*rewrite && got != want {
-			t.Errorf("%s: %s\n got:\n%s\nwant:\n%s", path, line, got, want)
-		}
-		for _, cm := range comments {
-			out.WriteString(cm + "\n")
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n\n", line, got)
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func run(cp **Coordinator, line string) (string, error) {
-	f := strings.Fields(line)
-	if len(f) == 0 {
-		return "", errors.New("empty command")
-	}
+func run(cp **Coordinator, cmd string, args []string) (string, error) {
 	now := time.UnixMilli(0)
-	args := f[1:]
 	if n := len(args); n > 0 && strings.HasPrefix(args[n-1], "@") {
 		ms, err := strconv.ParseInt(args[n-1][1:], 10, 64)
 		if err != nil {
@@ -103,7 +49,7 @@ func run(cp **Coordinator, line string) (string, error) {
 		}
 		now, args = time.UnixMilli(ms), args[:n-1]
 	}
-	if f[0] == "new" {
+	if cmd == "new" {
 		c, err := newFromArgs(args)
 		*cp = c
 		if err != nil {
@@ -117,7 +63,7 @@ func run(cp **Coordinator, line string) (string, error) {
 	}
 	var ds []Decision
 	var err error
-	switch f[0] {
+	switch cmd {
 	case "tick":
 		ds = c.Tick(now)
 	case "ack":
@@ -150,7 +96,7 @@ func run(cp **Coordinator, line string) (string, error) {
 		}
 		return fmt.Sprintf("in flight: %d; completed: %v", id, c.Completed()), nil
 	default:
-		return "", fmt.Errorf("unknown command %q", f[0])
+		return "", fmt.Errorf("unknown command %q", cmd)
 	}
 	if err != nil {
 		return "", err

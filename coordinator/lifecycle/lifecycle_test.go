@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/weirstream/weir/integration/tracetest"
 )
 
 // TestTraces runs the scripted traces in testdata/ (go test -rewrite
@@ -21,24 +23,25 @@ import (
 //	writing | written N ok|failed [committed] @ms
 //	recovered N [final] @ms | recovery-failed [fatal] msg=... @ms | finalized ok|failed @ms
 //
-// Each prints the decisions, then the job's state.
+// Each prints the decisions, then the job's state (summary has no blank
+// line, which would end a block).
 func TestTraces(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	tracetest.Run(t, "testdata", func(t *testing.T) tracetest.Func {
 		var j *Job
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		return func(t *testing.T, d *datadriven.TestData) (string, error) {
 			a := parseArgs(t, d)
 			var ds []Decision
 			switch d.Cmd {
 			case "new":
 				j = New(a.config(t))
-				return j.summary()
+				return j.summary(), nil
 			case "resume":
 				msg := a.kv["msg"]
 				if msg == "restarted" {
 					msg = RestartedMessage
 				}
 				j = Resume(a.config(t), a.now, Stored{State: a.word(t, 0), Message: msg, Attempt: a.int(t, "attempt")})
-				return j.summary()
+				return j.summary(), nil
 			case "deploy":
 				placement := map[Task]string{}
 				for _, w := range a.words {
@@ -61,12 +64,12 @@ func TestTraces(t *testing.T) {
 			case "cancel":
 				var ok bool
 				if ds, ok = j.Cancel(a.now); !ok {
-					return "refused: the job has ended\n" + j.summary()
+					return "refused: the job has ended\n" + j.summary(), nil
 				}
 			case "stop-savepoint":
 				var ok bool
 				if ds, ok = j.StoppedWithSavepoint(a.now, a.word(t, 0)); !ok {
-					return "refused: the job has ended\n" + j.summary()
+					return "refused: the job has ended\n" + j.summary(), nil
 				}
 			case "writing":
 				j.ManifestWriting()
@@ -87,8 +90,8 @@ func TestTraces(t *testing.T) {
 			for _, d := range ds {
 				b.WriteString(d.String() + "\n")
 			}
-			return b.String() + j.summary()
-		})
+			return b.String() + j.summary(), nil
+		}
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	gen "github.com/weirstream/weir/functions/builtin/nexmark"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
 )
 
@@ -61,14 +62,10 @@ func runJob(t *testing.T, js *spec.Job) blob.Bucket {
 	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
 	go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	defer func() { cancel(); <-done; <-done }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if ws, err := pl.Workers(ctx); err == nil && len(ws) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker did not register")
-		}
-	}
+	poll.Until(t, 10*time.Second, "the worker registered", func() bool {
+		ws, err := pl.Workers(ctx)
+		return err == nil && len(ws) > 0
+	})
 	id, err := coord.Submit(ctx, js)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
 )
 
@@ -66,7 +67,7 @@ func runKilled(t *testing.T, js *spec.Job) blob.Bucket {
 		return wcancel
 	}
 	kill := startWorker("first")
-	waitFor(t, "the first worker registered", func() bool {
+	poll.Until(t, time.Minute, "the first worker registered", func() bool {
 		ws, err := pl.Workers(ctx)
 		return err == nil && len(ws) == 1
 	})
@@ -74,7 +75,7 @@ func runKilled(t *testing.T, js *spec.Job) blob.Bucket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a completed checkpoint", func() bool {
+	poll.Until(t, time.Minute, "a completed checkpoint", func() bool {
 		st, err := coord.Status(id)
 		return err == nil && st.Checkpoints != nil && st.Checkpoints.Completed >= 1
 	})
@@ -95,13 +96,4 @@ func runKilled(t *testing.T, js *spec.Job) blob.Bucket {
 	}
 	t.Logf("recovered %d time(s); %d checkpoints completed", len(st.Recoveries), st.Checkpoints.Completed)
 	return bucket
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }

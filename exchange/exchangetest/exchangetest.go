@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/integration/poll"
 )
 
 // KeyCounter is implemented by every transport under test. CountKeys
@@ -56,7 +57,7 @@ func TestTransport(t *testing.T, newTransport func(t *testing.T) exchange.Transp
 
 const (
 	waitLong = 20 * time.Second       // bound on anything that should happen
-	poll     = 100 * time.Millisecond // Read timeout while waiting for an entry
+	readWait = 100 * time.Millisecond // Read timeout while waiting for an entry
 )
 
 // jobName is unique per subtest; the '/' in it also exercises escaping.
@@ -108,18 +109,6 @@ func (w *workers) fatalf(format string, args ...any) {
 	w.t.Fatalf("%s (workers: %v)", fmt.Sprintf(format, args...), err)
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // holds checks that cond holds throughout d.
 func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -135,7 +124,7 @@ func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
 func read(ctx context.Context, r exchange.Reader) (int, exchange.Entry, error) {
 	deadline := time.Now().Add(waitLong)
 	for time.Now().Before(deadline) {
-		i, e, ok, err := r.Read(ctx, poll)
+		i, e, ok, err := r.Read(ctx, readWait)
 		if err != nil {
 			return 0, exchange.Entry{}, err
 		}
@@ -445,7 +434,7 @@ func testBackpressure(t *testing.T, tr exchange.Transport) {
 		}
 		return nil
 	})
-	waitFor(t, waitLong, "writing the first entries", func() bool { return written.Load() >= credits })
+	poll.Until(t, waitLong, "writing the first entries", func() bool { return written.Load() >= credits })
 	holds(t, 300*time.Millisecond, fmt.Sprintf("producer blocked after %d entries", credits),
 		func() bool { return written.Load() == credits })
 
@@ -455,7 +444,7 @@ func testBackpressure(t *testing.T, tr exchange.Transport) {
 	holds(t, 100*time.Millisecond, "producer blocked while entry 0 is held",
 		func() bool { return written.Load() == credits })
 	expectRead(t, r, 0, data("1"))
-	waitFor(t, waitLong, "producer going on after one entry consumed", func() bool { return written.Load() == credits+1 })
+	poll.Until(t, waitLong, "producer going on after one entry consumed", func() bool { return written.Load() == credits+1 })
 	holds(t, 100*time.Millisecond, "producer blocked again", func() bool { return written.Load() == credits+1 })
 
 	for i := 2; i < total; i++ {
@@ -687,7 +676,7 @@ func testDeleteAttempt(t *testing.T, tr exchange.Transport) {
 	if err := e.w.Write(wctx, control(exchange.KindWatermark, 2)); !isLostOrClosed(err) {
 		t.Errorf("watermark write after delete = %v, want %v or %v", err, exchange.ErrChannelLost, exchange.ErrClosed)
 	}
-	if _, _, _, err := e.r.Read(wctx, poll); !isLostOrClosed(err) {
+	if _, _, _, err := e.r.Read(wctx, readWait); !isLostOrClosed(err) {
 		t.Errorf("read after delete = %v, want %v or %v", err, exchange.ErrChannelLost, exchange.ErrClosed)
 	}
 	check("deleted attempt after using its open ends", count(a, 1), 0)
@@ -698,7 +687,7 @@ func testDeleteAttempt(t *testing.T, tr exchange.Transport) {
 	check("every attempt deleted", count(a, -1), 0)
 	check("job with ':' in its name", count(aColon, -1), before["aColon"])
 	check("job with the same prefix", count(aDash, -1), before["aDash"])
-	if _, _, _, err := ends[fmt.Sprint(a, 2)].r.Read(wctx, poll); !isLostOrClosed(err) {
+	if _, _, _, err := ends[fmt.Sprint(a, 2)].r.Read(wctx, readWait); !isLostOrClosed(err) {
 		t.Errorf("read after deleting every attempt = %v, want %v or %v", err, exchange.ErrChannelLost, exchange.ErrClosed)
 	}
 
@@ -741,7 +730,7 @@ func testClosed(t *testing.T, tr exchange.Transport) {
 	if err := r2.Close(); err != nil {
 		t.Fatalf("close reader twice: %v", err)
 	}
-	if _, _, _, err := r2.Read(ctx, poll); !errors.Is(err, exchange.ErrClosed) {
+	if _, _, _, err := r2.Read(ctx, readWait); !errors.Is(err, exchange.ErrClosed) {
 		t.Errorf("read from a closed reader = %v, want %v", err, exchange.ErrClosed)
 	}
 
@@ -754,7 +743,7 @@ func testClosed(t *testing.T, tr exchange.Transport) {
 	if err := w.Write(ctx, data("y")); !errors.Is(err, exchange.ErrClosed) {
 		t.Errorf("write after closing the transport = %v, want %v", err, exchange.ErrClosed)
 	}
-	if _, _, _, err := r.Read(ctx, poll); !errors.Is(err, exchange.ErrClosed) {
+	if _, _, _, err := r.Read(ctx, readWait); !errors.Is(err, exchange.ErrClosed) {
 		t.Errorf("read after closing the transport = %v, want %v", err, exchange.ErrClosed)
 	}
 	if _, err := tr.NewWriter(channel(job, 0, 2, 0)); !errors.Is(err, exchange.ErrClosed) {

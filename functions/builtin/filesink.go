@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/arrowfmt/parquetfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
@@ -179,7 +180,7 @@ func (s *fileSink) encode(name string) ([]byte, error) {
 		return s.jsonl, nil
 	}
 	var buf bytes.Buffer
-	if err := arrowfmt.WriteParquet(&buf, s.in.Schema, s.batches); err != nil {
+	if err := parquetfmt.Write(&buf, s.in.Schema, s.batches); err != nil {
 		return nil, fmt.Errorf("write %s: %w", name, err)
 	}
 	return buf.Bytes(), nil

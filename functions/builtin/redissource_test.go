@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
@@ -61,24 +62,23 @@ func connOpenRedisSource(t *testing.T, src *spec.Source, out Stream, addr string
 func connPollRows(t *testing.T, s task.Source, n, maxRows int) [][]any {
 	t.Helper()
 	var rows [][]any
-	deadline := time.Now().Add(20 * time.Second)
-	for len(rows) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows within 20s, want %d", len(rows), n)
-		}
+	poll.UntilNil(t, 20*time.Second, fmt.Sprintf("%d rows from the source", n), func() error {
 		rec, err := s.Poll(context.Background(), maxRows, 100*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec == nil {
-			continue
+		if rec != nil {
+			if rec.NumRows() > int64(maxRows) {
+				t.Errorf("poll returned %d rows, want at most %d", rec.NumRows(), maxRows)
+			}
+			rows = append(rows, connRowsOf(rec)...)
+			rec.Release()
 		}
-		if rec.NumRows() > int64(maxRows) {
-			t.Errorf("poll returned %d rows, want at most %d", rec.NumRows(), maxRows)
+		if len(rows) < n {
+			return fmt.Errorf("%d rows so far", len(rows))
 		}
-		rows = append(rows, connRowsOf(rec)...)
-		rec.Release()
-	}
+		return nil
+	})
 	return rows
 }
 

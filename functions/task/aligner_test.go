@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/weirstream/weir/integration/tracetest"
 )
 
 // TestAligner runs the scripts in testdata/aligner. Commands:
@@ -25,96 +28,88 @@ import (
 // inputs, applying each decision's Block and Unblock, and checks that it
 // matches Blocked after every command.
 func TestAligner(t *testing.T) {
-	files, err := filepath.Glob("testdata/aligner/*.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scripts in testdata/aligner")
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			var (
-				a      *Aligner
-				paused []bool // as the caller sees it
-			)
-			runScript(t, path, func(cmd string, args []string) (string, error) {
-				if cmd != "new" && a == nil {
-					return "", fmt.Errorf("run new first")
+	tracetest.Run(t, "testdata/aligner", func(t *testing.T) tracetest.Func {
+		var (
+			a      *Aligner
+			paused []bool // as the caller sees it
+		)
+		return func(t *testing.T, td *datadriven.TestData) (string, error) {
+			cmd, args := td.Cmd, tracetest.Words(td)
+			if cmd != "new" && a == nil {
+				return "", fmt.Errorf("run new first")
+			}
+			var d AlignDecision
+			switch cmd {
+			case "new":
+				if len(args) != 1 {
+					return "", fmt.Errorf("new takes the number of inputs")
 				}
-				var d AlignDecision
-				switch cmd {
-				case "new":
-					if len(args) != 1 {
-						return "", fmt.Errorf("new takes the number of inputs")
-					}
-					n, err := strconv.Atoi(args[0])
-					if err != nil {
-						return "", err
-					}
-					a, paused = NewAligner(n), make([]bool, n)
-					return alignerState(a), nil
-				case "barrier":
-					if len(args) != 3 {
-						return "", fmt.Errorf("barrier takes an input, a checkpoint and @time")
-					}
-					i, err := scriptInput(a, args[0])
-					if err != nil {
-						return "", err
-					}
-					c, err := strconv.ParseInt(args[1], 10, 64)
-					if err != nil {
-						return "", err
-					}
-					now, err := scriptTime(args[2])
-					if err != nil {
-						return "", err
-					}
-					if d, err = a.OnBarrier(i, c, now); err != nil {
-						return "", err
-					}
-				case "end":
-					if len(args) != 2 {
-						return "", fmt.Errorf("end takes an input and @time")
-					}
-					i, err := scriptInput(a, args[0])
-					if err != nil {
-						return "", err
-					}
-					now, err := scriptTime(args[1])
-					if err != nil {
-						return "", err
-					}
-					d = a.OnEnd(i, now)
-				case "abort":
-					if len(args) != 1 {
-						return "", fmt.Errorf("abort takes a checkpoint")
-					}
-					c, err := strconv.ParseInt(args[0], 10, 64)
-					if err != nil {
-						return "", err
-					}
-					d = a.Abort(c)
-				case "state":
-					return alignerState(a), nil
-				default:
-					return "", fmt.Errorf("unknown command %q", cmd)
+				n, err := strconv.Atoi(args[0])
+				if err != nil {
+					return "", err
 				}
-				for _, i := range d.Unblock {
-					paused[i] = false
+				a, paused = NewAligner(n), make([]bool, n)
+				return alignerState(a), nil
+			case "barrier":
+				if len(args) != 3 {
+					return "", fmt.Errorf("barrier takes an input, a checkpoint and @time")
 				}
-				for _, i := range d.Block {
-					paused[i] = true
+				i, err := scriptInput(a, args[0])
+				if err != nil {
+					return "", err
 				}
-				for i := range paused {
-					if a.Blocked(i) != paused[i] {
-						t.Errorf("%s %v: Blocked(%d) = %v, but the decisions say %v", cmd, args, i, a.Blocked(i), paused[i])
-					}
+				c, err := strconv.ParseInt(args[1], 10, 64)
+				if err != nil {
+					return "", err
 				}
-				return d.String(), nil
-			})
-		})
-	}
+				now, err := scriptTime(args[2])
+				if err != nil {
+					return "", err
+				}
+				if d, err = a.OnBarrier(i, c, now); err != nil {
+					return "", err
+				}
+			case "end":
+				if len(args) != 2 {
+					return "", fmt.Errorf("end takes an input and @time")
+				}
+				i, err := scriptInput(a, args[0])
+				if err != nil {
+					return "", err
+				}
+				now, err := scriptTime(args[1])
+				if err != nil {
+					return "", err
+				}
+				d = a.OnEnd(i, now)
+			case "abort":
+				if len(args) != 1 {
+					return "", fmt.Errorf("abort takes a checkpoint")
+				}
+				c, err := strconv.ParseInt(args[0], 10, 64)
+				if err != nil {
+					return "", err
+				}
+				d = a.Abort(c)
+			case "state":
+				return alignerState(a), nil
+			default:
+				return "", fmt.Errorf("unknown command %q", cmd)
+			}
+			for _, i := range d.Unblock {
+				paused[i] = false
+			}
+			for _, i := range d.Block {
+				paused[i] = true
+			}
+			for i := range paused {
+				if a.Blocked(i) != paused[i] {
+					t.Errorf("%s %v: Blocked(%d) = %v, but the decisions say %v", cmd, args, i, a.Blocked(i), paused[i])
+				}
+			}
+			return d.String(), nil
+		}
+	})
 }
 
 func scriptInput(a *Aligner, s string) (int, error) {

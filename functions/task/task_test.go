@@ -16,6 +16,7 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 )
@@ -243,13 +244,7 @@ func TestStopDrains(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { done <- task.Run(context.Background()) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for task.Stats().Snapshot().SinkIn < 50 {
-		if time.Now().After(deadline) {
-			t.Fatal("no rows reached the sink")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "50 rows at the sink", func() bool { return task.Stats().Snapshot().SinkIn >= 50 })
 	task.Stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirstream/weir/integration/poll"
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -78,21 +80,12 @@ func moduleRoot() string {
 	}
 }
 
-// WaitFor polls cond every 20ms until it returns nil or the deadline passes,
-// then fails the test with the last error.
+// WaitFor is poll.UntilNil: it polls cond until it returns nil and fails
+// the test with the last error after timeout. It stays so that the tests
+// calling it need not change; new code can call poll directly.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testenv: %s not reached within %s: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.UntilNil(t, timeout, what, cond)
 }
 
 // logFile opens a log file for a server under the test's temp dir; its tail

@@ -1,4 +1,4 @@
-package arrowfmt
+package parquetfmt
 
 import (
 	"errors"
@@ -9,20 +9,22 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/weirstream/weir/arrowfmt"
 )
 
-// parquetRowGroupRows bounds a row group, and so the rows WriteParquet holds
-// in memory before writing them out.
-const parquetRowGroupRows = 1 << 20
+// rowGroupRows bounds a row group, and so the rows Write holds in memory
+// before writing them out.
+const rowGroupRows = 1 << 20
 
-// WriteParquet writes recs, all of schema, to w as one zstd-compressed
+// Write writes recs, all of schema, to w as one zstd-compressed
 // Parquet file. The Arrow schema is stored in the file, so a reader gets
 // back the exact types (timestamps in ms, UTC). Small batches are buffered
 // into row groups of up to about a million rows.
-func WriteParquet(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (err error) {
+func Write(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (err error) {
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithMaxRowGroupLength(parquetRowGroupRows),
+		parquet.WithMaxRowGroupLength(rowGroupRows),
 	)
 	fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
@@ -30,7 +32,7 @@ func WriteParquet(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (
 	}
 	for i, rec := range recs {
 		if !rec.Schema().Equal(schema) {
-			err = fmt.Errorf("%w: write parquet: batch %d has schema %v, want %v", ErrSchemaMismatch, i, rec.Schema(), schema)
+			err = fmt.Errorf("%w: write parquet: batch %d has schema %v, want %v", arrowfmt.ErrSchemaMismatch, i, rec.Schema(), schema)
 			break
 		}
 		if err = fw.WriteBuffered(rec); err != nil {
