@@ -15,7 +15,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
-	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/layout"
 )
 
@@ -71,7 +71,7 @@ func (c apiClient) status(id string) coordinator.JobStatus {
 func (c apiClient) waitState(id, state string) coordinator.JobStatus {
 	c.t.Helper()
 	var st coordinator.JobStatus
-	testenv.WaitFor(c.t, 20*time.Second, "job "+id+" "+state, func() error {
+	poll.UntilNil(c.t, 20*time.Second, "job "+id+" "+state, func() error {
 		st = c.status(id)
 		if st.State != state {
 			return fmt.Errorf("state %s (%s)", st.State, st.Error)

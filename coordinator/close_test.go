@@ -11,7 +11,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
-	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
 )
 
@@ -93,7 +93,7 @@ func TestCloseWaitsForEverything(t *testing.T) {
 	default:
 		t.Fatal("Close returned before Run did")
 	}
-	testenv.WaitFor(t, 5*time.Second, "the waiting savepoint to fail", func() error {
+	poll.UntilNil(t, 5*time.Second, "the waiting savepoint to fail", func() error {
 		select {
 		case err := <-savepoint:
 			if err == nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
-	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 )
@@ -119,7 +119,7 @@ func (e *env) startWorker(id string, slots int, o workerOpts) (stop func()) {
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	e.t.Cleanup(stop)
-	testenv.WaitFor(e.t, 10*time.Second, "worker "+id+" registered", func() error {
+	poll.UntilNil(e.t, 10*time.Second, "worker "+id+" registered", func() error {
 		ws, err := e.plane.Workers(e.ctx)
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func (e *env) wait(id string, within time.Duration) coordinator.JobStatus {
 func (e *env) waitFor(id, what string, cond func(coordinator.JobStatus) bool) coordinator.JobStatus {
 	e.t.Helper()
 	var st coordinator.JobStatus
-	testenv.WaitFor(e.t, 20*time.Second, what, func() error {
+	poll.UntilNil(e.t, 20*time.Second, what, func() error {
 		var err error
 		st, err = e.c.Status(id)
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
-	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/integration/poll"
 )
 
 // TestBackpressure throttles a sink to 500 rows/s behind a network edge:
@@ -23,7 +23,7 @@ func TestBackpressure(t *testing.T) {
 	var src, snk int64
 	// Wait until the sink has written a few seconds' worth, then compare
 	// what the source read with what the sink took.
-	testenv.WaitFor(t, time.Minute, "sink progress", func() error {
+	poll.UntilNil(t, time.Minute, "sink progress", func() error {
 		st, err := c.status(id)
 		if err != nil {
 			return err
@@ -78,7 +78,7 @@ func TestBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitState(id, coordinator.JobCanceled, 30*time.Second)
-	testenv.WaitFor(t, 10*time.Second, "channels deleted", func() error {
+	poll.UntilNil(t, 10*time.Second, "channels deleted", func() error {
 		keys, err := c.redis.Do("KEYS", "weir:{*")
 		if err != nil {
 			return err

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
-	"github.com/weirstream/weir/integration/testenv"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 )
@@ -146,7 +146,7 @@ sinks:
 exchange: {bufferTimeout: 20ms}
 `)
 	id = c.deploy(specPath)
-	testenv.WaitFor(t, time.Minute, "20 rows through the redis job", func() error {
+	poll.UntilNil(t, time.Minute, "20 rows through the redis job", func() error {
 		n, err := c.redis.Do("XLEN", "dl-out")
 		if err != nil {
 			return err
@@ -156,7 +156,7 @@ exchange: {bufferTimeout: 20ms}
 		}
 		return nil
 	})
-	testenv.WaitFor(t, 30*time.Second, "2 dead letters reported", func() error {
+	poll.UntilNil(t, 30*time.Second, "2 dead letters reported", func() error {
 		st, err := c.status(id)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -113,7 +114,7 @@ func runBenchJob(b *testing.B, js *spec.Job, events int, tr exchange.Transport, 
 	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
 	go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	defer func() { cancel(); <-done; <-done }()
-	testenv.WaitFor(b, 10*time.Second, "the worker registered", func() error {
+	poll.UntilNil(b, 10*time.Second, "the worker registered", func() error {
 		if ws, err := pl.Workers(ctx); err != nil || len(ws) == 0 {
 			return fmt.Errorf("%d workers: %v", len(ws), err)
 		}

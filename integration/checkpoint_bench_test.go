@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -94,7 +95,7 @@ func BenchmarkRecovery(b *testing.B) {
 	c.waitState(id, coordinator.JobRunning, time.Minute)
 	var killToRun, detectToRun float64
 	for i := 0; i < b.N; i++ {
-		testenv.WaitFor(b, time.Minute, "a completed checkpoint", func() error {
+		poll.UntilNil(b, time.Minute, "a completed checkpoint", func() error {
 			st, err := c.status(id)
 			if err != nil {
 				return err
@@ -125,7 +126,7 @@ func BenchmarkRecovery(b *testing.B) {
 		c.kill(victim)
 		killed := time.Now()
 		c.addWorker(3)
-		testenv.WaitFor(b, time.Minute, "running again", func() error {
+		poll.UntilNil(b, time.Minute, "running again", func() error {
 			st, err = c.status(id)
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -81,14 +82,14 @@ func startCluster(t testing.TB, workers, slots int) *cluster {
 	port := testenv.FreePort(t)
 	c.api = fmt.Sprintf("http://127.0.0.1:%d", port)
 	c.start("coordinator", "coordinator", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
-	testenv.WaitFor(t, 30*time.Second, "coordinator API", func() error {
+	poll.UntilNil(t, 30*time.Second, "coordinator API", func() error {
 		_, err := c.weir("jobs", "list")
 		return err
 	})
 	for i := 0; i < workers; i++ {
 		c.addWorker(slots)
 	}
-	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("%d workers registered", workers), func() error {
+	poll.UntilNil(t, 30*time.Second, fmt.Sprintf("%d workers registered", workers), func() error {
 		out, err := c.weir("jobs", "list") // reachable
 		_ = out
 		if err != nil {
@@ -210,7 +211,7 @@ func (c *cluster) status(id string) (coordinator.JobStatus, error) {
 func (c *cluster) waitState(id, state string, timeout time.Duration) coordinator.JobStatus {
 	c.t.Helper()
 	var st coordinator.JobStatus
-	testenv.WaitFor(c.t, timeout, "job "+id+" "+state, func() error {
+	poll.UntilNil(c.t, timeout, "job "+id+" "+state, func() error {
 		var err error
 		st, err = c.status(id)
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 	gen "github.com/weirstream/weir/functions/builtin/nexmark"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -358,7 +359,7 @@ func newEmbeddedEnv(b *testing.B) *embeddedEnv {
 		tr.Close()
 		pl.Close()
 	})
-	testenv.WaitFor(b, 10*time.Second, "the worker registered", func() error {
+	poll.UntilNil(b, 10*time.Second, "the worker registered", func() error {
 		if ws, err := pl.Workers(ctx); err != nil || len(ws) == 0 {
 			return fmt.Errorf("%d workers: %v", len(ws), err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
@@ -139,7 +140,7 @@ func testTTLExpiry(t *testing.T, p control.Plane) {
 	if ids := workerIDs(t, p); !reflect.DeepEqual(ids, []string{"long", "short"}) {
 		t.Fatalf("Workers = %v right after registering", ids)
 	}
-	testenv.WaitFor(t, 5*time.Second, "short-lived worker to expire", func() error {
+	poll.UntilNil(t, 5*time.Second, "short-lived worker to expire", func() error {
 		if ids := workerIDs(t, p); !reflect.DeepEqual(ids, []string{"long"}) {
 			return fmt.Errorf("workers %v", ids)
 		}
@@ -165,7 +166,7 @@ func testHeartbeat(t *testing.T, p control.Plane) {
 		}
 	}
 	tick.Stop()
-	testenv.WaitFor(t, 5*time.Second, "worker to expire after its heartbeats stop", func() error {
+	poll.UntilNil(t, 5*time.Second, "worker to expire after its heartbeats stop", func() error {
 		if ids := workerIDs(t, p); len(ids) != 0 {
 			return fmt.Errorf("workers %v", ids)
 		}
@@ -217,7 +218,7 @@ func testSendUnknown(t *testing.T, p control.Plane) {
 // anyone listed the workers since.
 func testSendExpired(t *testing.T, p control.Plane) {
 	register(t, p, info("w", 1), 200*time.Millisecond)
-	testenv.WaitFor(t, 5*time.Second, "Send to refuse an expired worker", func() error {
+	poll.UntilNil(t, 5*time.Second, "Send to refuse an expired worker", func() error {
 		err := p.Send(ctxT(t), "w", control.Command{Kind: control.CmdCancel})
 		if errors.Is(err, control.ErrUnknownWorker) {
 			return nil

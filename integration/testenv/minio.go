@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
 )
 
@@ -106,7 +107,7 @@ func (m *MinIO) Start() {
 	// and IAM are; S3 calls then get 503. "cluster" answers 200 only once
 	// the server can take writes.
 	checks := []string{m.Endpoint + "/minio/health/live", m.Endpoint + "/minio/health/cluster"}
-	WaitFor(m.t, minioStartTimeout, "minio ready on "+m.Endpoint, func() error {
+	poll.UntilNil(m.t, minioStartTimeout, "minio ready on "+m.Endpoint, func() error {
 		select {
 		case <-m.done:
 			m.cmd = nil

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirstream/weir/integration/poll"
 )
 
 // Redis is a redis-server started for one test.
@@ -45,7 +47,7 @@ func (r *Redis) start() {
 	log := logFile(r.t, "redis")
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	r.done = startProcess(r.t, r.cmd)
-	WaitFor(r.t, 10*time.Second, "redis ready on "+r.Addr, func() error {
+	poll.UntilNil(r.t, 10*time.Second, "redis ready on "+r.Addr, func() error {
 		_, err := r.Do("PING")
 		return err
 	})

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/weirstream/weir/integration/poll"
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -78,14 +76,6 @@ func moduleRoot() string {
 		}
 		dir = parent
 	}
-}
-
-// WaitFor is poll.UntilNil: it polls cond until it returns nil and fails
-// the test with the last error after timeout. It stays so that the tests
-// calling it need not change; new code can call poll directly.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	poll.UntilNil(t, timeout, what, cond)
 }
 
 // logFile opens a log file for a server under the test's temp dir; its tail
