@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weirstream/weir/coordinator/checkpoint"
-	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/coordinator/internal/checkpoint"
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"

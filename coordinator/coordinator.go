@@ -46,7 +46,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/plan"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/exchange/control"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weirstream/weir/coordinator/checkpoint"
-	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/coordinator/internal/checkpoint"
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/exchange/control"
 )
 

@@ -2,7 +2,7 @@ package coordinator
 
 import (
 	"fmt"
-	"github.com/weirstream/weir/coordinator/lifecycle"
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"sort"
 	"time"
 
