@@ -16,6 +16,7 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/statefile"
@@ -40,17 +41,9 @@ type Checkpointing struct {
 }
 
 // Ack is a subtask's acknowledgement of a checkpoint: the manifest entry
-// of the subtask, or why it could not take the checkpoint.
-type Ack struct {
-	Checkpoint int64 `json:"checkpoint"`
-	// Final: the task finished its input; Subtask holds the sinks' last
-	// transactions and nothing to restore.
-	Final   bool             `json:"final,omitempty"`
-	Subtask manifest.Subtask `json:"subtask"`
-	// Decline, if set, is why the checkpoint failed here (an upload or a
-	// pre-commit failed); the coordinator aborts it. The task goes on.
-	Decline string `json:"decline,omitempty"`
-}
+// of the subtask, or why it could not take the checkpoint; the cluster
+// protocol carries it to the coordinator as it is.
+type Ack = control.Ack
 
 // Restore is what a subtask starts from: its share of a checkpoint.
 type Restore struct {

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"github.com/weirstream/weir/exchange/control"
 	"sync/atomic"
 	"time"
 )
@@ -22,23 +23,9 @@ type Stats struct {
 	Counters    Counters
 }
 
-// Snapshot is a point-in-time copy of Stats.
-type StatsSnapshot struct {
-	RecordsIn       int64   `json:"recordsIn"`
-	RecordsOut      int64   `json:"recordsOut"`
-	SinkIn          int64   `json:"sinkIn"`
-	BytesOut        int64   `json:"bytesOut"`
-	BusySeconds     float64 `json:"busySeconds"`
-	IdleSeconds     float64 `json:"idleSeconds"`
-	BackpressureSec float64 `json:"backpressuredSeconds"`
-	Watermark       int64   `json:"watermark"`
-	LateDropped     int64   `json:"lateDropped"`
-	LateSide        int64   `json:"lateSide"`
-	DeadLetters     int64   `json:"deadLetters"`
-	SinkRows        int64   `json:"sinkRows"`
-	WindowsFired    int64   `json:"windowsFired"`
-	Checkpoints     int64   `json:"checkpoints"`
-}
+// StatsSnapshot is a point-in-time copy of Stats, as the cluster protocol
+// reports it.
+type StatsSnapshot = control.Stats
 
 func (s *Stats) addIdle(d time.Duration)         { s.idleNanos.Add(int64(d)) }
 func (s *Stats) addBackpressure(d time.Duration) { s.bpNanos.Add(int64(d)) }

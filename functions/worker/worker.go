@@ -224,8 +224,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 			Ack: func(a task.Ack) {
 				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				wa := control.Ack(a)
-				e := control.Event{Task: id, Worker: w.cfg.ID, State: control.StateRunning, Ack: &wa, Time: time.Now()}
+				e := control.Event{Task: id, Worker: w.cfg.ID, State: control.StateRunning, Ack: &a, Time: time.Now()}
 				if err := w.cfg.Plane.Report(rctx, e); err != nil {
 					w.cfg.Logger.Warn("report checkpoint ack failed", "task", id, "checkpoint", a.Checkpoint, "err", err)
 				}
@@ -278,7 +277,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 		// Report even when the worker is stopping.
 		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer rcancel()
-		w.report(rctx, c.Task, state, msg, control.Stats(t.Stats().Snapshot()), corrupt)
+		w.report(rctx, c.Task, state, msg, t.Stats().Snapshot(), corrupt)
 	}()
 	return nil
 }
@@ -327,7 +326,7 @@ func (w *Worker) reportStats(ctx context.Context) {
 	w.mu.Lock()
 	snaps := make(map[control.TaskID]control.Stats, len(w.mu.tasks))
 	for id, r := range w.mu.tasks {
-		snaps[id] = control.Stats(r.task.Stats().Snapshot())
+		snaps[id] = r.task.Stats().Snapshot()
 	}
 	w.mu.Unlock()
 	for id, s := range snaps {
