@@ -84,8 +84,10 @@ type Backend interface {
 	// as long as it is). Opening a registered name again with the same
 	// value type returns the same table; another type is ErrTypeMismatch,
 	// an empty or reserved name ErrInvalidName. Rows restored before the
-	// table was opened are decoded now: an entry vt cannot decode is an
-	// error, and the table stays unregistered.
+	// table was opened belong to it. A backend that decodes them now
+	// (Memory) returns an error for an entry vt cannot decode and leaves
+	// the table unregistered; one that decodes on read (ValueType.Encoded)
+	// panics there.
 	OpenTable(name string, vt ValueType) (any, error)
 	// TableNames returns the names of the registered tables, sorted.
 	// Tables restored but not opened yet are not among them.
@@ -147,14 +149,36 @@ type Table[V any] interface {
 type ValueType interface {
 	// Type returns the value type V.
 	Type() reflect.Type
+	// Encoded returns a Table[V] (as any, for Backend.OpenTable to
+	// return) over t, a table of encoded values that a backend storing
+	// bytes provides (pebble): Get decodes with V's codec, Put encodes.
+	// The Table's methods cannot return errors: a value the codec cannot
+	// encode, or bytes it cannot decode (corrupt state), panic there,
+	// where Memory reports the first at Snapshot.
+	Encoded(t EncodedTable) any
 	// newHeapTable returns an empty Table[V] keeping Go values over key
 	// groups [start, end), the in-memory backend's.
 	newHeapTable(name string, start, end int) anyTable
 }
 
+// EncodedTable is a table of encoded values, what a backend storing bytes
+// implements for ValueType.Encoded; its methods are Table's. Get's result
+// is only read until the next call; the v given to Put is the table's.
+type EncodedTable interface {
+	Name() string
+	Get(kg int, key, ns string) (v []byte, ok bool)
+	Put(kg int, key, ns string, v []byte)
+	Delete(kg int, key, ns string)
+	Range(kg int, fn func(key, ns string, v []byte) bool)
+	Len(kg int) int
+	TakeDirty() []Scope
+}
+
 type valueType[V any] struct{ codec Codec[V] }
 
 func (valueType[V]) Type() reflect.Type { return reflect.TypeFor[V]() }
+
+func (vt valueType[V]) Encoded(t EncodedTable) any { return &encodedValues[V]{t: t, codec: vt.codec} }
 
 func (vt valueType[V]) newHeapTable(name string, start, end int) anyTable {
 	return &heapTable[V]{name: name, codec: vt.codec, start: start, end: end, groups: make([]group[V], end-start)}
