@@ -35,7 +35,7 @@ type InstanceConfig struct {
 	KeyTypes []arrowfmt.Type
 
 	// State holds the instance's state and timers.
-	State *statestore.Backend
+	State statestore.Backend
 
 	Subtask, Parallelism int
 	Mem                  memory.Allocator // default memory.DefaultAllocator
@@ -65,7 +65,7 @@ type Instance struct {
 	onTimer    TimerFunction
 	hasOnTimer bool
 
-	state    *statestore.Backend
+	state    statestore.Backend
 	keyTypes []arrowfmt.Type
 	view     *batchView
 	timeCol  int

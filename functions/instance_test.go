@@ -72,7 +72,7 @@ func newHarness(t *testing.T, def Definition, in *arrow.Schema, keyCols []int, t
 		Operator: "op", Function: "fn", Def: def,
 		Input: in, InputTimeColumn: timeCol, InputTimeOffset: timeOffset,
 		Output: out, KeyTypes: keyTypes,
-		State:   statestore.NewBackend(0, h.maxP),
+		State:   statestore.NewMemory(0, h.maxP),
 		Subtask: 0, Parallelism: 1,
 		Mem:       h.mem,
 		Now:       func() time.Time { return h.now },

@@ -3,7 +3,6 @@ package functions
 import (
 	"fmt"
 	"iter"
-	"slices"
 
 	"github.com/weirstream/weir/statestore"
 )
@@ -11,30 +10,33 @@ import (
 // defaultNamespace is the namespace of state a function declares.
 const defaultNamespace = ""
 
-// openTable registers a state table during Open. A problem is recorded in
-// oc and fails Open once it returns, so declarations read as one line each.
-func openTable[V any](oc *OpenContext, kind, name string, codec statestore.Codec[V]) *statestore.Table[V] {
+// declare opens state name in the instance's backend during Open. A
+// problem is recorded in oc and fails Open once it returns, so
+// declarations read as one line each.
+func declare[S any](oc *OpenContext, kind, name string, open func(statestore.Backend, string) (S, error)) S {
 	if oc.done {
 		panic(fmt.Sprintf("functions: %s state %q declared after Open returned: declare state in Open", kind, name))
 	}
-	t, err := statestore.OpenTable(oc.inst.state, name, codec)
+	s, err := open(oc.inst.state, name)
 	if err != nil {
 		oc.errs = append(oc.errs, fmt.Errorf("declare %s state %q: %w", kind, name, err))
-		return nil
 	}
-	return t
+	return s
 }
 
 // ValueState is one value per key.
 type ValueState[T any] struct {
-	t    *statestore.Table[T]
+	t    statestore.Table[T]
 	inst *Instance
 }
 
 // Value declares a ValueState named name. Declaring the same name twice
 // with the same type gives the same state; with another type, Open fails.
 func Value[T any](oc *OpenContext, name string) *ValueState[T] {
-	return &ValueState[T]{t: openTable[T](oc, "value", name, nil), inst: oc.inst}
+	t := declare(oc, "value", name, func(b statestore.Backend, name string) (statestore.Table[T], error) {
+		return statestore.OpenTable[T](b, name, nil)
+	})
+	return &ValueState[T]{t: t, inst: oc.inst}
 }
 
 // Value returns the current key's value, and false if it has none.
@@ -57,118 +59,89 @@ func (s *ValueState[T]) Clear() {
 
 // ListState is a list of values per key.
 type ListState[T any] struct {
-	t    *statestore.Table[[]T]
+	s    *statestore.ListState[T]
 	inst *Instance
 }
 
 // List declares a ListState named name.
 func List[T any](oc *OpenContext, name string) *ListState[T] {
-	return &ListState[T]{t: openTable[[]T](oc, "list", name, nil), inst: oc.inst}
+	return &ListState[T]{s: declare(oc, "list", name, statestore.OpenList[T]), inst: oc.inst}
 }
 
 // Get returns the current key's list (nil if empty). It is the stored list:
 // read it, do not change it (appending to it is safe).
 func (s *ListState[T]) Get() []T {
 	cur := s.inst.currentKey("state")
-	l, _ := s.t.Get(cur.keyGroup, cur.key, defaultNamespace)
-	return l[:len(l):len(l)]
+	return s.s.Get(cur.keyGroup, cur.key, defaultNamespace)
 }
 
 // Add appends v to the current key's list.
 func (s *ListState[T]) Add(v T) {
 	cur := s.inst.currentKey("state")
-	l, _ := s.t.Get(cur.keyGroup, cur.key, defaultNamespace)
-	s.t.Put(cur.keyGroup, cur.key, defaultNamespace, append(l, v))
+	s.s.Add(cur.keyGroup, cur.key, defaultNamespace, v)
 }
 
 // Update replaces the current key's list with a copy of vs; an empty vs
 // clears it.
 func (s *ListState[T]) Update(vs []T) {
-	if len(vs) == 0 {
-		s.Clear()
-		return
-	}
 	cur := s.inst.currentKey("state")
-	s.t.Put(cur.keyGroup, cur.key, defaultNamespace, slices.Clone(vs))
+	s.s.Update(cur.keyGroup, cur.key, defaultNamespace, vs)
 }
 
 // Clear empties the current key's list.
 func (s *ListState[T]) Clear() {
 	cur := s.inst.currentKey("state")
-	s.t.Delete(cur.keyGroup, cur.key, defaultNamespace)
+	s.s.Clear(cur.keyGroup, cur.key, defaultNamespace)
 }
 
 // MapState is a map per key.
 type MapState[K comparable, V any] struct {
-	t    *statestore.Table[map[K]V]
+	s    *statestore.MapState[K, V]
 	inst *Instance
 }
 
 // Map declares a MapState named name. Map keys and values must encode to
 // JSON (checkpoints store them that way).
 func Map[K comparable, V any](oc *OpenContext, name string) *MapState[K, V] {
-	return &MapState[K, V]{t: openTable(oc, "map", name, statestore.Codec[map[K]V](statestore.MapCodec[K, V]{})), inst: oc.inst}
-}
-
-func (s *MapState[K, V]) get() map[K]V {
-	cur := s.inst.currentKey("state")
-	m, _ := s.t.Get(cur.keyGroup, cur.key, defaultNamespace)
-	return m
+	return &MapState[K, V]{s: declare(oc, "map", name, statestore.OpenMap[K, V]), inst: oc.inst}
 }
 
 // Get returns the value of k in the current key's map.
 func (s *MapState[K, V]) Get(k K) (V, bool) {
-	v, ok := s.get()[k]
-	return v, ok
+	cur := s.inst.currentKey("state")
+	return s.s.Get(cur.keyGroup, cur.key, defaultNamespace, k)
 }
 
 // Put sets k to v in the current key's map.
 func (s *MapState[K, V]) Put(k K, v V) {
 	cur := s.inst.currentKey("state")
-	m, _ := s.t.Get(cur.keyGroup, cur.key, defaultNamespace)
-	if m == nil {
-		m = map[K]V{}
-	}
-	m[k] = v
-	s.t.Put(cur.keyGroup, cur.key, defaultNamespace, m) // marks it changed
+	s.s.Put(cur.keyGroup, cur.key, defaultNamespace, k, v)
 }
 
 // Delete removes k from the current key's map.
 func (s *MapState[K, V]) Delete(k K) {
 	cur := s.inst.currentKey("state")
-	m, _ := s.t.Get(cur.keyGroup, cur.key, defaultNamespace)
-	if _, ok := m[k]; !ok {
-		return
-	}
-	if len(m) == 1 {
-		s.t.Delete(cur.keyGroup, cur.key, defaultNamespace)
-		return
-	}
-	delete(m, k)
-	s.t.Put(cur.keyGroup, cur.key, defaultNamespace, m)
+	s.s.Delete(cur.keyGroup, cur.key, defaultNamespace, k)
 }
 
 // Len returns the number of entries in the current key's map.
-func (s *MapState[K, V]) Len() int { return len(s.get()) }
+func (s *MapState[K, V]) Len() int {
+	cur := s.inst.currentKey("state")
+	return s.s.Len(cur.keyGroup, cur.key, defaultNamespace)
+}
 
 // All iterates over the current key's map in no particular order. The loop
 // may Delete the entry it is at.
 func (s *MapState[K, V]) All() iter.Seq2[K, V] {
-	m := s.get()
-	return func(yield func(K, V) bool) {
-		for k, v := range m {
-			if !yield(k, v) {
-				return
-			}
-		}
-	}
+	cur := s.inst.currentKey("state")
+	return s.s.All(cur.keyGroup, cur.key, defaultNamespace)
 }
 
 // Keys iterates over the current key's map keys in no particular order.
 func (s *MapState[K, V]) Keys() iter.Seq[K] {
-	m := s.get()
+	all := s.All()
 	return func(yield func(K) bool) {
-		for k := range m {
+		for k := range all {
 			if !yield(k) {
 				return
 			}
@@ -189,5 +162,5 @@ func (s *MapState[K, V]) Range(fn func(k K, v V) bool) {
 // Clear empties the current key's map.
 func (s *MapState[K, V]) Clear() {
 	cur := s.inst.currentKey("state")
-	s.t.Delete(cur.keyGroup, cur.key, defaultNamespace)
+	s.s.Clear(cur.keyGroup, cur.key, defaultNamespace)
 }

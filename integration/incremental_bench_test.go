@@ -26,7 +26,7 @@ func BenchmarkIncrementalState(b *testing.B) {
 	const keys, intervals, groups = 1_000_000, 10, 128
 	mem := memory.DefaultAllocator
 	for i := 0; i < b.N; i++ {
-		be := statestore.NewBackend(0, groups)
+		be := statestore.NewMemory(0, groups)
 		tbl, err := statestore.OpenTable[int64](be, "count", nil)
 		if err != nil {
 			b.Fatal(err)
@@ -69,7 +69,7 @@ func BenchmarkIncrementalState(b *testing.B) {
 		}
 
 		t0 := time.Now()
-		restored := statestore.NewBackend(0, groups)
+		restored := statestore.NewMemory(0, groups)
 		rt, err := statestore.OpenTable[int64](restored, "count", nil)
 		if err != nil {
 			b.Fatal(err)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -33,53 +35,75 @@ func (s Scope) compare(o Scope) int {
 	return strings.Compare(s.Namespace, o.Namespace)
 }
 
-// Backend is the in-memory keyed state of one operator instance: its tables
-// by name and its timers, for the key groups [start, end) it owns. It is not
-// safe for concurrent use.
-type Backend struct {
-	start, end int
-	tables     map[string]anyTable
-	timers     *Timers
-	// pending holds restored rows of tables no OpenTable has registered
-	// yet, encoded; OpenTable decodes them, and full snapshots carry them
-	// on meanwhile (see Restore).
-	pending map[string]*encodedTable
-	// batchBytes caps the variable-length bytes of one snapshot batch
-	// (tests lower it).
-	batchBytes int
+// Snapshotter is state that checkpoints capture and restore as Arrow
+// record batches whose first column is key_group (int32), so that the
+// runtime can keep the rows of a subtask's key groups after a rescale.
+// A Backend is one; so is an operator that keeps its keyed state in its
+// own columnar structures (a window's accumulators, a join's kept rows;
+// see RowLayout and ChangeLog). One goroutine, the task's, uses it.
+type Snapshotter interface {
+	// Schema is the schema of every batch Snapshot returns and Restore
+	// reads. It never changes.
+	Schema() *arrow.Schema
+	// Snapshot captures every entry (full, a base) or what changed since
+	// the previous Snapshot or Restore (a delta), and starts tracking
+	// changes afresh. The batches are allocated from mem and owned by the
+	// caller; they share no memory with the state, so processing goes on
+	// while they are written out. No rows gives no batches. It fails if a
+	// value cannot be encoded, leaving the change tracking as it was.
+	Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error)
+	// Restore applies the rows of rec, a batch of Schema holding only
+	// rows of the owner's key groups: a base and then its deltas, batch
+	// by batch in the order they were captured, rebuild the state.
+	// Restored rows count as unchanged: the next delta holds only later
+	// changes. It does not keep rec. A row that does not fit (a key
+	// group outside the owner's range, a bad value) is an error naming
+	// the row; whether the rows before it stay applied is the
+	// implementation's to say (discard the state after an error).
+	Restore(rec arrow.RecordBatch) error
 }
 
-// NewBackend returns an empty backend owning key groups [start, end). It
-// panics if the range is empty or negative: that is a bug in the caller.
-func NewBackend(start, end int) *Backend {
-	if start < 0 || end <= start {
-		panic(fmt.Sprintf("statestore: invalid key group range [%d,%d)", start, end))
-	}
-	return &Backend{
-		start:      start,
-		end:        end,
-		tables:     map[string]anyTable{},
-		timers:     newTimers(start, end),
-		pending:    map[string]*encodedTable{},
-		batchBytes: snapshotBatchBytes,
-	}
-}
-
-// KeyGroups returns the range of key groups the backend owns.
-func (b *Backend) KeyGroups() (start, end int) { return b.start, b.end }
-
-// Timers returns the backend's timer service.
-func (b *Backend) Timers() *Timers { return b.timers }
-
-// TableNames returns the names of the registered tables, sorted. Tables
-// restored but not opened yet are not among them.
-func (b *Backend) TableNames() []string {
-	names := make([]string, 0, len(b.tables))
-	for n := range b.tables {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+// Backend is the keyed state of one operator instance (one operator of one
+// subtask) over the key groups it owns: tables of values scoped to (key
+// group, key, namespace) by state name, and the timer service. It tracks
+// what changed since the last snapshot and captures and restores itself
+// as batches of SnapshotSchema (Snapshotter). Memory is the in-memory
+// implementation; statetest is the contract suite every implementation
+// passes.
+//
+// A Backend and everything obtained from it is used by one goroutine, the
+// task's. Key groups outside KeyGroups are a bug in the caller: tables and
+// timers panic on them.
+type Backend interface {
+	// KeyGroups returns the range [start, end) the backend owns, fixed
+	// when it is made.
+	KeyGroups() (start, end int)
+	// OpenTable returns table name, registering it with value type vt if
+	// it is new; use the typed OpenTable, which makes vt and asserts the
+	// result (a Table of vt's value type, owned by the backend and valid
+	// as long as it is). Opening a registered name again with the same
+	// value type returns the same table; another type is ErrTypeMismatch,
+	// an empty or reserved name ErrInvalidName. Rows restored before the
+	// table was opened belong to it. A backend that decodes them now
+	// (Memory) returns an error for an entry vt cannot decode and leaves
+	// the table unregistered; one that decodes on read (ValueType.Encoded)
+	// panics there.
+	OpenTable(name string, vt ValueType) (any, error)
+	// TableNames returns the names of the registered tables, sorted.
+	// Tables restored but not opened yet are not among them.
+	TableNames() []string
+	// Timers returns the timer service, owned by the backend. Timers are
+	// state: they are snapshotted and restored with the tables.
+	Timers() TimerService
+	// TakeDirty returns, per table with changes (sorted by name), the
+	// scopes written or deleted since the last TakeDirty or Snapshot, and
+	// clears the dirty sets. It never fails. Snapshot consumes the same
+	// sets: a backend that is snapshotted must not have them taken by
+	// anyone else. Timers keep their own (TimerService.TakeDirty).
+	TakeDirty() []Dirty
+	// Snapshotter: Schema is SnapshotSchema; see the package doc and
+	// snapshot.go for the rows.
+	Snapshotter
 }
 
 // Dirty is what changed in one table since its last TakeDirty.
@@ -90,75 +114,90 @@ type Dirty struct {
 	Scopes []Scope
 }
 
-// TakeDirty returns, per table with changes, the scopes changed since the
-// last call, and clears the dirty sets. Tables come sorted by name. Timers
-// keep their own dirty set (Timers.TakeDirty).
-func (b *Backend) TakeDirty() []Dirty {
-	var out []Dirty
-	for _, name := range b.TableNames() {
-		if s := b.tables[name].takeDirty(); len(s) > 0 {
-			out = append(out, Dirty{Table: name, Scopes: s})
-		}
-	}
-	return out
+// Table holds the values of one state name, per key group and (key,
+// namespace), and tracks which entries changed since the last TakeDirty
+// or snapshot. Its methods do not fail; a key group outside the backend's
+// range panics.
+type Table[V any] interface {
+	// Name returns the table's state name.
+	Name() string
+	// Codec returns the codec snapshots encode values with.
+	Codec() Codec[V]
+	// Get returns the value at (kg, key, ns) and whether there is one. A
+	// heap backend returns the value stored, not a copy: change a mutable
+	// value only to Put it back.
+	Get(kg int, key, ns string) (V, bool)
+	// Put stores v at (kg, key, ns) and marks the entry dirty. A heap
+	// backend keeps v by reference.
+	Put(kg int, key, ns string, v V)
+	// Delete removes the entry at (kg, key, ns), marking it dirty if it
+	// existed.
+	Delete(kg int, key, ns string)
+	// Range calls fn for every entry of key group kg, in no particular
+	// order, until fn returns false. fn may Delete the entry it is given.
+	Range(kg int, fn func(key, ns string, v V) bool)
+	// Len returns the number of entries in key group kg.
+	Len(kg int) int
+	// TakeDirty returns the scopes written or deleted since the last
+	// call, sorted by key group, key and namespace, and clears the dirty
+	// set. An entry written then deleted is in it (as absent now).
+	TakeDirty() []Scope
 }
 
-// OpenTable returns the table name of b, registering it with codec (nil:
-// DefaultCodec[V]) if it is new. Opening a registered name again with the
-// same value type returns the same table (and keeps its first codec);
-// another value type is ErrTypeMismatch. Names starting with "__timers"
-// are reserved for the timers in snapshots (ErrInvalidName).
-//
-// If Restore has kept rows of name (it was restored before it was
-// opened), registering it decodes them with codec; an entry codec cannot
-// decode is an error and leaves the table unregistered.
-func OpenTable[V any](b *Backend, name string, codec Codec[V]) (*Table[V], error) {
-	if name == "" {
-		return nil, fmt.Errorf("%w: empty name", ErrInvalidName)
-	}
-	if strings.HasPrefix(name, reservedPrefix) {
-		return nil, fmt.Errorf("%w: %q: names starting with %q are reserved for timers", ErrInvalidName, name, reservedPrefix)
-	}
-	if t, ok := b.tables[name]; ok {
-		if tt, ok := t.(*Table[V]); ok {
-			return tt, nil
-		}
-		return nil, fmt.Errorf("%w: %q holds %s, not %s", ErrTypeMismatch, name, t.valueType(), reflect.TypeFor[V]())
-	}
+// ValueType is a table's value type and codec as a backend sees them.
+// OpenTable makes one from V; backends do not implement it.
+type ValueType interface {
+	// Type returns the value type V.
+	Type() reflect.Type
+	// Encoded returns a Table[V] (as any, for Backend.OpenTable to
+	// return) over t, a table of encoded values that a backend storing
+	// bytes provides (pebble): Get decodes with V's codec, Put encodes.
+	// The Table's methods cannot return errors: a value the codec cannot
+	// encode, or bytes it cannot decode (corrupt state), panic there,
+	// where Memory reports the first at Snapshot.
+	Encoded(t EncodedTable) any
+	// newHeapTable returns an empty Table[V] keeping Go values over key
+	// groups [start, end), the in-memory backend's.
+	newHeapTable(name string, start, end int) anyTable
+}
+
+// EncodedTable is a table of encoded values, what a backend storing bytes
+// implements for ValueType.Encoded; its methods are Table's. Get's result
+// is only read until the next call; the v given to Put is the table's.
+type EncodedTable interface {
+	Name() string
+	Get(kg int, key, ns string) (v []byte, ok bool)
+	Put(kg int, key, ns string, v []byte)
+	Delete(kg int, key, ns string)
+	Range(kg int, fn func(key, ns string, v []byte) bool)
+	Len(kg int) int
+	TakeDirty() []Scope
+}
+
+type valueType[V any] struct{ codec Codec[V] }
+
+func (valueType[V]) Type() reflect.Type { return reflect.TypeFor[V]() }
+
+func (vt valueType[V]) Encoded(t EncodedTable) any { return &encodedValues[V]{t: t, codec: vt.codec} }
+
+func (vt valueType[V]) newHeapTable(name string, start, end int) anyTable {
+	return &heapTable[V]{name: name, codec: vt.codec, start: start, end: end, groups: make([]group[V], end-start)}
+}
+
+// OpenTable returns table name of b holding values of type V, registering
+// it with codec (nil: DefaultCodec[V]) if it is new (see
+// Backend.OpenTable).
+func OpenTable[V any](b Backend, name string, codec Codec[V]) (Table[V], error) {
 	if codec == nil {
 		codec = DefaultCodec[V]()
 	}
-	t := &Table[V]{
-		name:   name,
-		codec:  codec,
-		start:  b.start,
-		end:    b.end,
-		groups: make([]group[V], b.end-b.start),
+	t, err := b.OpenTable(name, valueType[V]{codec})
+	if err != nil {
+		return nil, err
 	}
-	if p := b.pending[name]; p != nil {
-		if err := p.decodeInto(t); err != nil {
-			return nil, err
-		}
-		delete(b.pending, name)
+	tt, ok := t.(Table[V])
+	if !ok {
+		return nil, fmt.Errorf("%w: %q: the backend returned %T, not a table of %s", ErrTypeMismatch, name, t, reflect.TypeFor[V]())
 	}
-	b.tables[name] = t
-	return t, nil
-}
-
-// anyTable is a Table seen without its value type, as snapshots see it.
-type anyTable interface {
-	valueType() reflect.Type
-	takeDirty() []Scope
-	// appendEncoded appends the encoding of an entry; ok is false if the
-	// entry does not exist.
-	appendEncoded(dst []byte, kg int, key, ns string) (out []byte, ok bool, err error)
-	// putEncoded decodes b and stores it (restore).
-	putEncoded(kg int, key, ns string, b []byte) error
-	snapTable
-}
-
-func checkGroup(kg, start, end int) {
-	if kg < start || kg >= end {
-		panic(fmt.Sprintf("statestore: key group %d outside the backend's range [%d,%d)", kg, start, end))
-	}
+	return tt, nil
 }

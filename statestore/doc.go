@@ -11,10 +11,14 @@
 //     window's accumulator from another's ("" is the default);
 //   - the state name picks a Table.
 //
-// The in-memory Backend keeps Go values, not bytes, like Flink's heap
+// Backend is the interface a keyed-state backend implements (tables,
+// timers, change tracking, snapshot and restore); the list, map, reducing
+// and aggregating kinds of state are built over its tables (state.go), and
+// statetest is the contract suite every backend passes. Memory, the
+// in-memory backend, keeps Go values, not bytes, like Flink's heap
 // backend: a Get or Put costs a map operation and no serialisation. Each
-// table is registered by name with a Codec that turns its values into bytes;
-// snapshots are the only users of codecs.
+// table is registered by name with a Codec that turns its values into
+// bytes; in Memory, snapshots are the only users of codecs.
 //
 // # Snapshots
 //

@@ -114,7 +114,7 @@ type snapTable interface {
 
 // Snapshot returns the backend's state as batches of SnapshotSchema: every
 // entry and timer if full, else what changed since the previous Snapshot
-// (or since NewBackend). Either way it then clears the dirty sets, so the
+// (or since NewMemory). Either way it then clears the dirty sets, so the
 // next delta starts afresh; TakeDirty consumes the same sets, so a backend
 // that is snapshotted must not have them taken by anyone else. Tables
 // restored and not opened yet are in full snapshots too (they have no
@@ -128,7 +128,7 @@ type snapTable interface {
 // cannot encode) nothing is returned and the dirty sets are untouched. If
 // the caller loses batches it got (an upload fails), the changes in them
 // are gone from the dirty sets: the next snapshot must be full.
-func (b *Backend) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+func (b *Memory) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
@@ -205,7 +205,7 @@ func (b *Backend) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch
 // backend's range, a missing value or timestamp) and refuses the batch
 // without applying any of it. An error while applying (a value its codec
 // cannot decode) leaves the rows before it applied: discard the backend.
-func (b *Backend) Restore(rec arrow.RecordBatch) error {
+func (b *Memory) Restore(rec arrow.RecordBatch) error {
 	c, err := snapshotColumns(rec)
 	if err != nil {
 		return err
@@ -461,7 +461,7 @@ func compareTimerKeys(a, b timerKey) int {
 
 // Tables.
 
-func (t *Table[V]) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
+func (t *heapTable[V]) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
 	g := &t.groups[kg-t.start]
 	keys := w.entryKeys[:0]
 	if full {
@@ -491,7 +491,7 @@ func (t *Table[V]) snapshotGroup(w *snapWriter, name string, kg int, full bool) 
 	return nil
 }
 
-func (t *Table[V]) rows(full bool) int {
+func (t *heapTable[V]) rows(full bool) int {
 	n := 0
 	for i := range t.groups {
 		if full {
@@ -503,13 +503,13 @@ func (t *Table[V]) rows(full bool) int {
 	return n
 }
 
-func (t *Table[V]) clearDirty() {
+func (t *heapTable[V]) clearDirty() {
 	for i := range t.groups {
 		t.groups[i].dirty = nil
 	}
 }
 
-func (t *Table[V]) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
+func (t *heapTable[V]) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
 	g := &t.groups[kg-t.start]
 	if deleted {
 		delete(g.entries, entryKey{key, ns})

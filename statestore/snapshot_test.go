@@ -23,16 +23,16 @@ import (
 
 // snapTables are the typed tables of the random test's backends.
 type snapTables struct {
-	count *Table[int64]
-	name  *Table[string]
-	list  *Table[[]int64]
-	m     *Table[map[string]int64]
+	count Table[int64]
+	name  Table[string]
+	list  Table[[]int64]
+	m     Table[map[string]int64]
 }
 
 var snapTableNames = []string{"count", "list", "map", "name"}
 
 // openSnapTable opens one of snapTableNames in b with its type.
-func openSnapTable(t testing.TB, b *Backend, st *snapTables, name string) {
+func openSnapTable(t testing.TB, b *Memory, st *snapTables, name string) {
 	t.Helper()
 	var err error
 	switch name {
@@ -50,7 +50,7 @@ func openSnapTable(t testing.TB, b *Backend, st *snapTables, name string) {
 	}
 }
 
-func openSnapTables(t testing.TB, b *Backend) *snapTables {
+func openSnapTables(t testing.TB, b *Memory) *snapTables {
 	st := &snapTables{}
 	for _, n := range snapTableNames {
 		openSnapTable(t, b, st, n)
@@ -64,7 +64,7 @@ type stateDump struct {
 	Timers [2][]Timer
 }
 
-func dumpTable[V any](d map[Scope]any, tab *Table[V], start, end int) {
+func dumpTable[V any](d map[Scope]any, tab Table[V], start, end int) {
 	for kg := start; kg < end; kg++ {
 		tab.Range(kg, func(key, ns string, v V) bool {
 			d[Scope{kg, key, ns}] = v
@@ -73,7 +73,7 @@ func dumpTable[V any](d map[Scope]any, tab *Table[V], start, end int) {
 	}
 }
 
-func dumpState(b *Backend, st *snapTables) stateDump {
+func dumpState(b *Memory, st *snapTables) stateDump {
 	d := stateDump{Tables: map[string]map[Scope]any{}}
 	for _, n := range snapTableNames {
 		d.Tables[n] = map[Scope]any{}
@@ -123,7 +123,7 @@ func releaseAll(recs []arrow.RecordBatch) {
 	}
 }
 
-func snapshot(t testing.TB, b *Backend, mem memory.Allocator, full bool) []arrow.RecordBatch {
+func snapshot(t testing.TB, b *Memory, mem memory.Allocator, full bool) []arrow.RecordBatch {
 	t.Helper()
 	recs, err := b.Snapshot(mem, full)
 	if err != nil {
@@ -132,7 +132,7 @@ func snapshot(t testing.TB, b *Backend, mem memory.Allocator, full bool) []arrow
 	return recs
 }
 
-func restoreAll(t testing.TB, b *Backend, chain [][]arrow.RecordBatch) {
+func restoreAll(t testing.TB, b *Memory, chain [][]arrow.RecordBatch) {
 	t.Helper()
 	for _, snap := range chain {
 		for _, r := range snap {
@@ -176,7 +176,7 @@ func randomSnapshots(t *testing.T, mem memory.Allocator, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	start := r.IntN(8)
 	end := start + 1 + r.IntN(12)
-	src := NewBackend(start, end)
+	src := NewMemory(start, end)
 	if seed%4 == 1 {
 		src.batchBytes = 40 // many small batches
 	}
@@ -258,7 +258,7 @@ func randomSnapshots(t *testing.T, mem memory.Allocator, seed uint64) {
 	// A final delta, and the restored backend fires its timers like the
 	// source.
 	chain = append(chain, snapshot(t, src, mem, false))
-	dst := NewBackend(start, end)
+	dst := NewMemory(start, end)
 	dt := openSnapTables(t, dst)
 	restoreAll(t, dst, chain)
 	if got, want := dumpState(dst, dt), dumpState(src, st); !reflect.DeepEqual(got, want) {
@@ -280,7 +280,7 @@ func randomSnapshots(t *testing.T, mem memory.Allocator, seed uint64) {
 
 // verifyRestore restores chain, the source's snapshots since its last base,
 // into fresh backends in several ways and compares with the source.
-func verifyRestore(t *testing.T, mem memory.Allocator, r *rand.Rand, src *Backend, st *snapTables, chain [][]arrow.RecordBatch) {
+func verifyRestore(t *testing.T, mem memory.Allocator, r *rand.Rand, src *Memory, st *snapTables, chain [][]arrow.RecordBatch) {
 	t.Helper()
 	start, end := src.KeyGroups()
 	want := dumpState(src, st)
@@ -288,7 +288,7 @@ func verifyRestore(t *testing.T, mem memory.Allocator, r *rand.Rand, src *Backen
 	// Tables opened before the restore (the usual order), after it, or
 	// some before and some after.
 	for _, mode := range []int{r.IntN(3)} {
-		dst := NewBackend(start, end)
+		dst := NewMemory(start, end)
 		dt := &snapTables{}
 		var later []string
 		for _, n := range snapTableNames {
@@ -307,7 +307,7 @@ func verifyRestore(t *testing.T, mem memory.Allocator, r *rand.Rand, src *Backen
 				t.Fatal("restored backend has a non-empty delta")
 			}
 			base := snapshot(t, dst, mem, true)
-			again := NewBackend(start, end)
+			again := NewMemory(start, end)
 			restoreAll(t, again, [][]arrow.RecordBatch{base})
 			releaseAll(base)
 			dst = again
@@ -331,7 +331,7 @@ func verifyRestore(t *testing.T, mem memory.Allocator, r *rand.Rand, src *Backen
 
 // checkWatermark: if src has event-time timers at or before its
 // watermark, dst restored from it knows that watermark.
-func checkWatermark(t *testing.T, src, dst *Backend) {
+func checkWatermark(t *testing.T, src, dst *Memory) {
 	t.Helper()
 	next, ok := src.Timers().NextEventTime()
 	if wm := src.Timers().Watermark(); ok && next <= wm && dst.Timers().Watermark() != wm {
@@ -342,7 +342,7 @@ func checkWatermark(t *testing.T, src, dst *Backend) {
 func TestSnapshotWatermarkRows(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	b := NewBackend(0, 4)
+	b := NewMemory(0, 4)
 	if wm := b.Timers().Watermark(); wm != math.MinInt64 {
 		t.Fatalf("watermark of a new backend %d", wm)
 	}
@@ -386,13 +386,13 @@ func TestSnapshotWatermarkRows(t *testing.T) {
 		t.Fatalf("delta 2\n got %q\nwant %q", got, want)
 	}
 
-	dst := NewBackend(0, 4)
+	dst := NewMemory(0, 4)
 	restoreAll(t, dst, [][]arrow.RecordBatch{base, d1})
 	if wm, n := dst.Timers().Watermark(), dst.Timers().Len(EventTime); wm != 20 || n != 3 {
 		t.Errorf("restored watermark %d, %d timers", wm, n)
 	}
 	// Only key group 3's part (rescaling): it knows the watermark too.
-	part := NewBackend(3, 4)
+	part := NewMemory(3, 4)
 	for _, r := range base {
 		sl := r.NewSlice(1, 3)
 		err := part.Restore(sl)
@@ -413,7 +413,7 @@ func TestSnapshotWatermarkRows(t *testing.T) {
 func TestSnapshotRows(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	b := NewBackend(2, 6)
+	b := NewMemory(2, 6)
 	n, _ := OpenTable[int64](b, "n", nil)
 	s, _ := OpenTable[string](b, "s", nil)
 	if recs := snapshot(t, b, mem, true); recs != nil {
@@ -487,7 +487,7 @@ func TestSnapshotRows(t *testing.T) {
 func TestSnapshotBatchLimit(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	b := NewBackend(0, 2)
+	b := NewMemory(0, 2)
 	b.batchBytes = 100
 	s, _ := OpenTable[string](b, "s", nil)
 	for i := range 10 {
@@ -499,7 +499,7 @@ func TestSnapshotBatchLimit(t *testing.T) {
 	if len(recs) < 4 || countRows(recs) != 11 {
 		t.Fatalf("%d batches of %d rows", len(recs), countRows(recs))
 	}
-	dst := NewBackend(0, 2)
+	dst := NewMemory(0, 2)
 	ds, _ := OpenTable[string](dst, "s", nil)
 	restoreAll(t, dst, [][]arrow.RecordBatch{recs})
 	if v, _ := ds.Get(1, "big", ""); len(v) != 500 || ds.Len(0)+ds.Len(1) != 11 {
@@ -510,7 +510,7 @@ func TestSnapshotBatchLimit(t *testing.T) {
 func TestRestoreRefusesForeignKeyGroups(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := NewBackend(0, 8)
+	src := NewMemory(0, 8)
 	n, _ := OpenTable[int64](src, "counts", nil)
 	n.Put(5, "in", "", 1)
 	n.Put(7, "out", "", 2)
@@ -518,7 +518,7 @@ func TestRestoreRefusesForeignKeyGroups(t *testing.T) {
 	recs := snapshot(t, src, mem, true)
 	defer releaseAll(recs)
 
-	dst := NewBackend(4, 7)
+	dst := NewMemory(4, 7)
 	dn, _ := OpenTable[int64](dst, "counts", nil)
 	err := dst.Restore(recs[0])
 	if want := `statestore: restore row 0: table "__timers_event": key group 3 is outside the backend's key groups [4,7)`; err == nil || err.Error() != want {
@@ -529,7 +529,7 @@ func TestRestoreRefusesForeignKeyGroups(t *testing.T) {
 		t.Error("a refused batch was partly applied")
 	}
 	// Filtered to the backend's range the same rows restore.
-	dst = NewBackend(3, 6)
+	dst = NewMemory(3, 6)
 	dn, _ = OpenTable[int64](dst, "counts", nil)
 	part := recs[0].NewSlice(0, 2)
 	err = dst.Restore(part)
@@ -588,7 +588,7 @@ func TestRestoreRefusesBadBatches(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer c.rec.Release()
-			b := NewBackend(0, 4)
+			b := NewMemory(0, 4)
 			if _, err := OpenTable[int64](b, "n", nil); err != nil {
 				t.Fatal(err)
 			}
@@ -602,7 +602,7 @@ func TestRestoreRefusesBadBatches(t *testing.T) {
 	defer other.Release()
 	rec := other.NewRecordBatch()
 	defer rec.Release()
-	if err := NewBackend(0, 4).Restore(rec); err == nil || !strings.Contains(err.Error(), "is not the snapshot schema") {
+	if err := NewMemory(0, 4).Restore(rec); err == nil || !strings.Contains(err.Error(), "is not the snapshot schema") {
 		t.Errorf("another schema: %v", err)
 	}
 }
@@ -610,7 +610,7 @@ func TestRestoreRefusesBadBatches(t *testing.T) {
 func TestOpenTableAfterRestore(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	src := NewBackend(0, 4)
+	src := NewMemory(0, 4)
 	s, _ := OpenTable[string](src, "s", nil)
 	s.Put(1, "a", "", "abc")
 	s.Put(2, "b", "", "defghijk")
@@ -619,7 +619,7 @@ func TestOpenTableAfterRestore(t *testing.T) {
 	s.Delete(2, "b", "")
 	delta := snapshot(t, src, mem, false)
 
-	dst := NewBackend(0, 4)
+	dst := NewMemory(0, 4)
 	restoreAll(t, dst, [][]arrow.RecordBatch{recs, delta})
 	releaseAll(recs) // the backend keeps no reference to the batches
 	releaseAll(delta)
@@ -644,7 +644,7 @@ func TestOpenTableAfterRestore(t *testing.T) {
 }
 
 func TestReservedTableNames(t *testing.T) {
-	b := NewBackend(0, 1)
+	b := NewMemory(0, 1)
 	for _, n := range []string{EventTimersTable, ProcessingTimersTable, "__timers"} {
 		if _, err := OpenTable[int64](b, n, nil); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("OpenTable(%q): %v", n, err)
@@ -669,7 +669,7 @@ func (failCodec) Decode(b []byte) (int64, error) { return Int64Codec.Decode(b) }
 func TestSnapshotErrorKeepsChanges(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	b := NewBackend(0, 4)
+	b := NewMemory(0, 4)
 	n, _ := OpenTable[int64](b, "n", failCodec{})
 	n.Put(0, "a", "", 1)
 	n.Put(3, "bad", "", -1)
@@ -700,7 +700,7 @@ func TestSnapshotIncrementalSize(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	const maxP = 128
-	b := NewBackend(0, maxP)
+	b := NewMemory(0, maxP)
 	tab, _ := OpenTable[int64](b, "count", nil)
 	type k struct {
 		kg  int
@@ -762,7 +762,7 @@ func TestSnapshotIncrementalSize(t *testing.T) {
 	}
 
 	// And they restore.
-	dst := NewBackend(0, maxP)
+	dst := NewMemory(0, maxP)
 	dt, _ := OpenTable[int64](dst, "count", nil)
 	restoreAll(t, dst, [][]arrow.RecordBatch{base, delta})
 	total := 0

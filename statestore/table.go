@@ -5,15 +5,30 @@ import (
 	"slices"
 )
 
-// Table holds the values of one state name, as Go values, per key group
+// heapTable is the in-memory Table: it holds Go values per key group
 // and (key, namespace). It tracks which entries changed since the last
 // TakeDirty. Key groups outside the backend's range are a bug in the caller
 // and panic.
-type Table[V any] struct {
+type heapTable[V any] struct {
 	name       string
 	codec      Codec[V]
 	start, end int
 	groups     []group[V]
+}
+
+var _ Table[int64] = (*heapTable[int64])(nil)
+
+// anyTable is a table of the in-memory backend seen without its value
+// type, as snapshots see it.
+type anyTable interface {
+	valueType() reflect.Type
+	takeDirty() []Scope
+	// appendEncoded appends the encoding of an entry; ok is false if the
+	// entry does not exist.
+	appendEncoded(dst []byte, kg int, key, ns string) (out []byte, ok bool, err error)
+	// putEncoded decodes b and stores it (restore).
+	putEncoded(kg int, key, ns string, b []byte) error
+	snapTable
 }
 
 type entryKey struct{ key, ns string }
@@ -32,26 +47,26 @@ func (g *group[V]) markDirty(k entryKey) {
 	g.dirty[k] = struct{}{}
 }
 
-// Name returns the table's state name.
-func (t *Table[V]) Name() string { return t.name }
+// Name implements Table.
+func (t *heapTable[V]) Name() string { return t.name }
 
-// Codec returns the codec snapshots encode values with.
-func (t *Table[V]) Codec() Codec[V] { return t.codec }
+// Codec implements Table.
+func (t *heapTable[V]) Codec() Codec[V] { return t.codec }
 
-func (t *Table[V]) group(kg int) *group[V] {
+func (t *heapTable[V]) group(kg int) *group[V] {
 	checkGroup(kg, t.start, t.end)
 	return &t.groups[kg-t.start]
 }
 
 // Get returns the value at (kg, key, ns) and whether there is one. The value
 // is the one stored, not a copy: change a mutable value only to Put it back.
-func (t *Table[V]) Get(kg int, key, ns string) (V, bool) {
+func (t *heapTable[V]) Get(kg int, key, ns string) (V, bool) {
 	v, ok := t.group(kg).entries[entryKey{key, ns}]
 	return v, ok
 }
 
 // Put stores v at (kg, key, ns) and marks the entry dirty.
-func (t *Table[V]) Put(kg int, key, ns string, v V) {
+func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 	g := t.group(kg)
 	if g.entries == nil {
 		g.entries = map[entryKey]V{}
@@ -62,7 +77,7 @@ func (t *Table[V]) Put(kg int, key, ns string, v V) {
 }
 
 // Delete removes the entry at (kg, key, ns), marking it dirty if it existed.
-func (t *Table[V]) Delete(kg int, key, ns string) {
+func (t *heapTable[V]) Delete(kg int, key, ns string) {
 	g := t.group(kg)
 	k := entryKey{key, ns}
 	if _, ok := g.entries[k]; !ok {
@@ -74,7 +89,7 @@ func (t *Table[V]) Delete(kg int, key, ns string) {
 
 // Range calls fn for every entry of key group kg, in no particular order,
 // until fn returns false. fn may Delete the entry it is given.
-func (t *Table[V]) Range(kg int, fn func(key, ns string, v V) bool) {
+func (t *heapTable[V]) Range(kg int, fn func(key, ns string, v V) bool) {
 	for k, v := range t.group(kg).entries {
 		if !fn(k.key, k.ns, v) {
 			return
@@ -83,14 +98,14 @@ func (t *Table[V]) Range(kg int, fn func(key, ns string, v V) bool) {
 }
 
 // Len returns the number of entries in key group kg.
-func (t *Table[V]) Len(kg int) int { return len(t.group(kg).entries) }
+func (t *heapTable[V]) Len(kg int) int { return len(t.group(kg).entries) }
 
 // TakeDirty returns the scopes written or deleted since the last call,
 // sorted by key group, key and namespace, and clears the dirty set. An
 // entry written then deleted is in it (as absent now).
-func (t *Table[V]) TakeDirty() []Scope { return t.takeDirty() }
+func (t *heapTable[V]) TakeDirty() []Scope { return t.takeDirty() }
 
-func (t *Table[V]) takeDirty() []Scope {
+func (t *heapTable[V]) takeDirty() []Scope {
 	var out []Scope
 	for i := range t.groups {
 		g := &t.groups[i]
@@ -107,9 +122,9 @@ func (t *Table[V]) takeDirty() []Scope {
 	return out
 }
 
-func (t *Table[V]) valueType() reflect.Type { return reflect.TypeFor[V]() }
+func (t *heapTable[V]) valueType() reflect.Type { return reflect.TypeFor[V]() }
 
-func (t *Table[V]) appendEncoded(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+func (t *heapTable[V]) appendEncoded(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
 	v, ok := t.Get(kg, key, ns)
 	if !ok {
 		return dst, false, nil
@@ -118,7 +133,7 @@ func (t *Table[V]) appendEncoded(dst []byte, kg int, key, ns string) ([]byte, bo
 	return out, true, err
 }
 
-func (t *Table[V]) putEncoded(kg int, key, ns string, b []byte) error {
+func (t *heapTable[V]) putEncoded(kg int, key, ns string, b []byte) error {
 	v, err := t.codec.Decode(b)
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 )
 
 func TestTableGetPutDelete(t *testing.T) {
-	b := NewBackend(4, 8)
+	b := NewMemory(4, 8)
 	tab, err := OpenTable[int64](b, "count", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestTableGetPutDelete(t *testing.T) {
 }
 
 func TestTableRangeStopsAndDeletes(t *testing.T) {
-	b := NewBackend(0, 1)
+	b := NewMemory(0, 1)
 	tab, _ := OpenTable[string](b, "s", nil)
 	for _, k := range []string{"a", "b", "c", "d"} {
 		tab.Put(0, k, "", k)
@@ -80,7 +80,7 @@ func TestTableRangeStopsAndDeletes(t *testing.T) {
 }
 
 func TestTableKeyGroupOutOfRangePanics(t *testing.T) {
-	b := NewBackend(4, 8)
+	b := NewMemory(4, 8)
 	tab, _ := OpenTable[int64](b, "x", nil)
 	for _, kg := range []int{3, 8, -1} {
 		func() {
@@ -95,7 +95,7 @@ func TestTableKeyGroupOutOfRangePanics(t *testing.T) {
 }
 
 func TestOpenTableRegistry(t *testing.T) {
-	b := NewBackend(0, 2)
+	b := NewMemory(0, 2)
 	a1, err := OpenTable[float64](b, "avg", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestOpenTableRegistry(t *testing.T) {
 }
 
 func TestTakeDirty(t *testing.T) {
-	b := NewBackend(10, 14)
+	b := NewMemory(10, 14)
 	tab, _ := OpenTable[int64](b, "n", nil)
 	other, _ := OpenTable[string](b, "other", nil)
 	if d := tab.TakeDirty(); len(d) != 0 {
@@ -172,7 +172,7 @@ func TestEncodedRoundTrip(t *testing.T) {
 		Counts []int64
 		Mean   float64
 	}
-	src := NewBackend(0, 4)
+	src := NewMemory(0, 4)
 	i64, _ := OpenTable[int64](src, "i64", nil)
 	f64, _ := OpenTable[float64](src, "f64", nil)
 	str, _ := OpenTable[string](src, "str", nil)
@@ -186,7 +186,7 @@ func TestEncodedRoundTrip(t *testing.T) {
 	h.Put(3, "k", "w", hist{Counts: []int64{1, 2, 3}, Mean: 2})
 	m.Put(1, "k", "", map[float64]string{1.5: "a", -2: "b"})
 
-	dst := NewBackend(0, 4)
+	dst := NewMemory(0, 4)
 	for _, name := range []string{"i64", "f64", "str", "bool", "hist", "map"} {
 		switch name {
 		case "i64":
@@ -304,7 +304,7 @@ func roundTrip[V any](t *testing.T, c Codec[V], vals []V) {
 }
 
 func BenchmarkTablePutGet(b *testing.B) {
-	be := NewBackend(0, 128)
+	be := NewMemory(0, 128)
 	tab, _ := OpenTable[int64](be, "n", nil)
 	keys := make([]string, 1024)
 	for i := range keys {

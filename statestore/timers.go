@@ -54,7 +54,59 @@ func (t Timer) compare(o Timer) int {
 	return strings.Compare(t.Namespace, o.Namespace)
 }
 
-// Timers is the timer service of one operator instance: event-time and
+// TimerService is the timers of one operator instance, as state: they are
+// snapshotted and restored with its tables. Event-time and processing-time
+// timers are kept apart (Domain); a timer is (timestamp, key group, key,
+// namespace) and is set at most once. Timers due together fire in
+// timestamp order, ties by key group, key and namespace, in every run.
+// Nothing here fails; an unknown domain or a key group outside the
+// backend's range is a bug in the caller and panics. The backend owns the
+// timers; one goroutine, the task's, uses them.
+type TimerService interface {
+	// Register sets timer t in domain d; false if it was already set.
+	Register(d Domain, t Timer) bool
+	// Delete removes timer t from domain d; false if it was not set.
+	Delete(d Domain, t Timer) bool
+	// Contains reports whether timer t is set in domain d.
+	Contains(d Domain, t Timer) bool
+	// Len returns the number of timers set in domain d.
+	Len(d Domain) int
+	// PopEventTime removes and returns the earliest event-time timer if
+	// the watermark wm has reached it (timestamp <= wm), and raises
+	// Watermark to wm. Operators fire timers one at a time with it, so
+	// that a timer deleted or registered by an earlier firing counts.
+	PopEventTime(wm int64) (Timer, bool)
+	// PopProcessing removes and returns the earliest processing-time
+	// timer if it is due at now (milliseconds).
+	PopProcessing(now int64) (Timer, bool)
+	// AdvanceWatermark pops every event-time timer due at wm, in order.
+	AdvanceWatermark(wm int64) []Timer
+	// DueProcessing pops every processing-time timer due at now, in
+	// order.
+	DueProcessing(now int64) []Timer
+	// NextEventTime returns the earliest event-time timer's timestamp.
+	NextEventTime() (int64, bool)
+	// NextProcessing returns the earliest processing-time timer's
+	// timestamp.
+	NextProcessing() (int64, bool)
+	// Watermark returns the highest watermark event-time timers were
+	// popped at or restored with, math.MinInt64 before any. A restored
+	// event-time timer at or before it was set after that watermark was
+	// processed: it is due, and fires with the next watermark.
+	Watermark() int64
+	// Range calls fn for every timer of domain d in key group kg, in no
+	// particular order, until fn returns false. fn must not register or
+	// delete timers.
+	Range(d Domain, kg int, fn func(Timer) bool)
+	// TakeDirty returns the timers registered, deleted or fired since the
+	// last call or snapshot, sorted by domain, key group, timestamp, key
+	// and namespace, and clears the dirty sets.
+	TakeDirty() []DirtyTimer
+}
+
+var _ TimerService = (*Timers)(nil)
+
+// Timers is the in-memory timer service of one operator instance: event-time and
 // processing-time timers, each domain in a min-heap for firing in timestamp
 // order and indexed per key group (what snapshots and rescaling need).
 // Timers are state: they are snapshotted and restored with the tables.

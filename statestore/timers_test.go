@@ -8,7 +8,7 @@ import (
 )
 
 func TestTimersFireInOrderAndDedup(t *testing.T) {
-	b := NewBackend(0, 4)
+	b := NewMemory(0, 4)
 	ts := b.Timers()
 	reg := func(d Domain, tm Timer, want bool) {
 		t.Helper()
@@ -62,7 +62,7 @@ func TestTimersFireInOrderAndDedup(t *testing.T) {
 }
 
 func TestTimersProcessing(t *testing.T) {
-	ts := NewBackend(0, 1).Timers()
+	ts := NewMemory(0, 1).Timers()
 	if _, ok := ts.NextProcessing(); ok {
 		t.Fatal("NextProcessing on no timers")
 	}
@@ -89,7 +89,7 @@ func TestTimersProcessing(t *testing.T) {
 // registrations, deletions and pops.
 func TestTimersHeapRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	ts := NewBackend(0, 8).Timers()
+	ts := NewMemory(0, 8).Timers()
 	model := map[Timer]bool{}
 	keys := []string{"a", "b", "c"}
 	for i := range 20000 {
@@ -139,7 +139,7 @@ func TestTimersHeapRandom(t *testing.T) {
 }
 
 func TestTimersTakeDirty(t *testing.T) {
-	ts := NewBackend(2, 4).Timers()
+	ts := NewMemory(2, 4).Timers()
 	ts.Register(EventTime, Timer{Timestamp: 5, KeyGroup: 3, Key: "k"})
 	ts.Register(EventTime, Timer{Timestamp: 1, KeyGroup: 3, Key: "k"})
 	ts.Register(ProcessingTime, Timer{Timestamp: 9, KeyGroup: 2, Key: "p"})
@@ -165,7 +165,7 @@ func TestTimersTakeDirty(t *testing.T) {
 }
 
 func BenchmarkTimersRegisterPop(b *testing.B) {
-	ts := NewBackend(0, 128).Timers()
+	ts := NewMemory(0, 128).Timers()
 	var wm int64
 	for i := 0; b.Loop(); i++ {
 		ts.Register(EventTime, Timer{Timestamp: int64(i) + 1000, KeyGroup: i % 128, Key: "k"})

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/rows"
 )
 
 // joinBatchRows caps the rows of one emitted batch.
@@ -691,15 +692,14 @@ type joinOperator struct {
 	pl, pr []joinRef
 	pw     []int64
 
-	// Checkpoints (join_state.go). With track set (from the first
-	// SnapshotState or RestoreState on), dirty lists the rows kept since
-	// the last snapshot, in order. Per key group: hadRows, the saved state
+	// Checkpoints (join_state.go). Once on (from the first SnapshotState
+	// or RestoreState on), changes lists the rows kept since the last
+	// snapshot, in order. Per key group: hadRows, the saved state
 	// (base and deltas so far) may have rows of it; saved, the watermark
 	// of its last expire entry. restored: state was restored and is not
 	// settled yet; started: input or a watermark has come.
 	state    *joinStateLayout
-	track    bool
-	dirty    []joinDirty
+	changes  rows.ChangeLog[joinDirty]
 	seq      uint32
 	hadRows  []bool
 	saved    []int64
@@ -1062,9 +1062,7 @@ func (j *joinOperator) store(k int32, side int, bi, r int32, ts, exp int64) {
 	if exp != math.MaxInt64 {
 		j.expiry[side].push(exp|(1<<j.shift-1), e) // the bucket's last millisecond
 	}
-	if j.track {
-		j.dirty = append(j.dirty, joinDirty{e: e, seq: j.seq, side: int8(side)})
-	}
+	j.changes.Add(joinDirty{e: e, seq: j.seq, side: int8(side)})
 }
 
 // addWindows registers the windows of a row of key k at ts that have not
@@ -1316,7 +1314,7 @@ func (j *joinOperator) Close() error {
 	for s := range j.sides {
 		j.sides[s].release()
 	}
-	j.keys, j.skeys, j.wins, j.ents, j.index, j.dirty = nil, nil, nil, [2][]joinEntry{}, nil, nil
+	j.keys, j.skeys, j.wins, j.ents, j.index, j.changes = nil, nil, nil, [2][]joinEntry{}, nil, rows.ChangeLog[joinDirty]{}
 	j.expiry[0].reset()
 	j.expiry[1].reset()
 	j.timers.reset()

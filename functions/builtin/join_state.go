@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/rows"
 )
 
 // The join operator's checkpointed state.
@@ -59,9 +59,6 @@ const (
 	joinEntryExpire = "expire"
 )
 
-// joinStateBatchRows caps the rows of one state batch.
-const joinStateBatchRows = 1 << 16
-
 // joinDirty is a row kept since the last snapshot: entry e, if its seq is
 // still seq (else the row was forgotten and the entry reused).
 type joinDirty struct {
@@ -73,8 +70,7 @@ type joinDirty struct {
 // joinStateLayout is the schema of a join's state and where its columns
 // are.
 type joinStateLayout struct {
-	schema *arrow.Schema
-	names  []string
+	*rows.Layout
 	// cols is the first column of each side's columns; keyCols the state
 	// columns of each side's key; sides the schema of each side's
 	// columns, with which a state batch is seen as a batch of the input.
@@ -114,29 +110,12 @@ func newJoinStateLayout(cfg *joinConfig) *joinStateLayout {
 			l.keyCols[s] = append(l.keyCols[s], l.cols[s]+c)
 		}
 	}
-	for _, f := range fields {
-		l.names = append(l.names, f.Name)
-	}
-	l.schema = arrow.NewSchema(fields, nil)
+	l.Layout = rows.NewLayout(fields)
 	return l
 }
 
-// check reports whether s is the layout's schema, naming the first column
-// that differs.
-func (l *joinStateLayout) check(s *arrow.Schema) error {
-	if s.NumFields() != l.schema.NumFields() {
-		return fmt.Errorf("%d columns (%s), want %d (%s)", s.NumFields(), columnList(s), l.schema.NumFields(), columnList(l.schema))
-	}
-	for i, want := range l.schema.Fields() {
-		if got := s.Field(i); got.Name != want.Name || !arrow.TypeEqual(got.Type, want.Type) {
-			return fmt.Errorf("column %d is %s %v, want %s %v (state columns: %s)", i, got.Name, got.Type, want.Name, want.Type, columnList(l.schema))
-		}
-	}
-	return nil
-}
-
 // StateSchema returns the schema of the state batches.
-func (j *joinOperator) StateSchema() *arrow.Schema { return j.state.schema }
+func (j *joinOperator) StateSchema() *arrow.Schema { return j.state.Schema }
 
 // SnapshotState writes every kept row (full), or the rows kept since the
 // last snapshot or restore, with the expire entries described at the top
@@ -150,13 +129,13 @@ func (j *joinOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
 	if j.restored {
 		j.settle()
 	}
-	sb := joinStateBuilder{j: j, rb: array.NewRecordBuilder(j.mem, j.state.schema)}
-	defer sb.release()
+	sb := rows.NewWriter(j.mem, j.state.Schema, j.buildStateRows)
+	defer sb.Release()
 	written := make([]bool, j.nGroups)
 	// A regular join without ttl forgets nothing: it needs no expire
 	// entries.
 	forgets := j.cfg.kind != joinRegular || j.cfg.ttl > 0
-	if full || !j.track {
+	if full || !j.changes.On() {
 		for k := range j.keys {
 			key := &j.keys[k]
 			if key.group < 0 {
@@ -167,7 +146,7 @@ func (j *joinOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
 			for s := range 2 {
 				for e := key.head[s]; e >= 0; e = j.ents[s][e].next {
 					if ent := &j.ents[s][e]; ent.exp > wm {
-						sb.addRow(key.group, s, joinRef{ent.b, ent.r})
+						sb.Add(joinStateRow{kg: key.group, side: int8(s), ref: joinRef{ent.b, ent.r}})
 						written[g] = true
 					}
 				}
@@ -175,13 +154,13 @@ func (j *joinOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
 		}
 		for g, w := range written {
 			if w && forgets {
-				sb.addExpire(g, j.effWm(g))
+				sb.Add(joinExpireRow(j.kgStart+g, j.effWm(g)))
 				j.saved[g] = j.effWm(g)
 			}
 			j.hadRows[g] = w
 		}
 	} else {
-		for _, d := range j.dirty {
+		for _, d := range j.changes.Items() {
 			ent := &j.ents[d.side][d.e]
 			if ent.seq != d.seq {
 				continue
@@ -191,7 +170,7 @@ func (j *joinOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
 			if ent.exp <= j.effWm(g) {
 				continue
 			}
-			sb.addRow(key.group, int(d.side), joinRef{ent.b, ent.r})
+			sb.Add(joinStateRow{kg: key.group, side: d.side, ref: joinRef{ent.b, ent.r}})
 			written[g] = true
 		}
 		for g := range j.nGroups {
@@ -203,104 +182,61 @@ func (j *joinOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
 			if !written[g] && !(j.hadRows[g] && wm > j.saved[g]) {
 				continue
 			}
-			sb.addExpire(g, wm)
+			sb.Add(joinExpireRow(j.kgStart+g, wm))
 			j.saved[g] = wm
 			// Every row of the group that the saved state has and that
 			// is not kept any more is forgotten by wm.
 			j.hadRows[g] = written[g] || j.rows[g] > 0
 		}
 	}
-	sb.flush()
+	batches := sb.Finish()
 	j.resetTracking()
-	batches := sb.out
-	sb.out = nil
 	return batches, nil
 }
 
 // resetTracking forgets the changes so far and tracks from now on.
-func (j *joinOperator) resetTracking() {
-	j.dirty = j.dirty[:0]
-	j.track = true
+func (j *joinOperator) resetTracking() { j.changes.Reset() }
+
+// joinStateRow is one entry of a snapshot: a kept row of side at ref, or
+// (side -1) an expire entry of key group kg at wm.
+type joinStateRow struct {
+	kg   int32
+	side int8
+	wm   int64
+	ref  joinRef
 }
 
-// joinStateBuilder gathers the entries of a snapshot and builds them into
-// batches of at most joinStateBatchRows rows.
-type joinStateBuilder struct {
-	j      *joinOperator
-	rb     *array.RecordBuilder
-	groups []int32
-	sides  []int8 // -1: an expire entry
-	wms    []int64
-	refs   [2][]joinRef
-	out    []arrow.RecordBatch
+func joinExpireRow(kg int, wm int64) joinStateRow {
+	return joinStateRow{kg: int32(kg), side: -1, wm: wm}
 }
 
-func (sb *joinStateBuilder) addRow(kg int32, side int, ref joinRef) {
-	sb.groups = append(sb.groups, kg)
-	sb.sides = append(sb.sides, int8(side))
-	sb.wms = append(sb.wms, 0)
-	none := joinRef{b: -1}
-	if side == 0 {
-		sb.refs[0], sb.refs[1] = append(sb.refs[0], ref), append(sb.refs[1], none)
-	} else {
-		sb.refs[0], sb.refs[1] = append(sb.refs[0], none), append(sb.refs[1], ref)
-	}
-	if len(sb.groups) == joinStateBatchRows {
-		sb.flush()
-	}
-}
-
-// addExpire adds an expire entry for key group g (index) at wm.
-func (sb *joinStateBuilder) addExpire(g int, wm int64) {
-	sb.groups = append(sb.groups, int32(sb.j.kgStart+g))
-	sb.sides = append(sb.sides, -1)
-	sb.wms = append(sb.wms, wm)
-	none := joinRef{b: -1}
-	sb.refs[0], sb.refs[1] = append(sb.refs[0], none), append(sb.refs[1], none)
-	if len(sb.groups) == joinStateBatchRows {
-		sb.flush()
-	}
-}
-
-// flush builds the gathered entries into a batch. The batch's buffers are
-// its own: nothing of it points into the operator's state.
-func (sb *joinStateBuilder) flush() {
-	n := len(sb.groups)
-	if n == 0 {
-		return
-	}
-	j, rb, l := sb.j, sb.rb, sb.j.state
-	rb.Reserve(n)
-	rb.Field(joinStateGroup).(*array.Int32Builder).AppendValues(sb.groups, nil)
+// buildStateRows appends the entries of one state batch to rb's columns.
+func (j *joinOperator) buildStateRows(rb *array.RecordBuilder, rs []joinStateRow) {
+	l := j.state
+	groups := rb.Field(joinStateGroup).(*array.Int32Builder)
 	entries := rb.Field(joinStateEntry).(*array.StringBuilder)
 	sides := rb.Field(joinStateSide).(*array.StringBuilder)
 	wms := rb.Field(joinStateWatermark).(*array.TimestampBuilder)
-	for i, s := range sb.sides {
-		if s < 0 {
+	none := joinRef{b: -1}
+	refs := [2][]joinRef{make([]joinRef, len(rs)), make([]joinRef, len(rs))}
+	for i, r := range rs {
+		groups.Append(r.kg)
+		refs[0][i], refs[1][i] = none, none
+		if r.side < 0 {
 			entries.Append(joinEntryExpire)
 			sides.AppendNull()
-			wms.Append(arrow.Timestamp(sb.wms[i]))
+			wms.Append(arrow.Timestamp(r.wm))
 			continue
 		}
+		refs[r.side][i] = r.ref
 		entries.Append(joinEntryRow)
-		sides.Append(joinSideNames[s])
+		sides.Append(joinSideNames[r.side])
 		wms.AppendNull()
 	}
 	for s := range 2 {
 		for c := range l.sides[s].NumFields() {
-			j.sides[s].appendColumn(rb.Field(l.cols[s]+c), c, sb.refs[s])
+			j.sides[s].appendColumn(rb.Field(l.cols[s]+c), c, refs[s])
 		}
-	}
-	sb.out = append(sb.out, rb.NewRecordBatch())
-	sb.groups, sb.sides, sb.wms = sb.groups[:0], sb.sides[:0], sb.wms[:0]
-	sb.refs[0], sb.refs[1] = sb.refs[0][:0], sb.refs[1][:0]
-}
-
-// release releases the builder and, after a failure, the batches built.
-func (sb *joinStateBuilder) release() {
-	sb.rb.Release()
-	for _, b := range sb.out {
-		b.Release()
 	}
 }
 
@@ -315,7 +251,7 @@ func (j *joinOperator) RestoreState(b arrow.RecordBatch) error {
 	if j.started {
 		return fmt.Errorf("join %s: restore state: input has already come: restore before any batch or watermark", j.cfg.name)
 	}
-	if err := j.state.check(b.Schema()); err != nil {
+	if err := j.state.Check(b.Schema()); err != nil {
 		return fmt.Errorf("join %s: restore state: %w", j.cfg.name, err)
 	}
 	// Restored state counts as unchanged.
@@ -365,7 +301,7 @@ func (j *joinOperator) RestoreState(b arrow.RecordBatch) error {
 		}
 	}
 	// Rows are stored untracked: tracking starts after the restore.
-	j.track = false
+	j.changes.Pause()
 	next := [2]int32{}
 	for r := range n {
 		g := int(rs.groups.Value(r)) - j.kgStart
@@ -394,7 +330,7 @@ func (j *joinOperator) RestoreState(b arrow.RecordBatch) error {
 		next[side]++
 		j.hadRows[g] = true
 	}
-	j.track = true
+	j.changes.Resume()
 	return nil
 }
 
@@ -414,42 +350,39 @@ type joinRestore struct {
 // rs.rows.
 func (j *joinOperator) checkStateRow(rs *joinRestore, r int) error {
 	l := j.state
-	if rs.groups.IsNull(r) {
-		return fmt.Errorf("column %s: null, want the key group", l.names[joinStateGroup])
-	}
-	kg := int(rs.groups.Value(r))
-	if kg < j.kgStart || kg >= j.kgStart+j.nGroups {
-		return fmt.Errorf("column %s: key group %d is outside this subtask's key groups [%d, %d)", l.names[joinStateGroup], kg, j.kgStart, j.kgStart+j.nGroups)
+	kg, err := l.CheckKeyGroup(rs.groups, r, j.kgStart, j.kgStart+j.nGroups)
+	if err != nil {
+		return err
 	}
 	if rs.entries.IsNull(r) {
-		return fmt.Errorf("column %s: null, want %s or %s", l.names[joinStateEntry], joinEntryRow, joinEntryExpire)
+		return fmt.Errorf("column %s: null, want %s or %s", l.Names[joinStateEntry], joinEntryRow, joinEntryExpire)
 	}
 	switch e := rs.entries.Value(r); e {
 	case joinEntryExpire:
 		if rs.wms.IsNull(r) {
-			return fmt.Errorf("column %s: null in an %s entry", l.names[joinStateWatermark], joinEntryExpire)
+			return fmt.Errorf("column %s: null in an %s entry", l.Names[joinStateWatermark], joinEntryExpire)
 		}
 		return nil
 	case joinEntryRow:
 	default:
-		return fmt.Errorf("column %s: %q is not an entry: want %s or %s", l.names[joinStateEntry], e, joinEntryRow, joinEntryExpire)
+		return fmt.Errorf("column %s: %q is not an entry: want %s or %s", l.Names[joinStateEntry], e, joinEntryRow, joinEntryExpire)
 	}
 	side := -1
 	if !rs.sides.IsNull(r) {
 		side = slices.Index(joinSideNames[:], rs.sides.Value(r))
 	}
 	if side < 0 {
-		return fmt.Errorf("column %s: %s, want left or right", l.names[joinStateSide], describeStateString(rs.sides, r))
+		return fmt.Errorf("column %s: %s, want left or right", l.Names[joinStateSide], describeStateString(rs.sides, r))
 	}
 	if joinKeyNull(rs.b, l.keyCols[side], r) {
 		return fmt.Errorf("%s: a null key column, but rows with null keys are never kept", j.describeStateKey(rs.b, side, r))
 	}
 	if got := arrowfmt.KeyGroup(rs.hashes[side][r], j.maxPar); got != kg {
 		return fmt.Errorf("column %s: key group %d, but %s is in key group %d of %d: the state was written with another maxParallelism or is corrupt",
-			l.names[joinStateGroup], kg, j.describeStateKey(rs.b, side, r), got, j.maxPar)
+			l.Names[joinStateGroup], kg, j.describeStateKey(rs.b, side, r), got, j.maxPar)
 	}
 	if in := j.cfg.in[side]; j.cfg.kind != joinRegular && (rs.times[side].arr == nil || rs.times[side].arr.IsNull(r)) {
-		return fmt.Errorf("column %s: null: every kept row of %s has an event time", l.names[l.cols[side]+in.TimeColumn], j.cfg.needsTime())
+		return fmt.Errorf("column %s: null: every kept row of %s has an event time", l.Names[l.cols[side]+in.TimeColumn], j.cfg.needsTime())
 	}
 	rs.rows[side] = append(rs.rows[side], int32(r))
 	return nil
@@ -463,25 +396,9 @@ func describeStateString(a *array.String, r int) string {
 }
 
 // describeStateKey describes the key of row r of a state batch, of input
-// side, for an error: name=value of every key column.
+// side, for an error.
 func (j *joinOperator) describeStateKey(b arrow.RecordBatch, side, r int) string {
-	var sb strings.Builder
-	for i, c := range j.state.keyCols[side] {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(j.state.names[c])
-		sb.WriteByte('=')
-		switch v := arrowfmt.Value(b.Column(c), r).(type) {
-		case nil:
-			sb.WriteString("null")
-		case string:
-			sb.WriteString(strconv.Quote(v))
-		default:
-			fmt.Fprint(&sb, v)
-		}
-	}
-	return sb.String()
+	return j.state.DescribeKey(b, j.state.keyCols[side], r)
 }
 
 // settle finishes a restore, at the first batch, watermark or snapshot

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/rows"
 )
 
 // joinStateDump renders every kept row, sorted, as a base would have it,
@@ -24,8 +24,8 @@ func joinStateDump(t testing.TB, h *joinHarness) []string {
 	if j.restored {
 		j.settle()
 	}
-	sb := joinStateBuilder{j: j, rb: array.NewRecordBuilder(h.mem, j.state.schema)}
-	defer sb.release()
+	sb := rows.NewWriter(h.mem, j.state.Schema, j.buildStateRows)
+	defer sb.Release()
 	for k := range j.keys {
 		key := &j.keys[k]
 		if key.group < 0 {
@@ -35,15 +35,15 @@ func joinStateDump(t testing.TB, h *joinHarness) []string {
 		for s := range 2 {
 			for e := key.head[s]; e >= 0; e = j.ents[s][e].next {
 				if ent := &j.ents[s][e]; ent.exp > wm {
-					sb.addRow(key.group, s, joinRef{ent.b, ent.r})
+					sb.Add(joinStateRow{kg: key.group, side: int8(s), ref: joinRef{ent.b, ent.r}})
 				}
 			}
 		}
 	}
-	sb.flush()
 	var rows []string
-	for _, b := range sb.out {
+	for _, b := range sb.Finish() {
 		rows = append(rows, winStateRows(b)...)
+		b.Release()
 	}
 	slices.Sort(rows)
 	return rows

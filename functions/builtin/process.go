@@ -164,7 +164,7 @@ type processOp struct {
 	config map[string]any
 
 	inst           *functions.Instance
-	state          *statestore.Backend
+	state          statestore.Backend
 	mem            memory.Allocator
 	maxP           int
 	kgStart, kgEnd int
@@ -199,7 +199,7 @@ func (p *processOp) Open(ctx *task.Context) error {
 	if p.mem == nil {
 		p.mem = memory.DefaultAllocator
 	}
-	state := statestore.NewBackend(p.kgStart, p.kgEnd)
+	state := statestore.NewMemory(p.kgStart, p.kgEnd)
 	inst, err := functions.NewInstance(functions.InstanceConfig{
 		Operator:        p.cfg.name,
 		Function:        p.cfg.fnName,

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/rows"
 )
 
 // windowBatchRows caps the rows of one emitted batch.
@@ -343,14 +344,13 @@ type windowOperator struct {
 	mem     memory.Allocator
 
 	// Checkpoints (window_state.go). state describes the state batches.
-	// With track set (from the first SnapshotState or RestoreState on),
-	// dirty lists the keys whose state changed since the last snapshot, in
-	// the order they first changed, including keys dropped since (no
+	// Once on (from the first SnapshotState or RestoreState on), changes
+	// lists the keys whose state changed since the last snapshot, in the
+	// order they first changed, including keys dropped since (no
 	// windows left). rearm: state was restored and its timers are not
 	// registered yet; started: input or a watermark has come.
 	state   *windowStateLayout
-	track   bool
-	dirty   []*windowKey
+	changes rows.ChangeLog[*windowKey]
 	rearm   bool
 	started bool
 
@@ -418,8 +418,7 @@ func (w *windowOperator) Close() error {
 		w.lateOut = nil
 	}
 	w.groups, w.timers, w.acc = nil, windowTimers{}, nil
-	clear(w.dirty)
-	w.dirty = nil
+	w.changes = rows.ChangeLog[*windowKey]{}
 	return nil
 }
 
@@ -493,7 +492,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 			}
 			if ks == nil {
 				ks = w.newKey(b, w.cfg.keyCols, r, kg, w.hashes[r])
-				ks.fresh = w.track // see windowKey.fresh; reset with dirty
+				ks.fresh = w.changes.On() // see windowKey.fresh; reset with dirty
 			}
 			last = ks
 		}
@@ -597,9 +596,9 @@ func (w *windowOperator) newKey(b arrow.RecordBatch, cols []int, r, kg int, hash
 
 // markDirty records that the state of ks changed, for the next delta.
 func (w *windowOperator) markDirty(ks *windowKey) {
-	if w.track && !ks.dirty {
+	if w.changes.On() && !ks.dirty {
 		ks.dirty = true
-		w.dirty = append(w.dirty, ks)
+		w.changes.Add(ks)
 	}
 }
 

@@ -3,14 +3,14 @@ package builtin
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/rows"
 )
 
 // The window operator's checkpointed state.
@@ -67,14 +67,10 @@ const (
 	windowRowClear   = "clear"
 )
 
-// windowStateBatchRows caps the rows of one state batch.
-const windowStateBatchRows = 1 << 16
-
 // windowStateLayout is the schema of a window operator's state and where
 // its columns are.
 type windowStateLayout struct {
-	schema  *arrow.Schema
-	names   []string
+	*rows.Layout
 	keyCols []int // 1..len(keyBy)
 	kind    int   // then window_start, window_end, emitted, pending
 	acc     int   // the first accumulator column
@@ -82,27 +78,11 @@ type windowStateLayout struct {
 
 func newWindowStateLayout(cfg *windowConfig, keyBy []string) *windowStateLayout {
 	l := &windowStateLayout{}
-	taken := map[string]bool{}
-	fixed := []string{task.StateKeyGroupField, "kind", "window_start", "window_end", "emitted", "pending"}
-	for _, name := range fixed {
-		taken[name] = true
-	}
-	unique := func(name string) string {
-		if !taken[name] {
-			taken[name] = true
-			return name
-		}
-		for i := 2; ; i++ {
-			if n := name + "_" + strconv.Itoa(i); !taken[n] {
-				taken[n] = true
-				return n
-			}
-		}
-	}
+	names := rows.NewNamer(task.StateKeyGroupField, "kind", "window_start", "window_end", "emitted", "pending")
 	fields := []arrow.Field{{Name: task.StateKeyGroupField, Type: arrow.PrimitiveTypes.Int32}}
 	for i, name := range keyBy {
 		l.keyCols = append(l.keyCols, len(fields))
-		fields = append(fields, arrow.Field{Name: unique(name), Type: cfg.keyTypes[i].Arrow(), Nullable: true})
+		fields = append(fields, arrow.Field{Name: names.Unique(name), Type: cfg.keyTypes[i].Arrow(), Nullable: true})
 	}
 	l.kind = len(fields)
 	ts := arrowfmt.TimestampMs.Arrow()
@@ -116,35 +96,18 @@ func newWindowStateLayout(cfg *windowConfig, keyBy []string) *windowStateLayout 
 	l.acc = len(fields)
 	for i := range cfg.aggs {
 		for _, f := range cfg.aggs[i].stateFields() {
-			f.Name = unique(f.Name)
+			f.Name = names.Unique(f.Name)
 			fields = append(fields, f)
 		}
 	}
-	for _, f := range fields {
-		l.names = append(l.names, f.Name)
-	}
-	l.schema = arrow.NewSchema(fields, nil)
+	l.Layout = rows.NewLayout(fields)
 	return l
-}
-
-// check reports whether s is the layout's schema, naming the first column
-// that differs.
-func (l *windowStateLayout) check(s *arrow.Schema) error {
-	if s.NumFields() != l.schema.NumFields() {
-		return fmt.Errorf("%d columns (%s), want %d (%s)", s.NumFields(), columnList(s), l.schema.NumFields(), columnList(l.schema))
-	}
-	for i, want := range l.schema.Fields() {
-		if got := s.Field(i); got.Name != want.Name || !arrow.TypeEqual(got.Type, want.Type) {
-			return fmt.Errorf("column %d is %s %v, want %s %v (state columns: %s)", i, got.Name, got.Type, want.Name, want.Type, columnList(l.schema))
-		}
-	}
-	return nil
 }
 
 var _ task.Stateful = (*windowOperator)(nil)
 
 // StateSchema returns the schema of the state batches.
-func (w *windowOperator) StateSchema() *arrow.Schema { return w.state.schema }
+func (w *windowOperator) StateSchema() *arrow.Schema { return w.state.Schema }
 
 // SnapshotState writes every key (full), or the keys that changed since
 // the last snapshot or restore, and starts tracking changes afresh. Before
@@ -155,56 +118,55 @@ func (w *windowOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
 	if w.groups == nil {
 		return nil, fmt.Errorf("window %s: snapshot state: the operator is not open", w.cfg.name)
 	}
-	sb := windowStateBuilder{w: w, rb: array.NewRecordBuilder(w.mem, w.state.schema)}
-	defer sb.release()
-	if full || !w.track {
+	batches := w.writeState(w.mem, full || !w.changes.On())
+	w.resetTracking()
+	return batches, nil
+}
+
+// writeState writes the rows of every key (all), or of the keys changed
+// since the last snapshot, leaving the change tracking alone.
+func (w *windowOperator) writeState(mem memory.Allocator, all bool) []arrow.RecordBatch {
+	sw := rows.NewWriter(mem, w.state.Schema, w.buildStateRows)
+	defer sw.Release()
+	if all {
 		for _, m := range w.groups {
 			for _, ks := range m {
 				for ; ks != nil; ks = ks.next {
-					sb.addKey(ks)
+					addWindowStateKey(sw, ks)
 				}
 			}
 		}
 	} else {
-		for _, ks := range w.dirty {
+		for _, ks := range w.changes.Items() {
 			if len(ks.wins) > 0 || !ks.fresh {
-				sb.addKey(ks)
+				addWindowStateKey(sw, ks)
 			}
 		}
 	}
-	sb.flush()
-	w.resetTracking()
-	batches := sb.out
-	sb.out = nil
-	return batches, nil
+	return sw.Finish()
 }
 
 // resetTracking forgets the changes so far and tracks from now on.
 func (w *windowOperator) resetTracking() {
-	for _, ks := range w.dirty {
+	for _, ks := range w.changes.Items() {
 		ks.dirty, ks.fresh = false, false
 	}
-	clear(w.dirty)
-	w.dirty = w.dirty[:0]
-	w.track = true
+	w.changes.Reset()
 }
 
-// windowStateBuilder gathers the rows of a snapshot and builds them into
-// batches of at most windowStateBatchRows rows.
-type windowStateBuilder struct {
-	w     *windowOperator
-	rb    *array.RecordBuilder
-	keys  []*windowKey
-	wins  []windowState // slot -1: a clear row
-	kinds []string
-	out   []arrow.RecordBatch
+// windowStateRow is one row of a snapshot: window win of key ks, of kind
+// kind (slot -1: a clear row).
+type windowStateRow struct {
+	ks   *windowKey
+	win  windowState
+	kind string
 }
 
-// addKey adds the rows of ks: a clear row if it has no windows, else a
-// replace row and a window row per further window.
-func (sb *windowStateBuilder) addKey(ks *windowKey) {
+// addWindowStateKey adds the rows of ks: a clear row if it has no
+// windows, else a replace row and a window row per further window.
+func addWindowStateKey(sw *rows.Writer[windowStateRow], ks *windowKey) {
 	if len(ks.wins) == 0 {
-		sb.add(ks, windowState{slot: -1}, windowRowClear)
+		sw.Add(windowStateRow{ks, windowState{slot: -1}, windowRowClear})
 		return
 	}
 	for i, win := range ks.wins {
@@ -212,43 +174,32 @@ func (sb *windowStateBuilder) addKey(ks *windowKey) {
 		if i == 0 {
 			kind = windowRowReplace
 		}
-		sb.add(ks, win, kind)
+		sw.Add(windowStateRow{ks, win, kind})
 	}
 }
 
-func (sb *windowStateBuilder) add(ks *windowKey, win windowState, kind string) {
-	sb.keys = append(sb.keys, ks)
-	sb.wins = append(sb.wins, win)
-	sb.kinds = append(sb.kinds, kind)
-	if len(sb.keys) == windowStateBatchRows {
-		sb.flush()
-	}
-}
-
-// flush builds the gathered rows into a batch. The batch's buffers are
-// its own: nothing of it points into the operator's state.
-func (sb *windowStateBuilder) flush() {
-	n := len(sb.keys)
-	if n == 0 {
-		return
-	}
-	w, rb, l := sb.w, sb.rb, sb.w.state
-	rb.Reserve(n)
+// buildStateRows appends the rows of one state batch to rb's columns.
+func (w *windowOperator) buildStateRows(rb *array.RecordBuilder, rs []windowStateRow) {
+	l := w.state
 	groups := rb.Field(0).(*array.Int32Builder)
-	for _, ks := range sb.keys {
-		groups.Append(int32(ks.group))
+	w.fireKeys = w.fireKeys[:0]
+	for _, r := range rs {
+		groups.Append(int32(r.ks.group))
+		w.fireKeys = append(w.fireKeys, r.ks)
 	}
 	for c, col := range l.keyCols {
-		appendKeyColumn(rb.Field(col), sb.keys, c)
+		appendKeyColumn(rb.Field(col), w.fireKeys, c)
 	}
+	clear(w.fireKeys) // drop the key pointers
 	kinds := rb.Field(l.kind).(*array.StringBuilder)
 	starts := rb.Field(l.kind + 1).(*array.TimestampBuilder)
 	ends := rb.Field(l.kind + 2).(*array.TimestampBuilder)
 	emitted := rb.Field(l.kind + 3).(*array.BooleanBuilder)
 	pending := rb.Field(l.kind + 4).(*array.BooleanBuilder)
-	slots := make([]int32, n)
-	for j, win := range sb.wins {
-		kinds.Append(sb.kinds[j])
+	slots := make([]int32, len(rs))
+	for j, r := range rs {
+		win := r.win
+		kinds.Append(r.kind)
 		slots[j] = win.slot
 		if win.slot < 0 {
 			starts.AppendNull()
@@ -262,22 +213,11 @@ func (sb *windowStateBuilder) flush() {
 		emitted.Append(win.emitted)
 		pending.Append(win.pending)
 	}
-	accs := make([]array.Builder, len(l.names)-l.acc)
+	accs := make([]array.Builder, len(l.Names)-l.acc)
 	for i := range accs {
 		accs[i] = rb.Field(l.acc + i)
 	}
 	w.acc.appendState(accs, slots)
-	sb.out = append(sb.out, rb.NewRecordBatch())
-	clear(sb.keys) // drop the key pointers
-	sb.keys, sb.wins, sb.kinds = sb.keys[:0], sb.wins[:0], sb.kinds[:0]
-}
-
-// release releases the builder and, after a failure, the batches built.
-func (sb *windowStateBuilder) release() {
-	sb.rb.Release()
-	for _, b := range sb.out {
-		b.Release()
-	}
 }
 
 // RestoreState applies the rows of b in order (see the top of this file).
@@ -290,7 +230,7 @@ func (w *windowOperator) RestoreState(b arrow.RecordBatch) error {
 	if w.started {
 		return fmt.Errorf("window %s: restore state: input has already come: restore before any batch or watermark", w.cfg.name)
 	}
-	if err := w.state.check(b.Schema()); err != nil {
+	if err := w.state.Check(b.Schema()); err != nil {
 		return fmt.Errorf("window %s: restore state: %w", w.cfg.name, err)
 	}
 	// Restored state counts as unchanged.
@@ -314,7 +254,7 @@ func (w *windowOperator) RestoreState(b arrow.RecordBatch) error {
 	w.hashes = arrowfmt.HashKeys(b, l.keyCols, w.hashes)
 	for r := range n {
 		if err := w.restoreRow(&rs, r); err != nil {
-			return fmt.Errorf("window %s: restore state: row %d (%s): %w", w.cfg.name, r, w.describeStateKey(b, r), err)
+			return fmt.Errorf("window %s: restore state: row %d (%s): %w", w.cfg.name, r, w.state.DescribeKey(b, w.state.keyCols, r), err)
 		}
 	}
 	return nil
@@ -332,19 +272,16 @@ type windowRestore struct {
 
 func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 	l := w.state
-	if rs.groups.IsNull(r) {
-		return fmt.Errorf("column %s: null, want the key group", l.names[0])
-	}
-	kg := int(rs.groups.Value(r))
-	if kg < w.kgStart || kg >= w.kgStart+len(w.groups) {
-		return fmt.Errorf("column %s: key group %d is outside this subtask's key groups [%d, %d)", l.names[0], kg, w.kgStart, w.kgStart+len(w.groups))
+	kg, err := l.CheckKeyGroup(rs.groups, r, w.kgStart, w.kgStart+len(w.groups))
+	if err != nil {
+		return err
 	}
 	hash := w.hashes[r]
 	if got := arrowfmt.KeyGroup(hash, w.maxPar); got != kg {
-		return fmt.Errorf("column %s: key group %d, but the key is in key group %d of %d: the state was written with another maxParallelism or is corrupt", l.names[0], kg, got, w.maxPar)
+		return fmt.Errorf("column %s: key group %d, but the key is in key group %d of %d: the state was written with another maxParallelism or is corrupt", l.Names[0], kg, got, w.maxPar)
 	}
 	if rs.kinds.IsNull(r) {
-		return fmt.Errorf("column %s: null, want %s, %s or %s", l.names[l.kind], windowRowReplace, windowRowWindow, windowRowClear)
+		return fmt.Errorf("column %s: null, want %s, %s or %s", l.Names[l.kind], windowRowReplace, windowRowWindow, windowRowClear)
 	}
 	kind := rs.kinds.Value(r)
 	w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], rs.b, l.keyCols, r)
@@ -360,20 +297,20 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 		return nil
 	case windowRowReplace, windowRowWindow:
 	default:
-		return fmt.Errorf("column %s: %q is not a row kind: want %s, %s or %s", l.names[l.kind], kind, windowRowReplace, windowRowWindow, windowRowClear)
+		return fmt.Errorf("column %s: %q is not a row kind: want %s, %s or %s", l.Names[l.kind], kind, windowRowReplace, windowRowWindow, windowRowClear)
 	}
 
 	// Check everything before changing any state.
 	for j, col := range []arrow.Array{rs.starts, rs.ends, rs.emitted, rs.pending} {
 		if col.IsNull(r) {
-			return fmt.Errorf("column %s: null in a %s row", l.names[l.kind+1+j], kind)
+			return fmt.Errorf("column %s: null in a %s row", l.Names[l.kind+1+j], kind)
 		}
 	}
 	start, end := int64(rs.starts.Value(r)), int64(rs.ends.Value(r))
 	if err := w.checkBounds(start, end); err != nil {
 		return err
 	}
-	if err := w.acc.checkState(rs.accs, l.names[l.acc:], r); err != nil {
+	if err := w.acc.checkState(rs.accs, l.Names[l.acc:], r); err != nil {
 		return err
 	}
 	if kind == windowRowReplace && ks != nil {
@@ -449,26 +386,4 @@ func (w *windowOperator) armRestoredTimers() {
 			}
 		}
 	}
-}
-
-// describeStateKey describes the key of row r of a state batch for an
-// error: name=value of every key column.
-func (w *windowOperator) describeStateKey(b arrow.RecordBatch, r int) string {
-	var sb strings.Builder
-	for i, c := range w.state.keyCols {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(w.state.names[c])
-		sb.WriteByte('=')
-		switch v := arrowfmt.Value(b.Column(c), r).(type) {
-		case nil:
-			sb.WriteString("null")
-		case string:
-			sb.WriteString(strconv.Quote(v))
-		default:
-			fmt.Fprint(&sb, v)
-		}
-	}
-	return sb.String()
 }

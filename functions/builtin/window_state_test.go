@@ -147,19 +147,10 @@ func (h *winHarness) snapshot(full bool) (file []byte, rows []string) {
 func winStateDump(t testing.TB, h *winHarness) []string {
 	t.Helper()
 	w := h.op.(*windowOperator)
-	sb := windowStateBuilder{w: w, rb: array.NewRecordBuilder(h.mem, w.state.schema)}
-	defer sb.release()
-	for _, m := range w.groups {
-		for _, ks := range m {
-			for ; ks != nil; ks = ks.next {
-				sb.addKey(ks)
-			}
-		}
-	}
-	sb.flush()
 	var rows []string
-	for _, b := range sb.out {
+	for _, b := range w.writeState(h.mem, true) {
 		rows = append(rows, winStateRows(b)...)
+		b.Release()
 	}
 	slices.Sort(rows)
 	return rows

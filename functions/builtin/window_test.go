@@ -1008,39 +1008,19 @@ func winDiff(got, want []string) string {
 // each, and reports rows per second.
 func BenchmarkWindowTumbling(b *testing.B) {
 	const rows, keys, batchRows = 1 << 20, 1000, 8192
-	schema, err := arrowfmt.NewSchema([]arrowfmt.Field{
-		{Name: "ts", Type: arrowfmt.TimestampMs},
-		{Name: "auction", Type: arrowfmt.Int64},
-		{Name: "price", Type: arrowfmt.Int64},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	schema := benchBidSchema(b)
 	in := Stream{Schema: schema, TimeColumn: 0}
 	mem := memory.NewGoAllocator()
 	rng := rand.New(rand.NewPCG(1, 1))
 	var batches []arrow.RecordBatch
 	var wms []int64
 	for i := 0; i < rows; i += batchRows {
-		ts := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType))
-		k := array.NewInt64Builder(mem)
-		p := array.NewInt64Builder(mem)
 		var maxTs int64
-		for j := range batchRows {
+		batches = append(batches, benchBids(mem, schema, batchRows, func(j int) (ts, auction, price int64) {
 			t := int64(i+j)/10 - int64(rng.IntN(100)) // 10 rows per ms, up to 100ms out of order
 			maxTs = max(maxTs, t)
-			ts.Append(arrow.Timestamp(t))
-			k.Append(int64(rng.IntN(keys)))
-			p.Append(int64(rng.IntN(10000)))
-		}
-		cols := []arrow.Array{ts.NewArray(), k.NewArray(), p.NewArray()}
-		batches = append(batches, array.NewRecordBatch(schema, cols, batchRows))
-		for _, c := range cols {
-			c.Release()
-		}
-		ts.Release()
-		k.Release()
-		p.Release()
+			return t, int64(rng.IntN(keys)), int64(rng.IntN(10000))
+		}))
 		wms = append(wms, maxTs-100-1)
 	}
 	defer func() {
@@ -1073,6 +1053,86 @@ func BenchmarkWindowTumbling(b *testing.B) {
 		o.Close()
 	}
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkWindowSnapshot takes a base snapshot of a window operator
+// holding one open window for each of 200,000 keys (four state batches),
+// and reports state rows per second: the cost a checkpoint adds at the
+// barrier.
+func BenchmarkWindowSnapshot(b *testing.B) {
+	const keys = 200_000
+	schema := benchBidSchema(b)
+	mem := memory.NewGoAllocator()
+	rec := benchBids(mem, schema, keys, func(i int) (ts, auction, price int64) { return int64(i % 1000), int64(i), int64(i % 10000) })
+	defer rec.Release()
+
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"auction"},
+		"bids", "count()", "total", "sum(price)", "top", "max(price)")
+	o, err := NewWindow(op, Stream{Schema: schema, TimeColumn: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := o.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	if err := o.ProcessBatch(rec); err != nil {
+		b.Fatal(err)
+	}
+	st := o.(task.Stateful)
+	b.ResetTimer()
+	for range b.N {
+		batches, err := st.SnapshotState(true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for _, s := range batches {
+			n += int(s.NumRows())
+			s.Release()
+		}
+		if n != keys {
+			b.Fatalf("%d state rows, want %d", n, keys)
+		}
+	}
+	b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// benchBidSchema is the schema of the window benchmarks' input: bids of
+// (ts, auction, price).
+func benchBidSchema(b *testing.B) *arrow.Schema {
+	schema, err := arrowfmt.NewSchema([]arrowfmt.Field{
+		{Name: "ts", Type: arrowfmt.TimestampMs},
+		{Name: "auction", Type: arrowfmt.Int64},
+		{Name: "price", Type: arrowfmt.Int64},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return schema
+}
+
+// benchBids returns a batch of n bids of schema (benchBidSchema), row i
+// being bid(i).
+func benchBids(mem memory.Allocator, schema *arrow.Schema, n int, bid func(i int) (ts, auction, price int64)) arrow.RecordBatch {
+	ts := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType))
+	k := array.NewInt64Builder(mem)
+	p := array.NewInt64Builder(mem)
+	for i := range n {
+		t, a, pr := bid(i)
+		ts.Append(arrow.Timestamp(t))
+		k.Append(a)
+		p.Append(pr)
+	}
+	cols := []arrow.Array{ts.NewArray(), k.NewArray(), p.NewArray()}
+	rec := array.NewRecordBatch(schema, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	ts.Release()
+	k.Release()
+	p.Release()
+	return rec
 }
 
 type winDiscard struct{}

@@ -1,0 +1,117 @@
+package statestore
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Memory is the in-memory Backend, like Flink's heap backend: it keeps Go
+// values, not bytes, so a Get or Put costs a map operation and no
+// serialisation; codecs are used by snapshots only. It holds its tables by
+// name and its timers, for the key groups [start, end) it owns. It is not
+// safe for concurrent use.
+type Memory struct {
+	start, end int
+	tables     map[string]anyTable
+	timers     *Timers
+	// pending holds restored rows of tables no OpenTable has registered
+	// yet, encoded; OpenTable decodes them, and full snapshots carry them
+	// on meanwhile (see Restore).
+	pending map[string]*encodedTable
+	// batchBytes caps the variable-length bytes of one snapshot batch
+	// (tests lower it).
+	batchBytes int
+}
+
+var _ Backend = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory backend owning key groups [start,
+// end). It panics if the range is empty or negative: that is a bug in the
+// caller.
+func NewMemory(start, end int) *Memory {
+	if start < 0 || end <= start {
+		panic(fmt.Sprintf("statestore: invalid key group range [%d,%d)", start, end))
+	}
+	return &Memory{
+		start:      start,
+		end:        end,
+		tables:     map[string]anyTable{},
+		timers:     newTimers(start, end),
+		pending:    map[string]*encodedTable{},
+		batchBytes: snapshotBatchBytes,
+	}
+}
+
+// KeyGroups implements Backend.
+func (b *Memory) KeyGroups() (start, end int) { return b.start, b.end }
+
+// Timers implements Backend.
+func (b *Memory) Timers() TimerService { return b.timers }
+
+// Schema implements Snapshotter: SnapshotSchema.
+func (b *Memory) Schema() *arrow.Schema { return snapshotSchema }
+
+// TableNames implements Backend.
+func (b *Memory) TableNames() []string {
+	names := make([]string, 0, len(b.tables))
+	for n := range b.tables {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TakeDirty implements Backend.
+func (b *Memory) TakeDirty() []Dirty {
+	var out []Dirty
+	for _, name := range b.TableNames() {
+		if s := b.tables[name].takeDirty(); len(s) > 0 {
+			out = append(out, Dirty{Table: name, Scopes: s})
+		}
+	}
+	return out
+}
+
+// OpenTable implements Backend. The table keeps the codec of its first
+// registration. If Restore has kept rows of name (it was restored before
+// it was opened), registering it decodes them with the type's codec.
+func (b *Memory) OpenTable(name string, vt ValueType) (any, error) {
+	if err := checkTableName(name); err != nil {
+		return nil, err
+	}
+	if t, ok := b.tables[name]; ok {
+		if t.valueType() == vt.Type() {
+			return t, nil
+		}
+		return nil, fmt.Errorf("%w: %q holds %s, not %s", ErrTypeMismatch, name, t.valueType(), vt.Type())
+	}
+	t := vt.newHeapTable(name, b.start, b.end)
+	if p := b.pending[name]; p != nil {
+		if err := p.decodeInto(t); err != nil {
+			return nil, err
+		}
+		delete(b.pending, name)
+	}
+	b.tables[name] = t
+	return t, nil
+}
+
+// checkTableName refuses an empty name and the names reserved for timers.
+func checkTableName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidName)
+	}
+	if strings.HasPrefix(name, reservedPrefix) {
+		return fmt.Errorf("%w: %q: names starting with %q are reserved for timers", ErrInvalidName, name, reservedPrefix)
+	}
+	return nil
+}
+
+func checkGroup(kg, start, end int) {
+	if kg < start || kg >= end {
+		panic(fmt.Sprintf("statestore: key group %d outside the backend's range [%d,%d)", kg, start, end))
+	}
+}
