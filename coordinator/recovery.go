@@ -16,7 +16,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator/checkpoint"
 	"github.com/weirstream/weir/coordinator/control"
-	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
@@ -514,7 +514,7 @@ func (c *Coordinator) sink(j *job, name string) (task.TwoPhaseSink, error) {
 	if n == nil || n.Kind != plan.KindSink {
 		return nil, fmt.Errorf("job %s has no sink %q", j.id, name)
 	}
-	s, err := builtin.NewSink(n.Sink, n.Input.Stream)
+	s, err := connector.NewSink(n.Sink, n.Input.Stream)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func TestBlackholeLatency(t *testing.T) {
 	defer dir.Close()
 	now := time.UnixMilli(1_000_000)
 	in := Stream{Schema: schema, TimeColumn: 1}
-	s, err := NewSink(&spec.Sink{Name: "bh", Type: spec.SinkBlackhole, Path: "lat/"}, in)
+	s, err := newSink(&spec.Sink{Name: "bh", Type: spec.SinkBlackhole, Path: "lat/"}, in)
 	if err != nil {
 		t.Fatal(err)
 	}

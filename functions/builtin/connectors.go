@@ -2,17 +2,15 @@ package builtin
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 )
@@ -90,14 +88,21 @@ func NewSource(src *spec.Source, out Stream) (task.Source, error) {
 	return nil, fmt.Errorf("%s.type: %q is not a source type: want %s, %s, %s or %s", p, src.Type, spec.SourceDatagen, spec.SourceFiles, spec.SourceRedis, spec.SourceNexmark)
 }
 
-// NewSink returns the sink snk describes, consuming in. A sink with a Rate
-// is wrapped to write at most that many rows per second per subtask.
-func NewSink(snk *spec.Sink, in Stream) (task.Sink, error) {
-	p := fmt.Sprintf("sinks[%s]", snk.Name)
-	if snk.Rate < 0 {
-		return nil, fmt.Errorf("%s.rate: %g is negative", p, snk.Rate)
+// SinkTypes returns the sink types still built in this package (files,
+// redis and blackhole), for connector.RegisterSink. Package spec checks
+// their fields.
+func SinkTypes() []connector.SinkType {
+	var ts []connector.SinkType
+	for _, name := range []string{spec.SinkFiles, spec.SinkRedis, spec.SinkBlackhole} {
+		ts = append(ts, connector.SinkType{Name: name, Check: func(*spec.Sink) spec.Problems { return nil }, New: newSink})
 	}
-	var s task.Sink
+	return ts
+}
+
+// newSink returns the files, redis or blackhole sink snk describes,
+// consuming in.
+func newSink(snk *spec.Sink, in Stream) (task.Sink, error) {
+	p := fmt.Sprintf("sinks[%s]", snk.Name)
 	switch snk.Type {
 	case spec.SinkFiles:
 		if snk.Path == "" {
@@ -106,23 +111,16 @@ func NewSink(snk *spec.Sink, in Stream) (task.Sink, error) {
 		if snk.Format != spec.FormatJSONL && snk.Format != spec.FormatParq {
 			return nil, fmt.Errorf("%s.format: %q is not supported: want %s or %s", p, snk.Format, spec.FormatJSONL, spec.FormatParq)
 		}
-		s = newFileSink(snk, in)
+		return newFileSink(snk, in), nil
 	case spec.SinkRedis:
 		if snk.Stream == "" {
 			return nil, fmt.Errorf("%s.stream: missing: the Redis stream to append to", p)
 		}
-		s = newRedisSink(snk, in)
-	case spec.SinkStdout:
-		s = NewStdoutSink(in)
+		return newRedisSink(snk, in), nil
 	case spec.SinkBlackhole:
-		s = newBlackhole(snk, in)
-	default:
-		return nil, fmt.Errorf("%s.type: %q is not a sink type: want %s, %s, %s or %s", p, snk.Type, spec.SinkFiles, spec.SinkRedis, spec.SinkStdout, spec.SinkBlackhole)
+		return newBlackhole(snk, in), nil
 	}
-	if snk.Rate > 0 {
-		s = &rateLimitedSink{Sink: s, rate: snk.Rate}
-	}
-	return s, nil
+	return nil, fmt.Errorf("%s.type: %q is not a sink type built here", p, snk.Type)
 }
 
 // decodePosition decodes a source's position into v, a struct of pointer
@@ -166,54 +164,4 @@ func allocator(mem memory.Allocator) memory.Allocator {
 		return memory.DefaultAllocator
 	}
 	return mem
-}
-
-// rateLimitedSink delays each Write so that the sink writes at most rate
-// rows per second. This is deliberate throttling, for backpressure tests.
-type rateLimitedSink struct {
-	task.Sink
-	rate float64
-	now  func() time.Time
-	th   throttle
-}
-
-func (s *rateLimitedSink) Open(ctx *task.SinkContext) error {
-	s.now = ctx.Now
-	if s.now == nil {
-		s.now = time.Now
-	}
-	s.th = throttle{rate: s.rate}
-	return s.Sink.Open(ctx)
-}
-
-func (s *rateLimitedSink) Write(ctx context.Context, b arrow.RecordBatch) error {
-	if d := s.th.delay(s.now(), b.NumRows()); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("throttle sink: %w", ctx.Err())
-		}
-	}
-	return s.Sink.Write(ctx, b)
-}
-
-// throttle schedules writes at a fixed rate: a batch of n rows may be
-// written once the rows before it and the batch itself have been paid for
-// at rate rows per second. Time the sink spent idle is not saved up, so
-// there is no burst after a pause.
-type throttle struct {
-	rate float64   // rows per second
-	due  time.Time // when everything reserved so far is paid for
-}
-
-// delay reserves n rows at now and returns how long to wait before writing
-// them.
-func (t *throttle) delay(now time.Time, n int64) time.Duration {
-	if t.due.Before(now) {
-		t.due = now
-	}
-	t.due = t.due.Add(time.Duration(float64(n) * float64(time.Second) / t.rate))
-	return t.due.Sub(now)
 }

@@ -59,7 +59,7 @@ func connGenBatches(t *testing.T, mem memory.Allocator, count int64, batchRows i
 
 func connOpenFileSink(t *testing.T, snk *spec.Sink, in Stream, b blob.Bucket, mem memory.Allocator, clock *connClock) (*fileSink, *task.Counters) {
 	t.Helper()
-	s, err := NewSink(snk, in)
+	s, err := newSink(snk, in)
 	if err != nil {
 		t.Fatal(err)
 	}

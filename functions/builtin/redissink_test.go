@@ -19,7 +19,7 @@ func TestRedisSinkRoundTrip(t *testing.T) {
 	mem := connMem(t)
 	recs, in, want := connGenBatches(t, mem, 2500, 1000)
 
-	snk, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "results", Addr: r.Addr}, in)
+	snk, err := newSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "results", Addr: r.Addr}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestRedisSinkJobAddress(t *testing.T) {
 	r := testenv.StartRedis(t)
 	mem := connMem(t)
 	recs, in, want := connGenBatches(t, mem, 10, 10)
-	snk, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "s"}, in)
+	snk, err := newSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "s"}, in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,6 @@ var (
 // AsTwoPhase is task.AsTwoPhase.
 func AsTwoPhase(s task.Sink) (TwoPhaseSink, bool) { return task.AsTwoPhase(s) }
 
-// Unwrap returns the throttled sink (see task.AsTwoPhase).
-func (s *rateLimitedSink) Unwrap() task.Sink { return s.Sink }
-
 // txnHandleVersion is the version of the handles sinks put into manifests;
 // a handle of another version is refused.
 const txnHandleVersion = 1

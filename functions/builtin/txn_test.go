@@ -387,17 +387,6 @@ func TestFileSinkTxnModes(t *testing.T) {
 			t.Errorf("Abort(%s) accepted", h)
 		}
 	}
-	// The rate limiter NewSink may add does not hide the transactions.
-	snk, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkFiles, Path: "out", Format: spec.FormatJSONL, Rate: 10}, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tp, ok := AsTwoPhase(snk); !ok || tp != snk.(*rateLimitedSink).Sink {
-		t.Errorf("AsTwoPhase(rate-limited files sink) = %v, %v", tp, ok)
-	}
-	if _, ok := AsTwoPhase(NewStdoutSink(in)); ok {
-		t.Error("stdout sink is two-phase")
-	}
 }
 
 func TestTxnCleanStaging(t *testing.T) {
@@ -455,7 +444,7 @@ func TestTxnCleanStaging(t *testing.T) {
 // txnRedisSink opens a redis sink on stream "results" of r.
 func txnRedisSink(t *testing.T, r *testenv.Redis, in Stream, mem memory.Allocator, txn bool) (*redisSink, *task.Counters) {
 	t.Helper()
-	s, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "results", Addr: r.Addr}, in)
+	s, err := newSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "results", Addr: r.Addr}, in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 )
@@ -93,7 +94,7 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			}
 			cfg.Nodes = append(cfg.Nodes, &task.Node{Name: n.Name, Op: op, Out: main, Side: side})
 		case KindSink:
-			snk, err := builtin.NewSink(n.Sink, n.Input.Stream)
+			snk, err := connector.NewSink(n.Sink, n.Input.Stream)
 			if err != nil {
 				return task.Config{}, fmt.Errorf("sink %s: %w", n.Name, err)
 			}

@@ -17,6 +17,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/weirstream/weir/functions/builtin"
+	// The planner builds connectors by type: every program that plans
+	// jobs (the weir binary, the coordinator, the workers) has the
+	// built-in ones registered.
+	_ "github.com/weirstream/weir/functions/connectors"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 )

@@ -1,4 +1,4 @@
-package builtin
+package stream
 
 import (
 	"fmt"
@@ -29,14 +29,16 @@ func (s Stream) Columns(field string, names []string) ([]int, error) {
 	for i, n := range names {
 		j := s.Schema.FieldIndices(n)
 		if len(j) == 0 {
-			return nil, fmt.Errorf("%s: %q is not a column of the input (columns: %s)", field, n, columnList(s.Schema))
+			return nil, fmt.Errorf("%s: %q is not a column of the input (columns: %s)", field, n, ColumnList(s.Schema))
 		}
 		idx[i] = j[0]
 	}
 	return idx, nil
 }
 
-func columnList(s *arrow.Schema) string {
+// ColumnList lists a schema's columns with their types for messages:
+// "id int64, zone utf8".
+func ColumnList(s *arrow.Schema) string {
 	out := ""
 	for i, f := range s.Fields() {
 		if i > 0 {

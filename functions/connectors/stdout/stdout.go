@@ -1,4 +1,4 @@
-package builtin
+package stdout
 
 import (
 	"context"
@@ -10,8 +10,21 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/connector"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 )
+
+// SinkType is the stdout sink, for connector.RegisterSink. It has no
+// fields of its own.
+func SinkType() connector.SinkType {
+	return connector.SinkType{
+		Name:  spec.SinkStdout,
+		Check: func(*spec.Sink) spec.Problems { return nil },
+		New:   func(_ *spec.Sink, in stream.Stream) (task.Sink, error) { return New(in), nil },
+	}
+}
 
 // stdoutMu serialises the writes of every stdout sink in the process, so
 // the lines of concurrent subtasks never interleave.
@@ -27,18 +40,18 @@ type stdoutSink struct {
 
 var _ task.Sink = (*stdoutSink)(nil)
 
-// StdoutOption configures NewStdoutSink.
-type StdoutOption func(*stdoutSink)
+// Option configures New.
+type Option func(*stdoutSink)
 
-// StdoutTo makes the sink write to w instead of os.Stdout. Writes to w are
+// To makes the sink write to w instead of os.Stdout. Writes to w are
 // serialised with those of every other stdout sink.
-func StdoutTo(w io.Writer) StdoutOption {
+func To(w io.Writer) Option {
 	return func(s *stdoutSink) { s.w = w }
 }
 
-// NewStdoutSink returns a sink that prints its input as JSON lines.
-// NewSink builds one with the defaults.
-func NewStdoutSink(_ Stream, opts ...StdoutOption) task.Sink {
+// New returns a sink that prints its input as JSON lines. A job spec's
+// stdout sink is one with the defaults.
+func New(_ stream.Stream, opts ...Option) task.Sink {
 	s := &stdoutSink{w: os.Stdout}
 	for _, o := range opts {
 		o(s)

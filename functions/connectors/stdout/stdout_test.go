@@ -1,4 +1,4 @@
-package builtin
+package stdout
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weirstream/weir/functions/connector/connectortest"
 	"github.com/weirstream/weir/functions/task"
 )
 
@@ -28,15 +29,15 @@ func (w *connChoppyWriter) Write(p []byte) (int, error) {
 }
 
 func TestStdoutSinkConcurrent(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
-	recs, in, want := connGenBatches(t, mem, 400, 50)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
+	recs, in, want := connectortest.GenBatches(t, mem, 400, 50)
 	w := &connChoppyWriter{}
 	const sinks = 4
 	counters := make([]task.Counters, sinks)
 	var wg sync.WaitGroup
 	for k := range sinks {
-		s := NewStdoutSink(in, StdoutTo(w))
+		s := New(in, To(w))
 		if err := s.Open(&task.SinkContext{Context: task.Context{Subtask: k, Parallelism: sinks, Mem: mem, Counters: &counters[k]}}); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func TestStdoutSinkConcurrent(t *testing.T) {
 	wg.Wait()
 
 	// Every line is a whole row; together they are the input.
-	got := connReadJSONL(t, w.buf.Bytes(), in.Schema, mem)
+	got := connectortest.ReadJSONL(t, w.buf.Bytes(), in.Schema, mem)
 	if len(got) != len(want) {
 		t.Fatalf("%d lines, want %d", len(got), len(want))
 	}
@@ -65,7 +66,7 @@ func TestStdoutSinkConcurrent(t *testing.T) {
 		byID[row[1].(int64)] = row
 	}
 	for _, row := range want {
-		if !connSameRow(byID[row[1].(int64)], row) {
+		if !connectortest.SameRow(byID[row[1].(int64)], row) {
 			t.Fatalf("row %v: printed as %v", row, byID[row[1].(int64)])
 		}
 	}
