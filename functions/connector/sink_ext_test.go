@@ -10,7 +10,6 @@ import (
 
 	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/connector/connectortest"
-	_ "github.com/weirstream/weir/functions/connectors"
 	"github.com/weirstream/weir/functions/connectors/stdout"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/stream"

@@ -1,8 +1,12 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
@@ -76,4 +80,52 @@ func SinkTypeOfHandle(handle json.RawMessage) string {
 		}
 	}
 	return ""
+}
+
+// TxnHandleVersion is the version of the handles the built-in sinks put
+// into manifests; a handle of another version is refused.
+const TxnHandleVersion = 1
+
+// maxTxnIDLen keeps staged keys well inside S3's 1024-byte limit.
+const maxTxnIDLen = 200
+
+// ValidateTxnID accepts letters, digits, '-', '_' and '.', not first: a
+// transaction id becomes a key segment and part of a Redis key.
+func ValidateTxnID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("transaction id is empty")
+	case len(id) > maxTxnIDLen:
+		return fmt.Errorf("transaction id %q is longer than %d bytes", id, maxTxnIDLen)
+	case id[0] == '.' || id[0] == '_':
+		return fmt.Errorf("transaction id %q starts with %q: want a letter, digit or '-' first", id, id[0])
+	}
+	for _, c := range []byte(id) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		if !ok {
+			return fmt.Errorf("transaction id %q contains %q: want letters, digits, '-', '_' and '.'", id, c)
+		}
+	}
+	return nil
+}
+
+// DecodeHandle decodes a transaction handle of a kind of sink ("files")
+// strictly: unknown fields or another version than TxnHandleVersion are
+// errors, not guesses. *version is the handle's version field inside v.
+func DecodeHandle(kind string, handle json.RawMessage, v any, version *int) error {
+	dec := json.NewDecoder(bytes.NewReader(handle))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
+			err = errors.New("more data after the handle object")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("decode %s transaction handle %.200q: %w", kind, handle, err)
+	}
+	if *version != TxnHandleVersion {
+		return fmt.Errorf("decode %s transaction handle %.200q: version %d, want %d", kind, handle, *version, TxnHandleVersion)
+	}
+	return nil
 }

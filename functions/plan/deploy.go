@@ -62,12 +62,12 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 		main, side := targets(n.Outputs)
 		switch n.Kind {
 		case KindSource:
-			src, err := builtin.NewSource(n.Source, n.Out)
+			src, err := connector.NewSource(n.Source, n.Out)
 			if err != nil {
 				return task.Config{}, fmt.Errorf("source %s: %w", n.Name, err)
 			}
 			head := &task.SourceHead{Name: n.Name, Source: src, TimeColumn: n.Out.TimeColumn, Out: main}
-			if names, streams := builtin.SourceOutputs(n.Source); names != nil {
+			if names, streams := connector.SourceOutputs(n.Source); names != nil {
 				head.Outputs = side
 				for _, st := range streams {
 					head.TimeColumns = append(head.TimeColumns, st.TimeColumn)

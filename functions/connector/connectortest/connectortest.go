@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weirstream/weir/arrowfmt"
-	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
+	"github.com/weirstream/weir/functions/connectors/datagen"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
@@ -50,7 +54,7 @@ func Schema(pairs ...string) spec.Schema {
 // schema is bad.
 func SourceSchema(t testing.TB, src *spec.Source) stream.Stream {
 	t.Helper()
-	s, err := builtin.SourceSchema(src)
+	s, err := connector.SourceSchema(src)
 	if err != nil {
 		t.Fatalf("SourceSchema: %v", err)
 	}
@@ -183,11 +187,6 @@ func DatagenSpec(count int64) *spec.Source {
 	}
 }
 
-// newDatagen returns the datagen source src, producing out.
-func newDatagen(src *spec.Source, out stream.Stream) (task.Source, error) {
-	return builtin.NewSource(src, out)
-}
-
 // GenBatches returns count events of DatagenSpec (every type, with nulls)
 // in batches of batchRows, released when the test ends, and the rows they
 // hold.
@@ -195,7 +194,7 @@ func GenBatches(t *testing.T, mem memory.Allocator, count int64, batchRows int) 
 	t.Helper()
 	src := DatagenSpec(count)
 	out := SourceSchema(t, src)
-	g, err := newDatagen(src, out)
+	g, err := datagen.NewSource(src, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +224,7 @@ func GenBatches(t *testing.T, mem memory.Allocator, count int64, batchRows int) 
 // batch; the caller releases it.
 func GenBatch(t testing.TB, src *spec.Source, out stream.Stream, mem memory.Allocator, n int) arrow.RecordBatch {
 	t.Helper()
-	s, err := newDatagen(src, out)
+	s, err := datagen.NewSource(src, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,4 +237,87 @@ func GenBatch(t testing.TB, src *spec.Source, out stream.Stream, mem memory.Allo
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// Position returns a source's position as a string, failing the test
+// if it has none or it is not JSON.
+func Position(t testing.TB, s task.Source) string {
+	t.Helper()
+	r, ok := s.(task.Resumable)
+	if !ok {
+		t.Fatalf("%T is not resumable", s)
+	}
+	pos, err := r.Position()
+	if err != nil {
+		t.Fatalf("Position: %v", err)
+	}
+	if !json.Valid(pos) {
+		t.Fatalf("Position %q is not JSON", pos)
+	}
+	return string(pos)
+}
+
+// PollN polls a bounded source n times (fewer if it ends first) and
+// returns its rows and whether it ended.
+func PollN(t testing.TB, s task.Source, n, maxRows int) (rows [][]any, ended bool) {
+	t.Helper()
+	for range n {
+		rec, err := s.Poll(context.Background(), maxRows, 0)
+		if errors.Is(err, io.EOF) {
+			return rows, true
+		}
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		rows = append(rows, RowsOf(rec)...)
+		rec.Release()
+	}
+	return rows, false
+}
+
+// SameRowList fails the test unless got and want hold the same rows in
+// the same order.
+func SameRowList(t testing.TB, what string, got, want [][]any) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d rows, want %d:\n got %v\nwant %v", what, len(got), len(want), got, want)
+	}
+	for i := range want {
+		if !SameRow(got[i], want[i]) {
+			t.Fatalf("%s: row %d: %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// RestoreRefused checks that Restore refuses pos with an error that
+// contains every string of want.
+func RestoreRefused(t *testing.T, s task.Source, pos string, want ...string) {
+	t.Helper()
+	err := s.(task.Resumable).Restore(json.RawMessage(pos))
+	if err == nil {
+		t.Errorf("Restore(%s): no error", pos)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Restore(%s): error %q does not mention %q", pos, err, w)
+		}
+	}
+}
+
+// DeadLetter is one record a source sent to its dead-letter output.
+type DeadLetter struct{ Raw, Origin, Reason string }
+
+// DeadLetters collects what a source sends to its dead-letter output: give
+// Add to task.SourceContext.DeadLetter.
+type DeadLetters struct {
+	mu  sync.Mutex
+	Got []DeadLetter
+}
+
+// Add records one dead letter.
+func (d *DeadLetters) Add(raw []byte, origin, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.Got = append(d.Got, DeadLetter{string(raw), origin, reason})
 }

@@ -1,4 +1,4 @@
-package builtin
+package files
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/functions/connector/connectortest"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -36,40 +36,28 @@ func connPut(t *testing.T, b blob.Bucket, key, data string) {
 
 func connFilesSpec(path string) *spec.Source {
 	return &spec.Source{Name: "trips", Type: spec.SourceFiles, Path: path, Format: spec.FormatJSONL,
-		Schema: connSchema("id", "int64", "fare", "float64", "at", "timestamp_ms"),
+		Schema: connectortest.Schema("id", "int64", "fare", "float64", "at", "timestamp_ms"),
 		Event:  &spec.EventTime{Column: "at"}}
-}
-
-// connDeadLetters collects what a source sends to its dead-letter output.
-type connDeadLetters struct {
-	mu  sync.Mutex
-	got []connDeadLetter
-}
-
-func (d *connDeadLetters) add(raw []byte, origin, reason string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.got = append(d.got, connDeadLetter{string(raw), origin, reason})
 }
 
 // connRunFiles reads src at parallelism p over bucket and returns the rows of
 // every subtask and the dead letters.
-func connRunFiles(t *testing.T, src *spec.Source, bucket blob.BucketReader, mem memory.Allocator, p, maxRows int) ([][][]any, []connDeadLetter) {
+func connRunFiles(t *testing.T, src *spec.Source, bucket blob.BucketReader, mem memory.Allocator, p, maxRows int) ([][][]any, []connectortest.DeadLetter) {
 	t.Helper()
-	out := connSourceSchema(t, src)
-	dl := &connDeadLetters{}
+	out := connectortest.SourceSchema(t, src)
+	dl := &connectortest.DeadLetters{}
 	per := make([][][]any, p)
 	for s := range p {
 		fs, err := NewSource(src, out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := connSourceContext(mem, s, p)
-		ctx.Bucket, ctx.DeadLetter = bucket, dl.add
+		ctx := connectortest.SourceContext(mem, s, p)
+		ctx.Bucket, ctx.DeadLetter = bucket, dl.Add
 		if err := fs.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
-		per[s] = connDrain(t, fs, maxRows)
+		per[s] = connectortest.Drain(t, fs, maxRows)
 		if err := fs.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -77,12 +65,12 @@ func connRunFiles(t *testing.T, src *spec.Source, bucket blob.BucketReader, mem 
 			t.Fatalf("second Close: %v", err)
 		}
 	}
-	return per, dl.got
+	return per, dl.Got
 }
 
 func TestFileSourceGoodAndMalformed(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	b := connBucket(t)
 	connPut(t, b, "in/a.jsonl", `{"id":1,"fare":2.5,"at":1000}
 {"id":2,"fare":"cheap","at":2000}
@@ -105,10 +93,10 @@ not json at all
 		6: {int64(6), nil, at(6000)},
 		7: {int64(7), 7.0, at(7000)},
 	}
-	wantDead := []connDeadLetter{
-		{`{"id":2,"fare":"cheap","at":2000}`, "in/a.jsonl:2", `field "fare": invalid value "cheap": want float64, got string`},
-		{`not json at all`, "in/a.jsonl:5", "invalid JSON"},
-		{`{"id":5.5,"fare":1,"at":5000}`, "in/b.jsonl:2", `field "id": invalid value 5.5: want int64, not an integral number`},
+	wantDead := []connectortest.DeadLetter{
+		{Raw: `{"id":2,"fare":"cheap","at":2000}`, Origin: "in/a.jsonl:2", Reason: `field "fare": invalid value "cheap": want float64, got string`},
+		{Raw: `not json at all`, Origin: "in/a.jsonl:5", Reason: "invalid JSON"},
+		{Raw: `{"id":5.5,"fare":1,"at":5000}`, Origin: "in/b.jsonl:2", Reason: `field "id": invalid value 5.5: want int64, not an integral number`},
 	}
 	for _, path := range []string{"in", "in/"} {
 		for _, p := range []int{1, 2, 3} {
@@ -127,18 +115,18 @@ not json at all
 				t.Errorf("path %q p=%d: rows %v, want %v", path, p, got, want)
 			}
 			for id, w := range want {
-				if !connSameRow(got[id], w) {
+				if !connectortest.SameRow(got[id], w) {
 					t.Errorf("path %q p=%d: id %d: %v, want %v", path, p, id, got[id], w)
 				}
 			}
-			slices.SortFunc(dead, func(a, b connDeadLetter) int { return strings.Compare(a.origin, b.origin) })
+			slices.SortFunc(dead, func(a, b connectortest.DeadLetter) int { return strings.Compare(a.Origin, b.Origin) })
 			if len(dead) != len(wantDead) {
 				t.Fatalf("path %q p=%d: dead letters %q, want %q", path, p, dead, wantDead)
 			}
 			for i, w := range wantDead {
 				d := dead[i]
-				if d.raw != w.raw || d.origin != w.origin || !strings.Contains(d.reason, w.reason) {
-					t.Errorf("path %q p=%d: dead letter %q, want %q with reason containing %q", path, p, d, w, w.reason)
+				if d.Raw != w.Raw || d.Origin != w.Origin || !strings.Contains(d.Reason, w.Reason) {
+					t.Errorf("path %q p=%d: dead letter %q, want %q with reason containing %q", path, p, d, w, w.Reason)
 				}
 			}
 		}
@@ -148,8 +136,8 @@ not json at all
 // TestFileSourceSplit checks that object k goes to subtask k % p and that
 // every row is read exactly once, in order within an object.
 func TestFileSourceSplit(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	b := connBucket(t)
 	const objects, perObject = 7, 50
 	for k := range objects {
@@ -188,18 +176,18 @@ func TestFileSourceSplit(t *testing.T) {
 }
 
 func TestFileSourcePosition(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	b := connBucket(t)
 	l1, l2 := `{"id":1}`+"\n", `{"id":2}`+"\r\n"
 	connPut(t, b, "in/a", l1+"\n"+l2)
 	connPut(t, b, "in/b", l1)
 	src := connFilesSpec("in")
-	fs, err := NewSource(src, connSourceSchema(t, src))
+	fs, err := NewSource(src, connectortest.SourceSchema(t, src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := connSourceContext(mem, 0, 1)
+	ctx := connectortest.SourceContext(mem, 0, 1)
 	ctx.Bucket = b
 	if err := fs.Open(ctx); err != nil {
 		t.Fatal(err)
@@ -242,8 +230,8 @@ func TestFileSourcePosition(t *testing.T) {
 // letter and reading goes on, for lines shorter and longer than the read
 // buffer.
 func TestFileSourceLongLines(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	b := connBucket(t)
 	long := func(n int) string { return `{"id":9,"pad":"` + strings.Repeat("x", n) + `"}` }
 	ok := `{"id":1}`
@@ -257,48 +245,48 @@ func TestFileSourceLongLines(t *testing.T) {
 	} {
 		connPut(t, b, "in/a", ok+"\n"+long(tc.pad)+"\n"+ok+"\n"+long(tc.pad))
 		src := connFilesSpec("in")
-		fs, err := NewSource(src, connSourceSchema(t, src))
+		fs, err := NewSource(src, connectortest.SourceSchema(t, src))
 		if err != nil {
 			t.Fatal(err)
 		}
 		fs.(*fileSource).maxLine = tc.limit
-		dl := &connDeadLetters{}
-		ctx := connSourceContext(mem, 0, 1)
-		ctx.Bucket, ctx.DeadLetter = b, dl.add
+		dl := &connectortest.DeadLetters{}
+		ctx := connectortest.SourceContext(mem, 0, 1)
+		ctx.Bucket, ctx.DeadLetter = b, dl.Add
 		if err := fs.Open(ctx); err != nil {
 			t.Fatal(err)
 		}
-		rows := connDrain(t, fs, 10)
+		rows := connectortest.Drain(t, fs, 10)
 		fs.Close()
 		wantRows, wantDead := 4, 0
 		if tc.pad+20 > tc.limit {
 			wantRows, wantDead = 2, 2
 		}
-		if len(rows) != wantRows || len(dl.got) != wantDead {
-			t.Fatalf("limit %d, line of %d: %d rows and %d dead letters, want %d and %d", tc.limit, tc.pad, len(rows), len(dl.got), wantRows, wantDead)
+		if len(rows) != wantRows || len(dl.Got) != wantDead {
+			t.Fatalf("limit %d, line of %d: %d rows and %d dead letters, want %d and %d", tc.limit, tc.pad, len(rows), len(dl.Got), wantRows, wantDead)
 		}
-		for i, d := range dl.got {
-			if want := fmt.Sprintf("in/a:%d", 2+2*i); d.origin != want || !strings.Contains(d.reason, "longer than the limit") || len(d.raw) > 1024 {
-				t.Errorf("dead letter %d: origin %s, reason %q, %d raw bytes", i, d.origin, d.reason, len(d.raw))
+		for i, d := range dl.Got {
+			if want := fmt.Sprintf("in/a:%d", 2+2*i); d.Origin != want || !strings.Contains(d.Reason, "longer than the limit") || len(d.Raw) > 1024 {
+				t.Errorf("dead letter %d: origin %s, reason %q, %d raw bytes", i, d.Origin, d.Reason, len(d.Raw))
 			}
 		}
 	}
 }
 
 func TestFileSourceNoObjects(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	b := connBucket(t)
 	per, dead := connRunFiles(t, connFilesSpec("nothing/here"), b, mem, 2, 10)
 	if len(per[0])+len(per[1])+len(dead) != 0 {
 		t.Fatalf("rows %v, dead %v from an empty prefix", per, dead)
 	}
 	src := connFilesSpec("in")
-	fs, err := NewSource(src, connSourceSchema(t, src))
+	fs, err := NewSource(src, connectortest.SourceSchema(t, src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Open(connSourceContext(mem, 0, 1)); err == nil || !strings.Contains(err.Error(), "no store") {
+	if err := fs.Open(connectortest.SourceContext(mem, 0, 1)); err == nil || !strings.Contains(err.Error(), "no store") {
 		t.Errorf("open without a bucket: %v", err)
 	}
 	fs.Close()

@@ -1,4 +1,4 @@
-package builtin
+package blackhole
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -40,8 +41,8 @@ func TestBlackholeLatency(t *testing.T) {
 	}
 	defer dir.Close()
 	now := time.UnixMilli(1_000_000)
-	in := Stream{Schema: schema, TimeColumn: 1}
-	s, err := newSink(&spec.Sink{Name: "bh", Type: spec.SinkBlackhole, Path: "lat/"}, in)
+	in := stream.Stream{Schema: schema, TimeColumn: 1}
+	s, err := NewSink(&spec.Sink{Name: "bh", Type: spec.SinkBlackhole, Path: "lat/"}, in)
 	if err != nil {
 		t.Fatal(err)
 	}

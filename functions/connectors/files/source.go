@@ -1,4 +1,4 @@
-package builtin
+package files
 
 import (
 	"bufio"
@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
-	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/connector"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -50,7 +52,7 @@ const MaxLineBytes = 16 << 20
 type fileSource struct {
 	node string
 	path string
-	out  Stream
+	out  stream.Stream
 
 	bucket blob.BucketReader
 	dead   func(raw []byte, origin, reason string)
@@ -82,8 +84,8 @@ type filePosition struct {
 	Done   *[]string `json:"done"`
 }
 
-func newFileSource(src *spec.Source, out Stream) *fileSource {
-	return &fileSource{node: src.Name, path: src.Path, out: out, maxLine: MaxLineBytes}
+func newFileSource(node string, cfg SourceConfig, out stream.Stream) *fileSource {
+	return &fileSource{node: node, path: cfg.Path, out: out, maxLine: MaxLineBytes}
 }
 
 func (s *fileSource) Open(ctx *task.SourceContext) error {
@@ -118,7 +120,11 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 			return errors.Join(err, s.closeObject())
 		}
 	}
-	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, allocator(ctx.Mem))
+	mem := ctx.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, mem)
 	return nil
 }
 
@@ -245,7 +251,7 @@ func (s *fileSource) Restore(pos json.RawMessage) error {
 		return fmt.Errorf("restore %s: the source is already open", what)
 	}
 	var p filePosition
-	if err := decodePosition(what, pos, &p); err != nil {
+	if err := connector.DecodePosition(what, pos, &p); err != nil {
 		return err
 	}
 	bad := func(field, format string, args ...any) error {
@@ -334,7 +340,7 @@ func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (ar
 			continue
 		}
 		if err := s.dec.Append(record); err != nil {
-			s.deadLetter(record, recordReason(err))
+			s.deadLetter(record, connector.DeadLetterReason(err))
 		}
 	}
 	if s.dec.Len() > 0 {
@@ -350,11 +356,6 @@ func (s *fileSource) deadLetter(raw []byte, reason string) {
 	if s.dead != nil {
 		s.dead(bytes.Clone(raw), fmt.Sprintf("%s:%d", s.objects[s.obj], s.lineNo), reason)
 	}
-}
-
-// recordReason turns a decoding error into a dead letter's reason.
-func recordReason(err error) string {
-	return strings.TrimPrefix(err.Error(), "arrowfmt: ")
 }
 
 func (s *fileSource) openObject() error {

@@ -1,7 +1,6 @@
-package builtin
+package files
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -14,8 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/connector/connectortest"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -25,41 +25,9 @@ type connClock struct{ t time.Time }
 
 func (c *connClock) now() time.Time { return c.t }
 
-// connGenBatches returns count events of connDatagenSpec (every type, with nulls)
-// in batches of batchRows, and the rows they hold.
-func connGenBatches(t *testing.T, mem memory.Allocator, count int64, batchRows int) ([]arrow.RecordBatch, Stream, [][]any) {
+func connOpenFileSink(t *testing.T, snk *spec.Sink, in stream.Stream, b blob.Bucket, mem memory.Allocator, clock *connClock) (*fileSink, *task.Counters) {
 	t.Helper()
-	src := connDatagenSpec(count)
-	out := connSourceSchema(t, src)
-	g, err := NewSource(src, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Open(connSourceContext(mem, 0, 1)); err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	var recs []arrow.RecordBatch
-	t.Cleanup(func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	})
-	var want [][]any
-	for range (count + int64(batchRows) - 1) / int64(batchRows) {
-		rec, err := g.Poll(context.Background(), batchRows, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec)
-		want = append(want, connRowsOf(rec)...)
-	}
-	return recs, out, want
-}
-
-func connOpenFileSink(t *testing.T, snk *spec.Sink, in Stream, b blob.Bucket, mem memory.Allocator, clock *connClock) (*fileSink, *task.Counters) {
-	t.Helper()
-	s, err := newSink(snk, in)
+	s, err := NewSink(snk, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,23 +43,6 @@ func connOpenFileSink(t *testing.T, snk *spec.Sink, in Stream, b blob.Bucket, me
 		}
 	})
 	return s.(*fileSink), counters
-}
-
-// connReadJSONL decodes a JSON-lines object with the schema.
-func connReadJSONL(t *testing.T, data []byte, schema *arrow.Schema, mem memory.Allocator) [][]any {
-	t.Helper()
-	dec := arrowfmt.NewJSONDecoder(schema, mem)
-	defer dec.Release()
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if err := dec.Append(sc.Bytes()); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-	}
-	rec := dec.NewBatch()
-	defer rec.Release()
-	return connRowsOf(rec)
 }
 
 // connReadParquet reads a Parquet object with pqarrow, checking its schema.
@@ -123,30 +74,18 @@ func connReadParquet(t *testing.T, data []byte, schema *arrow.Schema, mem memory
 	defer tr.Release()
 	var rows [][]any
 	for tr.Next() {
-		rows = append(rows, connRowsOf(tr.RecordBatch())...)
+		rows = append(rows, connectortest.RowsOf(tr.RecordBatch())...)
 	}
 	return rows
-}
-
-func connSameRows(t *testing.T, got, want [][]any) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%d rows, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if !connSameRow(got[i], want[i]) {
-			t.Fatalf("row %d: %v, want %v", i, got[i], want[i])
-		}
-	}
 }
 
 func TestFileSinkRoundTrip(t *testing.T) {
 	for _, format := range []string{spec.FormatJSONL, spec.FormatParq} {
 		t.Run(format, func(t *testing.T) {
-			connCheckLeaks(t)
-			mem := connMem(t)
+			connectortest.CheckLeaks(t)
+			mem := connectortest.Mem(t)
 			b := connBucket(t)
-			recs, in, want := connGenBatches(t, mem, 2500, 1000)
+			recs, in, want := connectortest.GenBatches(t, mem, 2500, 1000)
 			s, counters := connOpenFileSink(t, &spec.Sink{Name: "out", Type: "files", Path: "out/trips/", Format: format}, in, b, mem, &connClock{})
 			for _, rec := range recs {
 				if err := s.Write(context.Background(), rec); err != nil {
@@ -175,9 +114,9 @@ func TestFileSinkRoundTrip(t *testing.T) {
 			if format == spec.FormatParq {
 				got = connReadParquet(t, data, in.Schema, mem)
 			} else {
-				got = connReadJSONL(t, data, in.Schema, mem)
+				got = connectortest.ReadJSONL(t, data, in.Schema, mem)
 			}
-			connSameRows(t, got, want)
+			connectortest.SameRows(t, got, want)
 			if n := counters.SinkRows.Load(); n != int64(len(want)) {
 				t.Errorf("SinkRows %d, want %d", n, len(want))
 			}
@@ -190,10 +129,10 @@ func TestFileSinkRoundTrip(t *testing.T) {
 func TestFileSinkRoll(t *testing.T) {
 	for _, format := range []string{spec.FormatJSONL, spec.FormatParq} {
 		t.Run(format, func(t *testing.T) {
-			connCheckLeaks(t)
-			mem := connMem(t)
+			connectortest.CheckLeaks(t)
+			mem := connectortest.Mem(t)
 			b := connBucket(t)
-			recs, in, want := connGenBatches(t, mem, 1000, 100)
+			recs, in, want := connectortest.GenBatches(t, mem, 1000, 100)
 			clock := &connClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 			s, counters := connOpenFileSink(t, &spec.Sink{Name: "out", Type: "files", Path: "out", Format: format}, in, b, mem, clock)
 			s.maxBytes, s.maxRows = 1<<30, 1<<30
@@ -258,10 +197,10 @@ func TestFileSinkRoll(t *testing.T) {
 				if format == spec.FormatParq {
 					rows = append(rows, connReadParquet(t, data, in.Schema, mem)...)
 				} else {
-					rows = append(rows, connReadJSONL(t, data, in.Schema, mem)...)
+					rows = append(rows, connectortest.ReadJSONL(t, data, in.Schema, mem)...)
 				}
 			}
-			connSameRows(t, rows, want)
+			connectortest.SameRows(t, rows, want)
 			if n := counters.SinkRows.Load(); n != int64(len(want)) {
 				t.Errorf("SinkRows %d, want %d", n, len(want))
 			}
@@ -275,10 +214,10 @@ func TestFileSinkRoll(t *testing.T) {
 // TestFileSinkCloseDrops checks that Close without Finish writes nothing
 // and releases what it held.
 func TestFileSinkCloseDrops(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	b := connBucket(t)
-	recs, in, _ := connGenBatches(t, mem, 100, 100)
+	recs, in, _ := connectortest.GenBatches(t, mem, 100, 100)
 	s, _ := connOpenFileSink(t, &spec.Sink{Name: "out", Type: "files", Path: "out", Format: spec.FormatParq}, in, b, mem, &connClock{})
 	if err := s.Write(context.Background(), recs[0]); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package builtin
+package blackhole
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -26,7 +28,7 @@ import (
 // benchmarks to read.
 type blackhole struct {
 	path     string
-	in       Stream
+	in       stream.Stream
 	subtask  int
 	now      func() time.Time
 	bucket   blob.Bucket
@@ -48,8 +50,19 @@ type LatencySummary struct {
 	Buckets map[int64]int64 `json:"latencyMs"`
 }
 
-func newBlackhole(snk *spec.Sink, in Stream) *blackhole {
-	return &blackhole{path: snk.Path, in: in, hist: LatencySummary{Buckets: map[int64]int64{}}}
+// SinkType is the blackhole sink, for connector.RegisterSink. Its one
+// field, path, is optional.
+func SinkType() connector.SinkType {
+	return connector.SinkType{
+		Name:  spec.SinkBlackhole,
+		Check: func(*spec.Sink) spec.Problems { return nil },
+		New:   NewSink,
+	}
+}
+
+// NewSink returns the blackhole sink snk describes, consuming in.
+func NewSink(snk *spec.Sink, in stream.Stream) (task.Sink, error) {
+	return &blackhole{path: snk.Path, in: in, hist: LatencySummary{Buckets: map[int64]int64{}}}, nil
 }
 
 func (s *blackhole) Open(ctx *task.SinkContext) error {

@@ -1,4 +1,4 @@
-package builtin
+package nexmark
 
 import (
 	"context"
@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/weirstream/weir/functions/builtin/nexmark"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 )
 
@@ -23,24 +25,88 @@ import (
 // parallelism.
 const nexmarkBlock = 100
 
-func nexmarkOutputs() ([]string, []Stream) {
-	return []string{spec.NexmarkPerson, spec.NexmarkAuction, spec.NexmarkBid}, []Stream{
-		{Schema: nexmark.PersonSchema, TimeColumn: nexmark.PersonDateTime},
-		{Schema: nexmark.AuctionSchema, TimeColumn: nexmark.AuctionDateTime},
-		{Schema: nexmark.BidSchema, TimeColumn: nexmark.BidDateTime},
+// DefaultStart is the event time of event 0 when the spec gives no start,
+// as a datagen source's.
+const DefaultStart = "2026-01-01T00:00:00Z"
+
+// SourceType is the nexmark source, for connector.RegisterSource. It is
+// read through its outputs only: <name>.person, <name>.auction and
+// <name>.bid, of fixed schemas.
+func SourceType() connector.SourceType {
+	return connector.SourceType{
+		Name: spec.SourceNexmark,
+		Outputs: []connector.Output{
+			{Name: spec.NexmarkPerson, Stream: stream.Stream{Schema: PersonSchema, TimeColumn: PersonDateTime}},
+			{Name: spec.NexmarkAuction, Stream: stream.Stream{Schema: AuctionSchema, TimeColumn: AuctionDateTime}},
+			{Name: spec.NexmarkBid, Stream: stream.Stream{Schema: BidSchema, TimeColumn: BidDateTime}},
+		},
+		Check: check,
+		New:   NewSource,
 	}
 }
 
-// NexmarkConfig returns the generator configuration of a nexmark source;
-// now is the wall clock for start: now. Tests use it to generate the same
-// events as the source.
-func NexmarkConfig(src *spec.Source, now time.Time) (nexmark.Config, error) {
+// check reports the problems of a nexmark source's fields: it has fixed
+// schemas and event time, and options of its own only.
+func check(s *spec.Source) spec.Problems {
+	var ps spec.Problems
+	p := fmt.Sprintf("sources[%s]", s.Name)
+	if s.Schema.Len() != 0 {
+		ps.Add(p+".schema", "a nexmark source has fixed schemas (docs/nexmark.md): leave schema out")
+	}
+	if s.Event != nil && s.Event.Column != "" && s.Event.Column != "dateTime" {
+		ps.Add(p+".eventTime.column", "%q: a nexmark source's event time is dateTime", s.Event.Column)
+	}
+	if s.Event != nil && s.Event.MaxOutOfOrderness < 0 {
+		ps.Add(p+".eventTime.maxOutOfOrderness", "%s is negative", s.Event.MaxOutOfOrderness)
+	}
+	if s.Gen != nil {
+		ps.Add(p+".datagen", "only a datagen source takes datagen options; use nexmark: {...}")
+	}
+	if s.Path != "" || s.Stream != "" || s.Format != "" {
+		ps.Add(p, "a nexmark source takes no path, stream or format")
+	}
+	n := s.Nexmark
+	if n == nil {
+		return ps
+	}
+	np := p + ".nexmark"
+	if v := n.EventsPerSecond; math.IsNaN(v) || math.IsInf(v, 0) {
+		ps.Add(np+".eventsPerSecond", "%g is not a finite number", v)
+	}
+	if n.EventsPerSecond < 0 {
+		ps.Add(np+".eventsPerSecond", "%g is negative", n.EventsPerSecond)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"avgPersonBytes", n.AvgPersonBytes}, {"avgAuctionBytes", n.AvgAuctionBytes}, {"avgBidBytes", n.AvgBidBytes},
+		{"hotAuctionRatio", n.HotAuctionRatio}, {"hotSellersRatio", n.HotSellersRatio}, {"hotBiddersRatio", n.HotBiddersRatio},
+		{"activePeople", n.ActivePeople}, {"inFlightAuctions", n.InFlightAuctions},
+	} {
+		if f.v < 0 {
+			ps.Add(np+"."+f.name, "%d is negative", f.v)
+		}
+	}
+	if n.Start != "" && n.Start != "now" {
+		if _, err := time.Parse(time.RFC3339, n.Start); err != nil {
+			ps.Add(np+".start", "%q: want RFC 3339 (2026-01-01T00:00:00Z) or \"now\"", n.Start)
+		}
+	}
+	return ps
+}
+
+// ConfigOf returns the generator configuration of a nexmark source: its
+// typed config, decoded from the spec's nexmark options and rate; now is
+// the wall clock for start: now. Tests use it to generate the same events
+// as the source.
+func ConfigOf(src *spec.Source, now time.Time) (Config, error) {
 	p := fmt.Sprintf("sources[%s].nexmark", src.Name)
 	opt := spec.NexmarkOpt{}
 	if src.Nexmark != nil {
 		opt = *src.Nexmark
 	}
-	cfg := nexmark.Config{
+	cfg := Config{
 		Seed: opt.Seed, EventsPerSecond: opt.EventsPerSecond,
 		AvgPersonByteSize: opt.AvgPersonBytes, AvgAuctionByteSize: opt.AvgAuctionBytes, AvgBidByteSize: opt.AvgBidBytes,
 		HotAuctionRatio: opt.HotAuctionRatio, HotSellersRatio: opt.HotSellersRatio, HotBiddersRatio: opt.HotBiddersRatio,
@@ -51,7 +117,7 @@ func NexmarkConfig(src *spec.Source, now time.Time) (nexmark.Config, error) {
 	}
 	switch opt.Start {
 	case "":
-		t, _ := time.Parse(time.RFC3339, DefaultDatagenStart)
+		t, _ := time.Parse(time.RFC3339, DefaultStart)
 		cfg.BaseTime = t.UnixMilli()
 	case "now":
 		cfg.BaseTime = now.UnixMilli()
@@ -68,9 +134,9 @@ func NexmarkConfig(src *spec.Source, now time.Time) (nexmark.Config, error) {
 	return cfg, nil
 }
 
-// NexmarkEvents calls f with the number of every event subtask of
+// Events calls f with the number of every event subtask of
 // parallelism generates, in order, below count.
-func NexmarkEvents(subtask, parallelism int, count int64, f func(n int64)) {
+func Events(subtask, parallelism int, count int64, f func(n int64)) {
 	for n := nexmarkFirst(subtask); n < count; n = nexmarkNext(n, parallelism) {
 		f(n)
 	}
@@ -92,13 +158,13 @@ func nexmarkNext(n int64, parallelism int) int64 {
 type nexmarkSource struct {
 	src   *spec.Source
 	count int64 // 0: unbounded
-	cfg   nexmark.Config
+	cfg   Config
 	// restored position, if any
 	restored *nexmarkPosition
 
 	subtask, parallelism int
 	next                 int64
-	bb                   *nexmark.BatchBuilder
+	bb                   *BatchBuilder
 	mem                  memory.Allocator
 }
 
@@ -110,8 +176,18 @@ type nexmarkPosition struct {
 var _ task.MultiOutputSource = (*nexmarkSource)(nil)
 var _ task.Resumable = (*nexmarkSource)(nil)
 
+// NewSource returns the nexmark source src describes; it has no stream of
+// its own (out is ignored), only outputs.
+func NewSource(src *spec.Source, _ stream.Stream) (task.Source, error) {
+	s, err := newNexmarkSource(src)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 func newNexmarkSource(src *spec.Source) (*nexmarkSource, error) {
-	cfg, err := NexmarkConfig(src, time.Now())
+	cfg, err := ConfigOf(src, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +195,7 @@ func newNexmarkSource(src *spec.Source) (*nexmarkSource, error) {
 }
 
 func (s *nexmarkSource) Outputs() []string {
-	names, _ := nexmarkOutputs()
-	return names
+	return []string{spec.NexmarkPerson, spec.NexmarkAuction, spec.NexmarkBid}
 }
 
 func (s *nexmarkSource) Open(ctx *task.SourceContext) error {
@@ -140,7 +215,7 @@ func (s *nexmarkSource) Open(ctx *task.SourceContext) error {
 		s.next = n
 		s.cfg.BaseTime = *r.BaseTime
 	}
-	s.bb = nexmark.NewBatchBuilder(s.cfg, s.mem)
+	s.bb = NewBatchBuilder(s.cfg, s.mem)
 	return nil
 }
 
@@ -171,7 +246,7 @@ func (s *nexmarkSource) Position() (json.RawMessage, error) {
 func (s *nexmarkSource) Restore(pos json.RawMessage) error {
 	var p nexmarkPosition
 	what := fmt.Sprintf("nexmark source %s", s.src.Name)
-	if err := decodePosition(what, pos, &p); err != nil {
+	if err := connector.DecodePosition(what, pos, &p); err != nil {
 		return err
 	}
 	switch {

@@ -1,4 +1,5 @@
-// Package nexmark generates the events of the Nexmark benchmark: people
+// Package nexmark is the nexmark source (SourceType) and the generator of
+// its events, those of the Nexmark benchmark (docs/nexmark.md): people
 // who join an auction site, auctions they open, and bids on them, as Apache
 // Beam's generator (org.apache.beam.sdk.nexmark.sources.generator) makes
 // them, with the bid channel and URL of the Flink port
@@ -36,6 +37,11 @@
 //
 // The two ways share one implementation of the generator, tested against
 // events that a JVM computed (testdata/GoldenEvents.java).
+//
+// The nexmark source (source.go) is such a loop: subtask k of p generates
+// the blocks of 100 consecutive events n with (n/100) % p == k, into three
+// outputs, and its checkpointed position is the next event number and the
+// event time of event 0.
 //
 // Like Beam's, the stream inherits a quirk of java.util.Random: the first
 // draw of Randoms seeded with consecutive numbers is biased, so about 52%

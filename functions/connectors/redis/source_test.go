@@ -1,4 +1,4 @@
-package builtin
+package redis
 
 import (
 	"context"
@@ -11,14 +11,16 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/functions/connector/connectortest"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
 func connRedisSpec(stream string) *spec.Source {
 	return &spec.Source{Name: "events", Type: spec.SourceRedis, Stream: stream,
-		Schema: connSchema("id", "int64", "fare", "float64", "at", "timestamp_ms"),
+		Schema: connectortest.Schema("id", "int64", "fare", "float64", "at", "timestamp_ms"),
 		Event:  &spec.EventTime{Column: "at"}}
 }
 
@@ -31,16 +33,16 @@ func connXAdd(t *testing.T, r *testenv.Redis, stream string, fields ...string) s
 	return id
 }
 
-func connOpenRedisSource(t *testing.T, src *spec.Source, out Stream, addr string, mem memory.Allocator, subtask int, dl *connDeadLetters) *redisSource {
+func connOpenRedisSource(t *testing.T, src *spec.Source, out stream.Stream, addr string, mem memory.Allocator, subtask int, dl *connectortest.DeadLetters) *redisSource {
 	t.Helper()
 	s, err := NewSource(src, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := connSourceContext(mem, subtask, 2)
+	ctx := connectortest.SourceContext(mem, subtask, 2)
 	ctx.RedisAddr = addr
 	if dl != nil {
-		ctx.DeadLetter = dl.add
+		ctx.DeadLetter = dl.Add
 	}
 	if err := s.Open(ctx); err != nil {
 		t.Fatal(err)
@@ -76,16 +78,16 @@ func connPollRows(t *testing.T, s task.Source, n, maxRows int) [][]any {
 		if rec.NumRows() > int64(maxRows) {
 			t.Errorf("poll returned %d rows, want at most %d", rec.NumRows(), maxRows)
 		}
-		rows = append(rows, connRowsOf(rec)...)
+		rows = append(rows, connectortest.RowsOf(rec)...)
 		rec.Release()
 	}
 	return rows
 }
 
 func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
-	connCheckLeaks(t)
+	connectortest.CheckLeaks(t)
 	r := testenv.StartRedis(t)
-	mem := connMem(t)
+	mem := connectortest.Mem(t)
 	connXAdd(t, r, "in", "data", `{"id":1,"fare":1.5,"at":1000}`)
 	noData := connXAdd(t, r, "in", "payload", `{"id":2}`)
 	connXAdd(t, r, "in", "data", `{"id":3,"at":"2026-01-01T00:00:00Z"}`)
@@ -93,10 +95,10 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 	last := connXAdd(t, r, "in", "data", `{"id":5,"fare":2,"at":5000}`, "extra", "ignored")
 
 	src := connRedisSpec("in")
-	out := connSourceSchema(t, src)
-	dl := &connDeadLetters{}
+	out := connectortest.SourceSchema(t, src)
+	dl := &connectortest.DeadLetters{}
 	s := connOpenRedisSource(t, src, out, r.Addr, mem, 0, dl)
-	if got := connPosition(t, s); got != `{"id":"0-0"}` {
+	if got := connectortest.Position(t, s); got != `{"id":"0-0"}` {
 		t.Errorf("position before reading: %s", got)
 	}
 	rows := connPollRows(t, s, 3, 2)
@@ -105,19 +107,19 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 		{int64(3), nil, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{int64(5), 2.0, time.UnixMilli(5000).UTC()},
 	}
-	connSameRows(t, rows, want)
-	if got, want := connPosition(t, s), `{"id":"`+last+`"}`; got != want {
+	connectortest.SameRows(t, rows, want)
+	if got, want := connectortest.Position(t, s), `{"id":"`+last+`"}`; got != want {
 		t.Errorf("position %s, want the last id: %s", got, want)
 	}
-	wantDead := []connDeadLetter{
-		{`{"payload":"{\"id\":2}"}`, "in:" + noData, `no "data" field`},
-		{`{"id":4,`, "in:" + badJSON, "invalid JSON"},
+	wantDead := []connectortest.DeadLetter{
+		{Raw: `{"payload":"{\"id\":2}"}`, Origin: "in:" + noData, Reason: `no "data" field`},
+		{Raw: `{"id":4,`, Origin: "in:" + badJSON, Reason: "invalid JSON"},
 	}
-	if len(dl.got) != len(wantDead) {
-		t.Fatalf("dead letters %q, want %q", dl.got, wantDead)
+	if len(dl.Got) != len(wantDead) {
+		t.Fatalf("dead letters %q, want %q", dl.Got, wantDead)
 	}
 	for i, w := range wantDead {
-		if d := dl.got[i]; d.raw != w.raw || d.origin != w.origin || !strings.Contains(d.reason, w.reason) {
+		if d := dl.Got[i]; d.Raw != w.Raw || d.Origin != w.Origin || !strings.Contains(d.Reason, w.Reason) {
 			t.Errorf("dead letter %q, want %q", d, w)
 		}
 	}
@@ -147,11 +149,11 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 
 // TestRedisSourceCancel checks that a blocked read ends with its context.
 func TestRedisSourceCancel(t *testing.T) {
-	connCheckLeaks(t)
+	connectortest.CheckLeaks(t)
 	r := testenv.StartRedis(t)
-	mem := connMem(t)
+	mem := connectortest.Mem(t)
 	src := connRedisSpec("empty")
-	s := connOpenRedisSource(t, src, connSourceSchema(t, src), r.Addr, mem, 0, nil)
+	s := connOpenRedisSource(t, src, connectortest.SourceSchema(t, src), r.Addr, mem, 0, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -171,11 +173,11 @@ func TestRedisSourceCancel(t *testing.T) {
 
 func TestRedisSourceNoAddress(t *testing.T) {
 	src := connRedisSpec("in")
-	s, err := NewSource(src, connSourceSchema(t, src))
+	s, err := NewSource(src, connectortest.SourceSchema(t, src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Open(connSourceContext(memory.NewGoAllocator(), 0, 1)); err == nil || !strings.Contains(err.Error(), "no address") {
+	if err := s.Open(connectortest.SourceContext(memory.NewGoAllocator(), 0, 1)); err == nil || !strings.Contains(err.Error(), "no address") {
 		t.Errorf("open without an address: %v", err)
 	}
 	s.Close()

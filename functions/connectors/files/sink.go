@@ -1,4 +1,4 @@
-package builtin
+package files
 
 import (
 	"bytes"
@@ -12,23 +12,25 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 )
 
 // When a files sink writes out what it buffered.
 const (
-	// FileSinkJSONLBytes is the size at which a JSON-lines object is
+	// SinkJSONLBytes is the size at which a JSON-lines object is
 	// written.
-	FileSinkJSONLBytes = 64 << 20
-	// FileSinkParquetRows is the row count at which a Parquet object is
+	SinkJSONLBytes = 64 << 20
+	// SinkParquetRows is the row count at which a Parquet object is
 	// written.
-	FileSinkParquetRows = 1 << 20
-	// FileSinkRollAfter bounds how long a row stays buffered when rows
+	SinkParquetRows = 1 << 20
+	// SinkRollAfter bounds how long a row stays buffered when rows
 	// keep coming: a Write after that writes the buffer out. Finish writes
 	// out the rest.
-	FileSinkRollAfter = 30 * time.Second
+	SinkRollAfter = 30 * time.Second
 )
 
 // fileSink writes its input as objects under a path of the job's store:
@@ -37,8 +39,8 @@ const (
 //
 // with seq counting from 000000 per subtask and attempt, so subtasks and
 // attempts never overwrite each other. It buffers rows and writes an object
-// when the buffer is full (FileSinkJSONLBytes, FileSinkParquetRows), when a
-// Write comes FileSinkRollAfter after the oldest buffered row, and at
+// when the buffer is full (SinkJSONLBytes, SinkParquetRows), when a
+// Write comes SinkRollAfter after the oldest buffered row, and at
 // Finish. An object is written whole: a reader never sees part of one.
 //
 // After EnableTransactions it writes nothing until PreCommit: a full buffer
@@ -54,15 +56,15 @@ type fileSink struct {
 	node   string
 	path   string
 	format string
-	in     Stream
+	in     stream.Stream
 
 	bucket   blob.Bucket
 	counters *task.Counters
 	now      func() time.Time
 	part     string // part-<subtask>-a<attempt>-
 	seq      int
-	maxBytes int   // FileSinkJSONLBytes; smaller in tests
-	maxRows  int64 // FileSinkParquetRows; smaller in tests
+	maxBytes int   // SinkJSONLBytes; smaller in tests
+	maxRows  int64 // SinkParquetRows; smaller in tests
 
 	jsonl   []byte              // buffered JSON lines
 	batches []arrow.RecordBatch // buffered batches (parquet), retained
@@ -95,9 +97,9 @@ type fileTxnObject struct {
 
 var _ task.Sink = (*fileSink)(nil)
 
-func newFileSink(snk *spec.Sink, in Stream) *fileSink {
-	return &fileSink{node: snk.Name, path: strings.TrimRight(snk.Path, "/"), format: snk.Format, in: in,
-		maxBytes: FileSinkJSONLBytes, maxRows: FileSinkParquetRows}
+func newFileSink(node string, cfg SinkConfig, in stream.Stream) *fileSink {
+	return &fileSink{node: node, path: strings.TrimRight(cfg.Path, "/"), format: cfg.Format, in: in,
+		maxBytes: SinkJSONLBytes, maxRows: SinkParquetRows}
 }
 
 func (s *fileSink) Open(ctx *task.SinkContext) error {
@@ -151,7 +153,7 @@ func (s *fileSink) Write(ctx context.Context, b arrow.RecordBatch) error {
 		}
 		return nil
 	}
-	if full || now.Sub(s.oldest) >= FileSinkRollAfter {
+	if full || now.Sub(s.oldest) >= SinkRollAfter {
 		return s.flush(ctx)
 	}
 	return nil
@@ -242,7 +244,7 @@ func (s *fileSink) reset() {
 // <path>/_staging/<txnID>/; see TwoPhaseSink. Writing a staged object twice
 // (a retried PreCommit) replaces it with the same bytes.
 func (s *fileSink) PreCommit(ctx context.Context, txnID string) (json.RawMessage, error) {
-	if err := validateTxnID(txnID); err != nil {
+	if err := connector.ValidateTxnID(txnID); err != nil {
 		return nil, fmt.Errorf("pre-commit files sink %s: %w", s.node, err)
 	}
 	if !s.txn {
@@ -251,7 +253,7 @@ func (s *fileSink) PreCommit(ctx context.Context, txnID string) (json.RawMessage
 	if err := s.seal(); err != nil {
 		return nil, fmt.Errorf("pre-commit files sink %s: %w", s.node, err)
 	}
-	h := fileTxnHandle{V: txnHandleVersion, Txn: txnID, Objects: make([]fileTxnObject, 0, len(s.sealed))}
+	h := fileTxnHandle{V: connector.TxnHandleVersion, Txn: txnID, Objects: make([]fileTxnObject, 0, len(s.sealed))}
 	dir := stagingDir(s.path) + txnID + "/"
 	for _, o := range s.sealed {
 		obj := fileTxnObject{Staged: dir + o.name, Final: s.path + "/" + o.name}
@@ -279,7 +281,7 @@ func (s *fileSink) PreCommit(ctx context.Context, txnID string) (json.RawMessage
 // the sink goes on writing (task.StagedSink). The sealed objects own their
 // bytes, so later writes cannot touch them.
 func (s *fileSink) Seal(txnID string) (func(context.Context) (json.RawMessage, error), error) {
-	if err := validateTxnID(txnID); err != nil {
+	if err := connector.ValidateTxnID(txnID); err != nil {
 		return nil, fmt.Errorf("seal files sink %s: %w", s.node, err)
 	}
 	if !s.txn {
@@ -292,7 +294,7 @@ func (s *fileSink) Seal(txnID string) (func(context.Context) (json.RawMessage, e
 	s.sealed, s.sealedRows = nil, 0
 	bucket, path, node, counters := s.bucket, s.path, s.node, s.counters
 	return func(ctx context.Context) (json.RawMessage, error) {
-		h := fileTxnHandle{V: txnHandleVersion, Txn: txnID, Objects: make([]fileTxnObject, 0, len(objs))}
+		h := fileTxnHandle{V: connector.TxnHandleVersion, Txn: txnID, Objects: make([]fileTxnObject, 0, len(objs))}
 		dir := stagingDir(path) + txnID + "/"
 		for _, o := range objs {
 			obj := fileTxnObject{Staged: dir + o.name, Final: path + "/" + o.name}
@@ -318,10 +320,10 @@ func (s *fileSink) decodeHandle(op string, handle json.RawMessage) (fileTxnHandl
 	if s.bucket == nil {
 		return h, fmt.Errorf("%s files sink %s: not open", op, s.node)
 	}
-	if err := decodeHandle("files", handle, &h, &h.V); err != nil {
+	if err := connector.DecodeHandle("files", handle, &h, &h.V); err != nil {
 		return h, fmt.Errorf("%s files sink %s: %w", op, s.node, err)
 	}
-	if err := validateTxnID(h.Txn); err != nil {
+	if err := connector.ValidateTxnID(h.Txn); err != nil {
 		return h, fmt.Errorf("%s files sink %s: %w", op, s.node, err)
 	}
 	dir := stagingDir(s.path) + h.Txn + "/"

@@ -1,4 +1,4 @@
-package builtin
+package redis
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirstream/weir/functions/connector/connectortest"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/integration/testenv"
@@ -14,12 +15,12 @@ import (
 // TestRedisSinkRoundTrip writes every type through a redis sink and reads
 // it back with a redis source.
 func TestRedisSinkRoundTrip(t *testing.T) {
-	connCheckLeaks(t)
+	connectortest.CheckLeaks(t)
 	r := testenv.StartRedis(t)
-	mem := connMem(t)
-	recs, in, want := connGenBatches(t, mem, 2500, 1000)
+	mem := connectortest.Mem(t)
+	recs, in, want := connectortest.GenBatches(t, mem, 2500, 1000)
 
-	snk, err := newSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "results", Addr: r.Addr}, in)
+	snk, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "results", Addr: r.Addr}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +43,13 @@ func TestRedisSinkRoundTrip(t *testing.T) {
 		t.Errorf("SinkRows %d, want %d", n, len(want))
 	}
 
-	src := connDatagenSpec(0)
+	src := connectortest.DatagenSpec(0)
 	src.Type, src.Gen, src.Stream = spec.SourceRedis, nil, "results"
-	dl := &connDeadLetters{}
+	dl := &connectortest.DeadLetters{}
 	s := connOpenRedisSource(t, src, in, r.Addr, mem, 0, dl)
-	connSameRows(t, connPollRows(t, s, len(want), 1000), want)
-	if len(dl.got) != 0 {
-		t.Errorf("dead letters %v", dl.got)
+	connectortest.SameRows(t, connPollRows(t, s, len(want), 1000), want)
+	if len(dl.Got) != 0 {
+		t.Errorf("dead letters %v", dl.Got)
 	}
 
 	// A Write to a Redis that is gone fails with where it was going.
@@ -66,11 +67,11 @@ func TestRedisSinkRoundTrip(t *testing.T) {
 }
 
 func TestRedisSinkJobAddress(t *testing.T) {
-	connCheckLeaks(t)
+	connectortest.CheckLeaks(t)
 	r := testenv.StartRedis(t)
-	mem := connMem(t)
-	recs, in, want := connGenBatches(t, mem, 10, 10)
-	snk, err := newSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "s"}, in)
+	mem := connectortest.Mem(t)
+	recs, in, want := connectortest.GenBatches(t, mem, 10, 10)
+	snk, err := NewSink(&spec.Sink{Name: "out", Type: spec.SinkRedis, Stream: "s"}, in)
 	if err != nil {
 		t.Fatal(err)
 	}

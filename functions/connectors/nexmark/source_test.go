@@ -1,4 +1,4 @@
-package builtin
+package nexmark
 
 import (
 	"context"
@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/weirstream/weir/functions/builtin/nexmark"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 )
 
@@ -24,7 +23,7 @@ func nexmarkSpec(count int64) *spec.Source {
 
 func openNexmark(t *testing.T, src *spec.Source, subtask, par int, pos json.RawMessage) *nexmarkSource {
 	t.Helper()
-	s, err := NewSource(src, Stream{})
+	s, err := NewSource(src, stream.Stream{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +60,7 @@ func drain(t *testing.T, s *nexmarkSource, maxRows, polls int) (ids [3][]int64) 
 			}
 			total += int(b.NumRows())
 			if k == 2 {
-				ts := b.Column(nexmark.BidDateTime).(*array.Timestamp)
+				ts := b.Column(BidDateTime).(*array.Timestamp)
 				for r := range ts.Len() {
 					ids[k] = append(ids[k], int64(ts.Value(r)))
 				}
@@ -86,7 +85,7 @@ func TestNexmarkSourceParallelSplit(t *testing.T) {
 	if len(one[0])+len(one[1])+len(one[2]) != count {
 		t.Fatalf("parallelism 1 generated %d events, want %d", len(one[0])+len(one[1])+len(one[2]), count)
 	}
-	g := nexmark.NewGenerator(nexmark.Config{EventsPerSecond: 1000, BaseTime: mustTime(t, DefaultDatagenStart)})
+	g := NewGenerator(Config{EventsPerSecond: 1000, BaseTime: mustTime(t, DefaultStart)})
 	var wantP, wantA []int64
 	for n := range int64(count) {
 		switch e := g.Event(n); {
@@ -150,7 +149,7 @@ func TestNexmarkSourceResume(t *testing.T) {
 }
 
 func TestNexmarkSourceBadPositions(t *testing.T) {
-	s, err := NewSource(nexmarkSpec(10), Stream{})
+	s, err := NewSource(nexmarkSpec(10), stream.Stream{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,27 +175,6 @@ func TestNexmarkSourceBadPositions(t *testing.T) {
 		t.Errorf("Open with another subtask's position: %v", err)
 	}
 	ns.Close()
-}
-
-func TestNexmarkOutputsAndConfig(t *testing.T) {
-	names, streams := SourceOutputs(nexmarkSpec(1))
-	if strings.Join(names, ",") != "person,auction,bid" || len(streams) != 3 {
-		t.Fatalf("outputs %v", names)
-	}
-	for i, st := range streams {
-		if f := st.Schema.Field(st.TimeColumn); f.Name != "dateTime" || f.Type.ID() != arrow.TIMESTAMP {
-			t.Errorf("output %s: time column %v", names[i], f)
-		}
-	}
-	if n, _ := SourceOutputs(&spec.Source{Type: spec.SourceDatagen}); n != nil {
-		t.Errorf("datagen has outputs %v", n)
-	}
-	src := nexmarkSpec(1)
-	src.Rate, src.Nexmark.EventsPerSecond = 5000, 0
-	cfg, err := NexmarkConfig(src, time.Now())
-	if err != nil || cfg.EventsPerSecond != 5000 {
-		t.Errorf("eventsPerSecond defaults to the rate: %v %v", cfg.EventsPerSecond, err)
-	}
 }
 
 func mustTime(t *testing.T, s string) int64 {

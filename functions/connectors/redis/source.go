@@ -1,4 +1,4 @@
-package builtin
+package redis
 
 import (
 	"context"
@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/redis/go-redis/v9"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/weirstream/weir/arrowfmt"
-	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/connector"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 )
 
@@ -32,9 +34,9 @@ type redisSource struct {
 	node   string
 	addr   string
 	stream string
-	out    Stream
+	out    stream.Stream
 
-	client *redis.Client
+	client *goredis.Client
 	dec    *arrowfmt.JSONDecoder
 	dead   func(raw []byte, origin, reason string)
 	lastID string // the id of the last entry read; "0-0" before the first
@@ -43,14 +45,14 @@ type redisSource struct {
 
 var _ task.Resumable = (*redisSource)(nil)
 
-func newRedisSource(src *spec.Source, out Stream) *redisSource {
-	return &redisSource{node: src.Name, addr: src.Addr, stream: src.Stream, out: out, lastID: "0-0"}
+func newRedisSource(node string, cfg SourceConfig, out stream.Stream) *redisSource {
+	return &redisSource{node: node, addr: cfg.Addr, stream: cfg.Stream, out: out, lastID: "0-0"}
 }
 
 // newRedisClient returns a client whose blocking calls end when their
 // context does.
-func newRedisClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+func newRedisClient(addr string) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
 
 func (s *redisSource) Open(ctx *task.SourceContext) error {
@@ -66,7 +68,11 @@ func (s *redisSource) Open(ctx *task.SourceContext) error {
 	}
 	s.client = newRedisClient(s.addr)
 	s.dead = ctx.DeadLetter
-	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, allocator(ctx.Mem))
+	mem := ctx.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, mem)
 	return nil
 }
 
@@ -88,7 +94,7 @@ func (s *redisSource) Restore(pos json.RawMessage) error {
 		return fmt.Errorf("restore %s: the source is already open", what)
 	}
 	var p redisPosition
-	if err := decodePosition(what, pos, &p); err != nil {
+	if err := connector.DecodePosition(what, pos, &p); err != nil {
 		return err
 	}
 	if p.ID == nil {
@@ -130,16 +136,16 @@ func (s *redisSource) Poll(ctx context.Context, maxRows int, wait time.Duration)
 	// cancellation, so one XREAD blocks at most redisMaxBlock and the
 	// context is checked between reads.
 	deadline := time.Now().Add(wait)
-	var streams []redis.XStream
+	var streams []goredis.XStream
 	for {
-		args := &redis.XReadArgs{Streams: []string{s.stream, s.lastID}, Count: int64(maxRows), Block: -1}
+		args := &goredis.XReadArgs{Streams: []string{s.stream, s.lastID}, Count: int64(maxRows), Block: -1}
 		if left := time.Until(deadline); left > 0 {
 			// BLOCK 0 would wait forever: never round a short wait down to it.
 			args.Block = max(min(left, redisMaxBlock), time.Millisecond)
 		}
 		var err error
 		streams, err = s.client.XRead(ctx, args).Result()
-		if errors.Is(err, redis.Nil) {
+		if errors.Is(err, goredis.Nil) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -168,7 +174,7 @@ func (s *redisSource) Poll(ctx context.Context, maxRows int, wait time.Duration)
 	return s.dec.NewBatch(), nil
 }
 
-func (s *redisSource) append(m redis.XMessage) {
+func (s *redisSource) append(m goredis.XMessage) {
 	data, ok := m.Values["data"].(string)
 	if !ok {
 		raw, _ := json.Marshal(m.Values)
@@ -176,7 +182,7 @@ func (s *redisSource) append(m redis.XMessage) {
 		return
 	}
 	if err := s.dec.Append([]byte(data)); err != nil {
-		s.deadLetter([]byte(data), m.ID, recordReason(err))
+		s.deadLetter([]byte(data), m.ID, connector.DeadLetterReason(err))
 	}
 }
 

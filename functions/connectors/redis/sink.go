@@ -1,4 +1,4 @@
-package builtin
+package redis
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/weirstream/weir/arrowfmt"
-	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/task"
 )
 
@@ -26,7 +26,7 @@ type redisSink struct {
 	addr   string
 	stream string
 
-	client   *redis.Client
+	client   *goredis.Client
 	counters *task.Counters
 	buf      []byte
 	ends     []int
@@ -34,10 +34,10 @@ type redisSink struct {
 	txn bool // EnableTransactions was called; buf and ends hold the transaction
 }
 
-// RedisTxnMarkerTTL is how long a committed transaction's marker stays.
+// TxnMarkerTTL is how long a committed transaction's marker stays.
 // A Commit replayed later than that finds neither the marker nor the
 // staging list and fails rather than appending twice.
-const RedisTxnMarkerTTL = 7 * 24 * time.Hour
+const TxnMarkerTTL = 7 * 24 * time.Hour
 
 // redisStageChunk is how many entries one RPUSH carries, and how many the
 // commit script reads at a time.
@@ -68,7 +68,7 @@ func redisDoneKey(stream, txn string) string    { return "weir:txn:{" + stream +
 // The payload passes through Lua, and the script blocks Redis while it
 // runs: acceptable because it runs once per sink subtask and checkpoint,
 // not per row. Entries are read in chunks to bound the script's memory.
-var redisCommitScript = redis.NewScript(`
+var redisCommitScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[3]) == 1 then
 	return 0
 end
@@ -91,8 +91,8 @@ return n
 
 var _ task.Sink = (*redisSink)(nil)
 
-func newRedisSink(snk *spec.Sink, _ Stream) *redisSink {
-	return &redisSink{node: snk.Name, addr: snk.Addr, stream: snk.Stream}
+func newRedisSink(node string, cfg SinkConfig) *redisSink {
+	return &redisSink{node: node, addr: cfg.Addr, stream: cfg.Stream}
 }
 
 func (s *redisSink) Open(ctx *task.SinkContext) error {
@@ -130,7 +130,7 @@ func (s *redisSink) Write(ctx context.Context, b arrow.RecordBatch) error {
 	pipe := s.client.Pipeline()
 	start := 0
 	for _, end := range s.ends {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.stream, Values: []any{"data", s.buf[start:end]}})
+		pipe.XAdd(ctx, &goredis.XAddArgs{Stream: s.stream, Values: []any{"data", s.buf[start:end]}})
 		start = end
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -150,7 +150,7 @@ func (s *redisSink) Finish(context.Context) error { return nil }
 // buffered entries in one MULTI/EXEC, so a retried PreCommit does not
 // stage twice; see TwoPhaseSink. An empty transaction touches nothing.
 func (s *redisSink) PreCommit(ctx context.Context, txnID string) (json.RawMessage, error) {
-	if err := validateTxnID(txnID); err != nil {
+	if err := connector.ValidateTxnID(txnID); err != nil {
 		return nil, fmt.Errorf("pre-commit redis sink %s: %w", s.node, err)
 	}
 	if !s.txn {
@@ -159,7 +159,7 @@ func (s *redisSink) PreCommit(ctx context.Context, txnID string) (json.RawMessag
 	if s.client == nil {
 		return nil, fmt.Errorf("pre-commit redis sink %s: not open", s.node)
 	}
-	h := redisTxnHandle{V: txnHandleVersion, Stream: s.stream, Txn: txnID, Rows: int64(len(s.ends))}
+	h := redisTxnHandle{V: connector.TxnHandleVersion, Stream: s.stream, Txn: txnID, Rows: int64(len(s.ends))}
 	if h.Rows > 0 {
 		key := redisStagingKey(s.stream, txnID)
 		pipe := s.client.TxPipeline()
@@ -196,10 +196,10 @@ func (s *redisSink) decodeHandle(op string, handle json.RawMessage) (redisTxnHan
 	if s.client == nil {
 		return h, fmt.Errorf("%s redis sink %s: not open", op, s.node)
 	}
-	if err := decodeHandle("redis", handle, &h, &h.V); err != nil {
+	if err := connector.DecodeHandle("redis", handle, &h, &h.V); err != nil {
 		return h, fmt.Errorf("%s redis sink %s: %w", op, s.node, err)
 	}
-	if err := validateTxnID(h.Txn); err != nil {
+	if err := connector.ValidateTxnID(h.Txn); err != nil {
 		return h, fmt.Errorf("%s redis sink %s: %w", op, s.node, err)
 	}
 	if h.Stream != s.stream || h.Rows < 0 {
@@ -220,7 +220,7 @@ func (s *redisSink) Commit(ctx context.Context, handle json.RawMessage) error {
 		return nil
 	}
 	keys := []string{redisStagingKey(h.Stream, h.Txn), h.Stream, redisDoneKey(h.Stream, h.Txn)}
-	ttl := int64(RedisTxnMarkerTTL / time.Second)
+	ttl := int64(TxnMarkerTTL / time.Second)
 	if err := redisCommitScript.Run(ctx, s.client, keys, h.Rows, ttl).Err(); err != nil {
 		return fmt.Errorf("commit redis sink %s: transaction %s to stream %q at %s: %w", s.node, h.Txn, h.Stream, s.addr, err)
 	}

@@ -1,4 +1,4 @@
-package builtin
+package datagen_test
 
 import (
 	"context"
@@ -12,49 +12,29 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/functions/connector/connectortest"
+	"github.com/weirstream/weir/functions/connectors/datagen"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
 )
 
 func connPtr[T any](v T) *T { return &v }
-
-// connDatagenSpec has one column of every kind of generator.
-func connDatagenSpec(count int64) *spec.Source {
-	return &spec.Source{
-		Name: "gen", Type: spec.SourceDatagen, Count: count,
-		Schema: connSchema(
-			"ts", "timestamp_ms", "id", "int64", "qty", "int64", "fare", "float64", "price", "float64",
-			"user", "string", "city", "string", "vip", "bool", "seen", "timestamp_ms"),
-		Event: &spec.EventTime{Column: "ts"},
-		Gen: &spec.DatagenOpt{
-			Seed: 7, EventsPerSecond: 100, OutOfOrderness: spec.Duration(2 * time.Second),
-			Fields: map[string]spec.FieldGen{
-				"qty":   {Min: connPtr(-5.0), Max: connPtr(5.0), NullRate: 0.05},
-				"fare":  {NullRate: 0.2},
-				"price": {Min: connPtr(2.5), Max: connPtr(3.0)},
-				"user":  {Values: []string{"ann", "bob", "cy"}, NullRate: 0.1},
-				"seen":  {NullRate: 0.05},
-				"city":  {Cardinality: 7},
-				"vip":   {NullRate: 0.5},
-			},
-		},
-	}
-}
 
 // connDatagenRows runs every subtask of src at parallelism p to the end and
 // returns the rows of each subtask.
 func connDatagenRows(t *testing.T, src *spec.Source, mem memory.Allocator, p, maxRows int) [][][]any {
 	t.Helper()
-	out := connSourceSchema(t, src)
+	out := connectortest.SourceSchema(t, src)
 	per := make([][][]any, p)
 	for s := range p {
-		g, err := NewSource(src, out)
+		g, err := datagen.NewSource(src, out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := g.Open(connSourceContext(mem, s, p)); err != nil {
+		if err := g.Open(connectortest.SourceContext(mem, s, p)); err != nil {
 			t.Fatal(err)
 		}
-		per[s] = connDrain(t, g, maxRows)
+		per[s] = connectortest.Drain(t, g, maxRows)
 		if err := g.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -64,16 +44,16 @@ func connDatagenRows(t *testing.T, src *spec.Source, mem memory.Allocator, p, ma
 
 // TestDatagenParallelism checks that the generated set does not depend on
 // parallelism: event i comes from subtask i % p, in order, and equals
-// DatagenRow(i).
+// datagen.Row(i).
 func TestDatagenParallelism(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	const count = 1000
-	src := connDatagenSpec(count)
-	out := connSourceSchema(t, src)
+	src := connectortest.DatagenSpec(count)
+	out := connectortest.SourceSchema(t, src)
 	want := make([][]any, count)
 	for i := range want {
-		want[i] = DatagenRow(src, out, int64(i))
+		want[i] = datagen.Row(src, out, int64(i))
 	}
 	for _, p := range []int{1, 3} {
 		all := make([][]any, count)
@@ -92,7 +72,7 @@ func TestDatagenParallelism(t *testing.T) {
 			t.Fatalf("p=%d: %d rows, want %d", p, n, count)
 		}
 		for i := range all {
-			if !connSameRow(all[i], want[i]) {
+			if !connectortest.SameRow(all[i], want[i]) {
 				t.Fatalf("p=%d: event %d is %v, DatagenRow says %v", p, i, all[i], want[i])
 			}
 		}
@@ -100,10 +80,10 @@ func TestDatagenParallelism(t *testing.T) {
 }
 
 func TestDatagenValues(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	const count = 20000
-	src := connDatagenSpec(count)
+	src := connectortest.DatagenSpec(count)
 	rows := connDatagenRows(t, src, mem, 1, 4096)[0]
 	if len(rows) != count {
 		t.Fatalf("%d rows, want %d", len(rows), count)
@@ -194,10 +174,10 @@ func TestDatagenValues(t *testing.T) {
 }
 
 func TestDatagenDefaults(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
 	src := &spec.Source{Name: "g", Type: "datagen", Count: 3,
-		Schema: connSchema("t", "timestamp_ms", "n", "int64", "s", "string", "f", "float64")}
+		Schema: connectortest.Schema("t", "timestamp_ms", "n", "int64", "s", "string", "f", "float64")}
 	rows := connDatagenRows(t, src, mem, 1, 10)[0]
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, r := range rows {
@@ -223,15 +203,15 @@ func TestDatagenDefaults(t *testing.T) {
 }
 
 func TestDatagenUnbounded(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
-	src := &spec.Source{Name: "g", Type: "datagen", Schema: connSchema("n", "int64")}
-	out := connSourceSchema(t, src)
-	g, err := NewSource(src, out)
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
+	src := &spec.Source{Name: "g", Type: "datagen", Schema: connectortest.Schema("n", "int64")}
+	out := connectortest.SourceSchema(t, src)
+	g, err := datagen.NewSource(src, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Open(connSourceContext(mem, 1, 2)); err != nil {
+	if err := g.Open(connectortest.SourceContext(mem, 1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
@@ -241,7 +221,7 @@ func TestDatagenUnbounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range connRowsOf(rec) {
+		for _, r := range connectortest.RowsOf(rec) {
 			if r[0] != next {
 				t.Fatalf("event %v, want %d", r[0], next)
 			}
@@ -252,7 +232,7 @@ func TestDatagenUnbounded(t *testing.T) {
 		}
 		rec.Release()
 	}
-	pos, err := g.(*datagen).Position()
+	pos, err := g.(task.Resumable).Position()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,9 +244,9 @@ func TestDatagenUnbounded(t *testing.T) {
 // TestDatagenCountSplit checks the bound at every parallelism up to more
 // subtasks than events.
 func TestDatagenCountSplit(t *testing.T) {
-	connCheckLeaks(t)
-	mem := connMem(t)
-	src := &spec.Source{Name: "g", Type: "datagen", Count: 10, Schema: connSchema("n", "int64")}
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
+	src := &spec.Source{Name: "g", Type: "datagen", Count: 10, Schema: connectortest.Schema("n", "int64")}
 	for p := 1; p <= 12; p++ {
 		seen := map[int64]bool{}
 		for _, rows := range connDatagenRows(t, src, mem, p, 3) {
@@ -286,7 +266,7 @@ func TestDatagenCountSplit(t *testing.T) {
 
 func TestDatagenConfigErrors(t *testing.T) {
 	src := &spec.Source{Name: "g", Type: "datagen",
-		Schema: connSchema("t", "timestamp_ms", "n", "int64", "s", "string", "b", "bool"),
+		Schema: connectortest.Schema("t", "timestamp_ms", "n", "int64", "s", "string", "b", "bool"),
 		Event:  &spec.EventTime{Column: "t"},
 		Gen: &spec.DatagenOpt{
 			Start:           "yesterday",
@@ -299,8 +279,8 @@ func TestDatagenConfigErrors(t *testing.T) {
 				"nope": {},
 			},
 		}}
-	out := connSourceSchema(t, src)
-	_, err := NewSource(src, out)
+	out := connectortest.SourceSchema(t, src)
+	_, err := datagen.NewSource(src, out)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -319,7 +299,7 @@ func TestDatagenConfigErrors(t *testing.T) {
 		}
 	}
 	src.Gen = &spec.DatagenOpt{Fields: map[string]spec.FieldGen{"n": {Min: connPtr(200.0)}}}
-	if _, err := NewSource(src, out); err == nil || !strings.Contains(err.Error(), "min 200 must be below max 100 (default)") {
+	if _, err := datagen.NewSource(src, out); err == nil || !strings.Contains(err.Error(), "min 200 must be below max 100 (default)") {
 		t.Errorf("min above the default max: %v", err)
 	}
 	defer func() {
@@ -327,17 +307,17 @@ func TestDatagenConfigErrors(t *testing.T) {
 			t.Error("DatagenRow of a bad spec did not panic")
 		}
 	}()
-	DatagenRow(src, out, 0)
+	datagen.Row(src, out, 0)
 }
 
 func TestDatagenEOF(t *testing.T) {
-	mem := connMem(t)
-	src := &spec.Source{Name: "g", Type: "datagen", Count: 2, Schema: connSchema("n", "int64")}
-	g, err := NewSource(src, connSourceSchema(t, src))
+	mem := connectortest.Mem(t)
+	src := &spec.Source{Name: "g", Type: "datagen", Count: 2, Schema: connectortest.Schema("n", "int64")}
+	g, err := datagen.NewSource(src, connectortest.SourceSchema(t, src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Open(connSourceContext(mem, 0, 1)); err != nil {
+	if err := g.Open(connectortest.SourceContext(mem, 0, 1)); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := g.Poll(context.Background(), 10, 0)
@@ -362,16 +342,16 @@ func TestDatagenEOF(t *testing.T) {
 // with jitter, int64 index, string of 1000 values, float64) on one core.
 func BenchmarkDatagen(b *testing.B) {
 	src := &spec.Source{Name: "g", Type: "datagen",
-		Schema: connSchema("ts", "timestamp_ms", "id", "int64", "user", "string", "fare", "float64"),
+		Schema: connectortest.Schema("ts", "timestamp_ms", "id", "int64", "user", "string", "fare", "float64"),
 		Event:  &spec.EventTime{Column: "ts"},
 		Gen: &spec.DatagenOpt{Seed: 1, OutOfOrderness: spec.Duration(time.Second),
 			Fields: map[string]spec.FieldGen{"user": {Cardinality: 1000}}}}
-	out := connSourceSchema(b, src)
-	g, err := NewSource(src, out)
+	out := connectortest.SourceSchema(b, src)
+	g, err := datagen.NewSource(src, out)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := g.Open(connSourceContext(memory.NewGoAllocator(), 0, 1)); err != nil {
+	if err := g.Open(connectortest.SourceContext(memory.NewGoAllocator(), 0, 1)); err != nil {
 		b.Fatal(err)
 	}
 	defer g.Close()
