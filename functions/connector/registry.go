@@ -23,9 +23,11 @@ type SourceType struct {
 	// schema the spec gives.
 	Outputs []Output
 	// Check reports, at once, every problem with the fields of src that
-	// the type owns (the spec's checks of names, numbers, schema and event
-	// time come first), each Field a path such as sources[<name>].path.
-	// spec.Validate calls it: it must not read anything but src.
+	// the type owns, each Field a path such as sources[<name>].path.
+	// spec.Validate calls it after its own checks of names and numbers
+	// and, for a source with one output, of its schema and event time (a
+	// source with Outputs checks what the spec says of those itself). It
+	// must not read anything but src.
 	Check func(src *spec.Source) spec.Problems
 	// Plan checks src with the job's defaults filled in
 	// (spec.Job.Effective), when the job is planned: for what Check cannot
