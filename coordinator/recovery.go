@@ -552,9 +552,7 @@ func (c *Coordinator) cleanStaging(ctx context.Context, j *job, keep func(string
 		if err != nil {
 			continue // not a two-phase sink
 		}
-		cl, ok := s.(interface {
-			CleanStaging(ctx context.Context, keep func(string) bool) (int, error)
-		})
+		cl, ok := s.(connector.StagingCleaner)
 		if !ok {
 			continue
 		}

@@ -94,6 +94,16 @@ func PlanSource(src *spec.Source) spec.Problems {
 	return nil
 }
 
+// DescribePosition renders a checkpointed position of a source of type
+// typ for weir checkpoints inspect, as the type describes its positions:
+// the JSON as stored when it does not (or the type is unknown).
+func DescribePosition(typ string, pos json.RawMessage) string {
+	if t, ok := LookupSource(typ); ok && t.DescribePosition != nil {
+		return t.DescribePosition(pos)
+	}
+	return string(pos)
+}
+
 // DecodePosition decodes a source's position into v, a struct of pointer
 // fields so that a missing field is seen as nil. It refuses unknown fields,
 // values of the wrong type and anything after the object; what names the
@@ -102,14 +112,7 @@ func DecodePosition(what string, pos json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(pos)) == 0 {
 		return fmt.Errorf("restore %s: position is empty", what)
 	}
-	dec := json.NewDecoder(bytes.NewReader(pos))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
-			err = errors.New("more data after the position object")
-		}
-	}
+	err := decodeStrict(pos, v, "position")
 	var te *json.UnmarshalTypeError
 	switch {
 	case err == nil:
@@ -118,6 +121,21 @@ func DecodePosition(what string, pos json.RawMessage, v any) error {
 		return fmt.Errorf("restore %s: position.%s: got %s, want %s", what, te.Field, te.Value, te.Type)
 	}
 	return fmt.Errorf("restore %s: position %s: %w", what, quotePosition(pos), err)
+}
+
+// decodeStrict decodes the JSON object in data into v, refusing unknown
+// fields and anything after the object; what names the object ("handle")
+// in that error.
+func decodeStrict(data []byte, v any, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
+			err = fmt.Errorf("more data after the %s object", what)
+		}
+	}
+	return err
 }
 
 // quotePosition quotes pos for an error message, shortened if long.

@@ -1,12 +1,10 @@
 package connector
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
@@ -44,6 +42,19 @@ type TxnType struct {
 	// Inspect returns an inspector that reads what env reaches. The
 	// caller closes it.
 	Inspect func(env InspectEnv) TxnInspector
+}
+
+// HandleWith returns an Owns that tells this type's handles by a
+// top-level field only they have.
+func HandleWith(field string) func(handle json.RawMessage) bool {
+	return func(handle json.RawMessage) bool {
+		var h map[string]json.RawMessage
+		if json.Unmarshal(handle, &h) != nil {
+			return false
+		}
+		_, ok := h[field]
+		return ok
+	}
 }
 
 // InspectEnv is what an inspector may read: the job's store, and Redis
@@ -113,15 +124,7 @@ func ValidateTxnID(id string) error {
 // strictly: unknown fields or another version than TxnHandleVersion are
 // errors, not guesses. *version is the handle's version field inside v.
 func DecodeHandle(kind string, handle json.RawMessage, v any, version *int) error {
-	dec := json.NewDecoder(bytes.NewReader(handle))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
-			err = errors.New("more data after the handle object")
-		}
-	}
-	if err != nil {
+	if err := decodeStrict(handle, v, "handle"); err != nil {
 		return fmt.Errorf("decode %s transaction handle %.200q: %w", kind, handle, err)
 	}
 	if *version != TxnHandleVersion {

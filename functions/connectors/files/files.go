@@ -77,6 +77,7 @@ func SinkType() connector.SinkType {
 			return ps
 		},
 		New: NewSink,
+		Txn: txnType(),
 	}
 }
 

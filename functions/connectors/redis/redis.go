@@ -81,6 +81,7 @@ func SinkType() connector.SinkType {
 			return ps
 		},
 		New: NewSink,
+		Txn: txnType(),
 	}
 }
 
