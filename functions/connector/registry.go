@@ -92,10 +92,13 @@ func RegisterSource(t SourceType) {
 }
 
 // RegisterSink makes a sink type available to job specs; see
-// RegisterSource.
+// RegisterSource. It panics too if Txn lacks a field.
 func RegisterSink(t SinkType) {
 	if t.Name == "" || t.Check == nil || t.New == nil {
 		panic(fmt.Sprintf("connector: RegisterSink %q: a sink type needs Name, Check and New", t.Name))
+	}
+	if t.Txn != nil && (t.Txn.Owns == nil || t.Txn.Inspect == nil) {
+		panic(fmt.Sprintf("connector: RegisterSink %q: Txn needs Owns and Inspect", t.Name))
 	}
 	registry.Lock()
 	defer registry.Unlock()

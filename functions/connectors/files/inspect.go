@@ -16,7 +16,7 @@ import (
 // transaction is pending while one of its objects is staged.
 func txnType() *connector.TxnType {
 	return &connector.TxnType{
-		Owns: connector.HandleWith("objects"),
+		Owns:    connector.HandleWith("objects"),
 		Inspect: func(env connector.InspectEnv) connector.TxnInspector { return inspector{b: env.Bucket} },
 	}
 }
