@@ -217,7 +217,7 @@ With -o json it prints the manifest itself.`,
 				_, err := a.stdout.Write(raw)
 				return err
 			}
-			js, _ := loadJobSpec(ctx, b, job) // only to tell sink types; the handles tell them too
+			js, _ := loadJobSpec(ctx, b, job) // only to tell source and sink types; the handles tell sink types too
 			tc := a.newTxnChecker(b, js)
 			defer tc.close()
 			return a.printManifest(ctx, m, tc)
@@ -282,7 +282,7 @@ func (a *app) printManifest(ctx context.Context, m *manifest.Manifest, tc *txnCh
 			if len(s.SourcePositions) > 0 {
 				fmt.Fprintln(w, "    source positions:")
 				for _, src := range slices.Sorted(maps.Keys(s.SourcePositions)) {
-					fmt.Fprintf(w, "      %s: %s\n", src, s.SourcePositions[src])
+					fmt.Fprintf(w, "      %s: %s\n", src, tc.describePosition(src, s.SourcePositions[src]))
 				}
 			}
 			if len(s.SinkTransactions) > 0 {

@@ -12,21 +12,20 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
-	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // States of a sink transaction as the inspection commands report them.
 const (
-	txnCommitted = "committed" // its output is visible (or it had none)
-	txnPending   = "pending"   // its output still waits in the sink's staging area
-	txnOrphan    = "orphan"    // staged, and in no retained manifest
-	txnUnknown   = "unknown"   // cannot tell: a redis sink without --redis-addr, an unknown sink or handle
+	txnCommitted = string(connector.TxnCommitted) // its output is visible (or it had none)
+	txnPending   = string(connector.TxnPending)   // its output still waits in the sink's staging area
+	txnOrphan    = "orphan"                       // staged, and in no retained manifest
+	txnUnknown   = string(connector.TxnUnknown)   // cannot tell: a redis sink without --redis-addr, an unknown sink or handle
 )
 
 // txnRow is one line of weir txn list.
@@ -149,14 +148,7 @@ func (a *app) listTxns(ctx context.Context, b blob.BucketReader, js *spec.Job, k
 	}
 	if js != nil {
 		for _, s := range js.Effective().Sinks {
-			var staged []string
-			var err error
-			switch s.Type {
-			case spec.SinkFiles:
-				staged, err = stagedFileTxns(ctx, b, s.Path)
-			case spec.SinkRedis:
-				staged, err = tc.stagedRedisTxns(ctx, &s)
-			}
+			staged, err := tc.staged(ctx, &s)
 			if err != nil {
 				return nil, err
 			}
@@ -191,36 +183,26 @@ func (a *app) listTxns(ctx context.Context, b blob.BucketReader, js *spec.Job, k
 	return out, nil
 }
 
-// stagedFileTxns lists the transactions with objects under a files sink's
-// staging directory.
-func stagedFileTxns(ctx context.Context, b blob.BucketReader, path string) ([]string, error) {
-	dir := layout.StagingPrefix(path)
-	objs, err := b.List(ctx, dir)
-	if err != nil {
-		return nil, fmt.Errorf("list %s in %s: %w", dir, b.Describe(), err)
-	}
-	var ids []string
-	for _, o := range objs {
-		id, _, ok := layout.ParseStagedKey(path, o.Key)
-		if ok && (len(ids) == 0 || ids[len(ids)-1] != id) {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
-}
-
-// txnChecker tells whether sink transactions are committed: files sinks
-// through the store, redis sinks through Redis when --redis-addr is set.
+// txnChecker reads a job's source positions and sink transactions back
+// through the connector registry: each sink type with transactions
+// inspects its own (files sinks through the store, redis sinks through
+// Redis when --redis-addr is set).
 type txnChecker struct {
-	b         blob.BucketReader
-	sinks     map[string]spec.Sink // from the job spec; empty without one
-	redisAddr string               // --redis-addr; "" leaves redis transactions unknown
-	clients   map[string]*redis.Client
+	env        connector.InspectEnv
+	sources    map[string]spec.Source            // from the job spec; empty without one
+	sinks      map[string]spec.Sink              // from the job spec; empty without one
+	inspectors map[string]connector.TxnInspector // by sink type, opened when first needed
 }
 
 func (a *app) newTxnChecker(b blob.BucketReader, js *spec.Job) *txnChecker {
-	tc := &txnChecker{b: b, sinks: map[string]spec.Sink{}, redisAddr: a.v.GetString("redis-addr"), clients: map[string]*redis.Client{}}
+	tc := &txnChecker{
+		env:     connector.InspectEnv{Bucket: b, RedisAddr: a.v.GetString("redis-addr"), RedisPassword: os.Getenv("WEIR_REDIS_PASSWORD")},
+		sources: map[string]spec.Source{}, sinks: map[string]spec.Sink{}, inspectors: map[string]connector.TxnInspector{},
+	}
 	if js != nil {
+		for _, s := range js.Sources {
+			tc.sources[s.Name] = s
+		}
 		for _, s := range js.Sinks {
 			tc.sinks[s.Name] = s
 		}
@@ -229,8 +211,10 @@ func (a *app) newTxnChecker(b blob.BucketReader, js *spec.Job) *txnChecker {
 }
 
 func (tc *txnChecker) close() {
-	for _, c := range tc.clients {
-		_ = c.Close()
+	for _, ins := range tc.inspectors {
+		if ins != nil {
+			_ = ins.Close()
+		}
 	}
 }
 
@@ -240,124 +224,52 @@ func (tc *txnChecker) sinkType(t manifest.Txn) string {
 	if s, ok := tc.sinks[t.Sink]; ok {
 		return s.Type
 	}
-	var h map[string]json.RawMessage
-	if json.Unmarshal(t.Handle, &h) == nil {
-		if _, ok := h["objects"]; ok {
-			return spec.SinkFiles
-		}
-		if _, ok := h["stream"]; ok {
-			return spec.SinkRedis
-		}
-	}
-	return ""
+	return connector.SinkTypeOfHandle(t.Handle)
 }
 
-// redis returns a client for a redis sink's Redis, nil without
-// --redis-addr.
-func (tc *txnChecker) redis(sink string) *redis.Client {
-	if tc.redisAddr == "" {
-		return nil
+// inspector returns the inspector of a sink type, nil for a type without
+// transactions or unknown.
+func (tc *txnChecker) inspector(typ string) connector.TxnInspector {
+	if ins, ok := tc.inspectors[typ]; ok {
+		return ins
 	}
-	addr := tc.redisAddr
-	if s, ok := tc.sinks[sink]; ok && s.Addr != "" {
-		addr = s.Addr
+	var ins connector.TxnInspector
+	if t, ok := connector.LookupSink(typ); ok && t.Txn != nil {
+		ins = t.Txn.Inspect(tc.env)
 	}
-	c := tc.clients[addr]
-	if c == nil {
-		c = redis.NewClient(&redis.Options{Addr: addr, Password: os.Getenv("WEIR_REDIS_PASSWORD"), ContextTimeoutEnabled: true})
-		tc.clients[addr] = c
-	}
-	return c
+	tc.inspectors[typ] = ins
+	return ins
 }
-
-// The keys of a redis sink's transaction (as functions/builtin names them).
-func redisStagingKey(stream, txn string) string { return "weir:txn:{" + stream + "}:" + txn }
-func redisDoneKey(stream, txn string) string    { return "weir:txn:{" + stream + "}:done:" + txn }
 
 // state tells a transaction's state: txnCommitted, txnPending or
 // txnUnknown.
 func (tc *txnChecker) state(ctx context.Context, t manifest.Txn) (string, error) {
-	switch tc.sinkType(t) {
-	case spec.SinkFiles:
-		var h struct {
-			Objects []struct {
-				Staged string `json:"staged"`
-			} `json:"objects"`
-		}
-		if json.Unmarshal(t.Handle, &h) != nil {
-			return txnUnknown, nil
-		}
-		for _, o := range h.Objects {
-			_, err := tc.b.Stat(ctx, o.Staged)
-			if err == nil {
-				return txnPending, nil
-			}
-			if !errors.Is(err, blob.ErrNotFound) {
-				return "", fmt.Errorf("sink %s: transaction %s: staged object %s: %w", t.Sink, t.ID, o.Staged, err)
-			}
-		}
-		return txnCommitted, nil
-	case spec.SinkRedis:
-		var h struct {
-			Stream string `json:"stream"`
-			Txn    string `json:"txn"`
-			Rows   int64  `json:"rows"`
-		}
-		if json.Unmarshal(t.Handle, &h) != nil || h.Stream == "" || h.Txn == "" {
-			return txnUnknown, nil
-		}
-		if h.Rows == 0 {
-			return txnCommitted, nil // an empty transaction stages nothing
-		}
-		c := tc.redis(t.Sink)
-		if c == nil {
-			return txnUnknown, nil
-		}
-		if n, err := c.Exists(ctx, redisDoneKey(h.Stream, h.Txn)).Result(); err != nil {
-			return "", fmt.Errorf("sink %s: transaction %s: %w", t.Sink, t.ID, err)
-		} else if n > 0 {
-			return txnCommitted, nil
-		}
-		if n, err := c.Exists(ctx, redisStagingKey(h.Stream, h.Txn)).Result(); err != nil {
-			return "", fmt.Errorf("sink %s: transaction %s: %w", t.Sink, t.ID, err)
-		} else if n > 0 {
-			return txnPending, nil
-		}
+	ins := tc.inspector(tc.sinkType(t))
+	if ins == nil {
+		return txnUnknown, nil
 	}
-	return txnUnknown, nil
+	var snk *spec.Sink
+	if s, ok := tc.sinks[t.Sink]; ok {
+		snk = &s
+	}
+	st, err := ins.State(ctx, snk, t.Handle)
+	if err != nil {
+		return "", fmt.Errorf("sink %s: transaction %s: %w", t.Sink, t.ID, err)
+	}
+	return string(st), nil
 }
 
-// stagedRedisTxns lists the transactions with a staging list next to a
-// redis sink's stream; none without --redis-addr.
-func (tc *txnChecker) stagedRedisTxns(ctx context.Context, s *spec.Sink) ([]string, error) {
-	c := tc.redis(s.Name)
-	if c == nil || s.Stream == "" {
+// staged lists the transactions with output in a sink's staging area; none
+// for a sink without transactions.
+func (tc *txnChecker) staged(ctx context.Context, s *spec.Sink) ([]string, error) {
+	ins := tc.inspector(s.Type)
+	if ins == nil {
 		return nil, nil
 	}
-	prefix := redisStagingKey(s.Stream, "")
-	var ids []string
-	iter := c.Scan(ctx, 0, redisGlobEscape(prefix)+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		if id := strings.TrimPrefix(iter.Val(), prefix); !strings.HasPrefix(id, "done:") {
-			ids = append(ids, id)
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("sink %s: scan %s*: %w", s.Name, prefix, err)
-	}
-	slices.Sort(ids)
-	return slices.Compact(ids), nil
+	return ins.Staged(ctx, s)
 }
 
-// redisGlobEscape escapes the characters of Redis glob patterns.
-func redisGlobEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch c {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+// describePosition renders a source's position as its type describes it.
+func (tc *txnChecker) describePosition(source string, pos json.RawMessage) string {
+	return connector.DescribePosition(tc.sources[source].Type, pos)
 }

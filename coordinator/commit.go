@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/manifest"
@@ -54,7 +54,7 @@ func (c *Coordinator) sink(j *job, name string) (task.TwoPhaseSink, error) {
 	if n == nil || n.Kind != plan.KindSink {
 		return nil, fmt.Errorf("job %s has no sink %q", j.id, name)
 	}
-	s, err := builtin.NewSink(n.Sink, n.Input.Stream)
+	s, err := connector.NewSink(n.Sink, n.Input.Stream)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
@@ -24,9 +25,7 @@ func (c *Coordinator) cleanStaging(ctx context.Context, j *job, keep func(string
 		if err != nil {
 			continue // not a two-phase sink
 		}
-		cl, ok := s.(interface {
-			CleanStaging(ctx context.Context, keep func(string) bool) (int, error)
-		})
+		cl, ok := s.(connector.StagingCleaner)
 		if !ok {
 			continue
 		}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	// Build validates a job's sources and sinks as their registered types
+	// do: a program that builds jobs has the built-in connectors.
+	_ "github.com/weirstream/weir/functions/connectors"
 	"github.com/weirstream/weir/functions/spec"
 )
 

@@ -27,8 +27,8 @@ import (
 	"github.com/weirstream/weir/examples/nexmark"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
-	"github.com/weirstream/weir/functions/builtin"
-	gen "github.com/weirstream/weir/functions/builtin/nexmark"
+	"github.com/weirstream/weir/functions/connectors/blackhole"
+	gen "github.com/weirstream/weir/functions/connectors/nexmark"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
 	"github.com/weirstream/weir/integration/poll"
@@ -529,14 +529,14 @@ func (e *distributedEnv) run(b *testing.B, js *spec.Job) nexmarkRun {
 
 // readLatency merges the latency summaries of the blackhole sinks under
 // prefix.
-func readLatency(b *testing.B, store blob.BucketReader, prefix string) builtin.LatencySummary {
+func readLatency(b *testing.B, store blob.BucketReader, prefix string) blackhole.LatencySummary {
 	b.Helper()
 	ctx := context.Background()
 	objs, err := store.List(ctx, prefix)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sum := builtin.LatencySummary{Buckets: map[int64]int64{}}
+	sum := blackhole.LatencySummary{Buckets: map[int64]int64{}}
 	var files int
 	for _, o := range objs {
 		if !strings.HasPrefix(filepath.Base(o.Key), "latency-") || !strings.HasSuffix(o.Key, ".json") {
@@ -546,7 +546,7 @@ func readLatency(b *testing.B, store blob.BucketReader, prefix string) builtin.L
 		if err != nil {
 			b.Fatal(err)
 		}
-		var l builtin.LatencySummary
+		var l blackhole.LatencySummary
 		if err := json.Unmarshal(data, &l); err != nil {
 			b.Fatalf("%s: %v", o.Key, err)
 		}
@@ -560,7 +560,7 @@ func readLatency(b *testing.B, store blob.BucketReader, prefix string) builtin.L
 }
 
 // checkRun fails b unless the job read every event and wrote rows.
-func checkRun(b *testing.B, r nexmarkRun, events int64, lat builtin.LatencySummary) {
+func checkRun(b *testing.B, r nexmarkRun, events int64, lat blackhole.LatencySummary) {
 	b.Helper()
 	if got := r.status.Totals.RecordsIn; got != events {
 		b.Fatalf("read %d events, want %d", got, events)
@@ -631,7 +631,7 @@ func benchNexmarkHandwritten(b *testing.B, rep *nexmarkReport, o nexmarkOptions,
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := builtin.NexmarkConfig(&js.Sources[0], time.Now())
+	cfg, err := gen.ConfigOf(&js.Sources[0], time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,7 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/weirstream/weir/arrowfmt"
-	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
+	"github.com/weirstream/weir/functions/connectors/datagen"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -39,13 +40,13 @@ func genInput(t *testing.T, job *spec.Job, source string) []row {
 	if src == nil {
 		t.Fatalf("no source %q", source)
 	}
-	st, err := builtin.SourceSchema(src)
+	st, err := connector.SourceSchema(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := make([]row, 0, src.Count)
 	for i := int64(0); i < src.Count; i++ {
-		vals := builtin.DatagenRow(src, st, i)
+		vals := datagen.Row(src, st, i)
 		r := row{}
 		for c, f := range st.Schema.Fields() {
 			r[f.Name] = normalize(vals[c])

@@ -14,8 +14,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
-	"github.com/weirstream/weir/functions/builtin"
-	gen "github.com/weirstream/weir/functions/builtin/nexmark"
+	gen "github.com/weirstream/weir/functions/connectors/nexmark"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/worker"
 	"github.com/weirstream/weir/integration/poll"
@@ -195,7 +194,7 @@ func diff(a, b []string) []string {
 // (plain Go) path, as the source's configuration says.
 func events(t *testing.T, js *spec.Job) (persons []gen.Person, auctions []gen.Auction, bids []gen.Bid) {
 	t.Helper()
-	cfg, err := builtin.NexmarkConfig(&js.Sources[0], time.Now())
+	cfg, err := gen.ConfigOf(&js.Sources[0], time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

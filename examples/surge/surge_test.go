@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions"
 	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 )
@@ -108,7 +109,7 @@ func pipeline(t *testing.T) (*spec.Operator, builtin.Stream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := builtin.SourceSchema(&job.Sources[0])
+	src, err := connector.SourceSchema(&job.Sources[0])
 	if err != nil {
 		t.Fatal(err)
 	}

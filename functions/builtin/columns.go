@@ -4,8 +4,18 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 )
+
+// Stream is what flows on an edge (package stream): the operators map
+// their input streams to an output stream.
+type Stream = stream.Stream
+
+// columnList lists a schema's columns for messages.
+func columnList(s *arrow.Schema) string { return stream.ColumnList(s) }
 
 // InputColumns returns the names of the columns of input side (0, or 1 for
 // a join's right input) that operator o reads, or nil when it may read any

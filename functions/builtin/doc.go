@@ -1,7 +1,8 @@
-// Package builtin holds weir's built-in operators, sources and sinks: the
-// things a job spec configures in YAML. Each is constructed from its spec
-// entry and the schema of what flows into it, and implements an interface
-// of package task.
+// Package builtin holds weir's built-in operators: the filters, selects,
+// windows, joins and function operators a job spec configures in YAML.
+// Each is constructed from its spec entry and the schema of what flows
+// into it, and implements an interface of package task. Sources and sinks
+// are connectors (functions/connector, functions/connectors/...).
 //
 // # Expressions
 //

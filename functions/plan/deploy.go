@@ -5,6 +5,7 @@ import (
 
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 )
@@ -61,12 +62,12 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 		main, side := targets(n.Outputs)
 		switch n.Kind {
 		case KindSource:
-			src, err := builtin.NewSource(n.Source, n.Out)
+			src, err := connector.NewSource(n.Source, n.Out)
 			if err != nil {
 				return task.Config{}, fmt.Errorf("source %s: %w", n.Name, err)
 			}
 			head := &task.SourceHead{Name: n.Name, Source: src, TimeColumn: n.Out.TimeColumn, Out: main}
-			if names, streams := builtin.SourceOutputs(n.Source); names != nil {
+			if names, streams := connector.SourceOutputs(n.Source); names != nil {
 				head.Outputs = side
 				for _, st := range streams {
 					head.TimeColumns = append(head.TimeColumns, st.TimeColumn)
@@ -93,7 +94,7 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			}
 			cfg.Nodes = append(cfg.Nodes, &task.Node{Name: n.Name, Op: op, Out: main, Side: side})
 		case KindSink:
-			snk, err := builtin.NewSink(n.Sink, n.Input.Stream)
+			snk, err := connector.NewSink(n.Sink, n.Input.Stream)
 			if err != nil {
 				return task.Config{}, fmt.Errorf("sink %s: %w", n.Name, err)
 			}

@@ -17,6 +17,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/weirstream/weir/functions/builtin"
+	"github.com/weirstream/weir/functions/connector"
+	// The planner builds connectors by type: every program that plans
+	// jobs (the weir binary, the coordinator, the workers) has the
+	// built-in ones registered.
+	_ "github.com/weirstream/weir/functions/connectors"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 )
@@ -139,7 +144,7 @@ func Build(job *spec.Job) (*Plan, error) {
 	for i := range j.Sources {
 		s := &j.Sources[i]
 		n := &Node{Name: s.Name, Kind: KindSource, Parallelism: s.Parallelism, Source: s}
-		if names, streams := builtin.SourceOutputs(s); names != nil {
+		if names, streams := connector.SourceOutputs(s); names != nil {
 			// A multi-output source is read through its outputs only.
 			n.Out = builtin.Stream{TimeColumn: -1}
 			n.Sides = map[string]builtin.Stream{}
@@ -150,15 +155,13 @@ func Build(job *spec.Job) (*Plan, error) {
 			p.add(n)
 			continue
 		}
-		st, err := builtin.SourceSchema(s)
+		st, err := connector.SourceSchema(s)
 		if err != nil {
 			fail(fmt.Sprintf("sources[%s]", s.Name), err)
 			continue
 		}
 		n.Out = st
-		if s.Type == spec.SourceRedis && s.Parallelism > 1 {
-			fail(fmt.Sprintf("sources[%s].parallelism", s.Name), fmt.Errorf("a redis source reads one stream: parallelism must be 1, got %d", s.Parallelism))
-		}
+		probs = append(probs, connector.PlanSource(s)...)
 		p.add(n)
 		producers[n.Name] = prod{n: n}
 	}

@@ -58,6 +58,12 @@ func (ps Problems) Error() string {
 	return fmt.Sprintf("invalid job spec (%d problems):\n  %s", len(ps), strings.Join(msgs, "\n  "))
 }
 
+// Add appends the problem of field, its message formatted as fmt.Sprintf
+// does: how the checks of a connector's fields (package connector) report.
+func (ps *Problems) Add(field, format string, args ...any) {
+	*ps = append(*ps, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
 // AsProblems returns the problems inside err, if it holds any.
 func AsProblems(err error) (Problems, bool) {
 	var ps Problems

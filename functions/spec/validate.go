@@ -13,10 +13,12 @@ import (
 var nameRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,62}$`)
 
 // Validate checks the spec's structure: names, references, the shape of
-// each source, operator and sink, and that the graph has no cycle. It
-// reports every problem at once as Problems. Types are checked by package
-// plan, which knows schemas and operators.
+// each source, operator and sink (a source's or sink's own fields as its
+// registered type checks them, see Connectors), and that the graph has no
+// cycle. It reports every problem at once as Problems. Types are checked
+// by package plan, which knows schemas and operators.
 func (j *Job) Validate() error {
+	conns := currentConnectors()
 	var ps Problems
 	add := func(field, format string, args ...any) {
 		ps = append(ps, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
@@ -70,11 +72,11 @@ func (j *Job) Validate() error {
 	}
 	for _, s := range j.Sources {
 		define("sources", fmt.Sprintf("sources[%s].name", s.Name), s.Name, fmt.Sprintf("source %q", s.Name))
-		if s.Type == SourceNexmark {
-			// A nexmark source is read through its three outputs only.
+		if outs := conns.SourceOutputs(s.Type); outs != nil {
+			// A source with outputs is read through them only.
 			delete(produced, s.Name)
-			for _, out := range []string{NexmarkPerson, NexmarkAuction, NexmarkBid} {
-				produced[s.Name+"."+out] = fmt.Sprintf("the %s output of nexmark source %q", out, s.Name)
+			for _, out := range outs {
+				produced[s.Name+"."+out] = fmt.Sprintf("the %s output of %s source %q", out, s.Type, s.Name)
 			}
 		}
 	}
@@ -119,8 +121,10 @@ func (j *Job) Validate() error {
 		if s.Count < 0 {
 			add(p+".count", "%d is negative", s.Count)
 		}
-		if s.Type == SourceNexmark {
-			validateNexmark(p, &s, add, finite)
+		if conns.SourceOutputs(s.Type) != nil {
+			// A source with outputs has fixed schemas: its type checks
+			// what the spec may say of them.
+			ps = append(ps, conns.CheckSource(&s)...)
 			continue
 		}
 		if s.Nexmark != nil {
@@ -142,50 +146,7 @@ func (j *Job) Validate() error {
 				add(p+".eventTime.idleTimeout", "%s is negative", s.Event.IdleTimeout)
 			}
 		}
-		switch s.Type {
-		case SourceDatagen:
-			if s.Path != "" || s.Stream != "" {
-				add(p, "datagen takes no path or stream")
-			}
-			if s.Gen != nil {
-				for name, fg := range s.Gen.Fields {
-					if _, ok := s.Schema.Get(name); !ok {
-						add(p+".datagen.fields."+name, "%q is not a column of the schema", name)
-					}
-					if fg.NullRate < 0 || fg.NullRate >= 1 {
-						add(p+".datagen.fields."+name+".nullRate", "%g is out of range: want [0,1)", fg.NullRate)
-					}
-					if fg.Min != nil && fg.Max != nil && *fg.Min >= *fg.Max {
-						add(p+".datagen.fields."+name, "min %g must be below max %g", *fg.Min, *fg.Max)
-					}
-				}
-				if s.Gen.OutOfOrderness < 0 {
-					add(p+".datagen.outOfOrderness", "%s is negative", s.Gen.OutOfOrderness)
-				}
-			}
-		case SourceFiles:
-			if s.Path == "" {
-				add(p+".path", "missing: a files source reads the objects under this prefix of the store")
-			}
-			if s.Format != FormatJSONL {
-				add(p+".format", "%q is not supported: want jsonl", s.Format)
-			}
-			if s.Gen != nil {
-				add(p+".datagen", "only a datagen source takes datagen options")
-			}
-		case SourceRedis:
-			if s.Stream == "" {
-				add(p+".stream", "missing: the Redis stream to read")
-			}
-			if s.Format != "" && s.Format != FormatJSONL {
-				add(p+".format", "%q is not supported: want jsonl", s.Format)
-			}
-			if s.Gen != nil {
-				add(p+".datagen", "only a datagen source takes datagen options")
-			}
-		default:
-			add(p+".type", "%q is not a source type: want datagen, files, redis or nexmark", s.Type)
-		}
+		ps = append(ps, conns.CheckSource(&s)...)
 	}
 
 	for _, o := range j.Operators {
@@ -260,22 +221,7 @@ func (j *Job) Validate() error {
 		if s.Rate < 0 {
 			add(p+".rate", "%g is negative", s.Rate)
 		}
-		switch s.Type {
-		case SinkFiles:
-			if s.Path == "" {
-				add(p+".path", "missing: a files sink writes objects under this prefix of the store")
-			}
-			if s.Format != FormatJSONL && s.Format != FormatParq {
-				add(p+".format", "%q is not supported: want jsonl or parquet", s.Format)
-			}
-		case SinkRedis:
-			if s.Stream == "" {
-				add(p+".stream", "missing: the Redis stream to append to")
-			}
-		case SinkStdout, SinkBlackhole:
-		default:
-			add(p+".type", "%q is not a sink type: want files, redis, stdout or blackhole", s.Type)
-		}
+		ps = append(ps, conns.CheckSink(&s)...)
 	}
 	if e := j.Exchange; e != nil {
 		if e.BatchRows < 0 || e.BatchBytes < 0 || e.Credits < 0 || e.BufferTimeout < 0 {
@@ -444,50 +390,6 @@ func (j *Job) Effective() *Job {
 	}
 	c.Exchange = &ex
 	return &c
-}
-
-func validateNexmark(p string, s *Source, add func(string, string, ...any), finite func(string, float64)) {
-	if s.Schema.Len() != 0 {
-		add(p+".schema", "a nexmark source has fixed schemas (docs/nexmark.md): leave schema out")
-	}
-	if s.Event != nil && s.Event.Column != "" && s.Event.Column != "dateTime" {
-		add(p+".eventTime.column", "%q: a nexmark source's event time is dateTime", s.Event.Column)
-	}
-	if s.Event != nil && s.Event.MaxOutOfOrderness < 0 {
-		add(p+".eventTime.maxOutOfOrderness", "%s is negative", s.Event.MaxOutOfOrderness)
-	}
-	if s.Gen != nil {
-		add(p+".datagen", "only a datagen source takes datagen options; use nexmark: {...}")
-	}
-	if s.Path != "" || s.Stream != "" || s.Format != "" {
-		add(p, "a nexmark source takes no path, stream or format")
-	}
-	n := s.Nexmark
-	if n == nil {
-		return
-	}
-	np := p + ".nexmark"
-	finite(np+".eventsPerSecond", n.EventsPerSecond)
-	if n.EventsPerSecond < 0 {
-		add(np+".eventsPerSecond", "%g is negative", n.EventsPerSecond)
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"avgPersonBytes", n.AvgPersonBytes}, {"avgAuctionBytes", n.AvgAuctionBytes}, {"avgBidBytes", n.AvgBidBytes},
-		{"hotAuctionRatio", n.HotAuctionRatio}, {"hotSellersRatio", n.HotSellersRatio}, {"hotBiddersRatio", n.HotBiddersRatio},
-		{"activePeople", n.ActivePeople}, {"inFlightAuctions", n.InFlightAuctions},
-	} {
-		if f.v < 0 {
-			add(np+"."+f.name, "%d is negative", f.v)
-		}
-	}
-	if n.Start != "" && n.Start != "now" {
-		if _, err := time.Parse(time.RFC3339, n.Start); err != nil {
-			add(np+".start", "%q: want RFC 3339 (2026-01-01T00:00:00Z) or \"now\"", n.Start)
-		}
-	}
 }
 
 func validateJoin(p string, o Operator, add func(string, string, ...any)) {

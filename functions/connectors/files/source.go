@@ -1,0 +1,432 @@
+package files
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/connector"
+	"github.com/weirstream/weir/functions/stream"
+	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/blob"
+)
+
+// MaxLineBytes is the longest JSON line (with its newline) a source
+// accepts; a longer line is sent to the dead-letter output, truncated, and
+// reading goes on.
+const MaxLineBytes = 16 << 20
+
+// fileSource reads JSON lines from the objects under a path of the job's
+// store.
+//
+// The path names one object or a "directory": the objects whose keys start
+// with path + "/". Objects with a segment below the path that starts with
+// '_' or '.' are skipped, like Hadoop and Spark do, so a sink's staging
+// area (_staging/) is never read as input. The objects are listed once at
+// Open and sorted by key; object k is read by subtask k % parallelism.
+//
+// A subtask reads its objects one after another in key order, so its
+// position is
+//
+//	{"object": key, "offset": n, "done": [key, ...]}
+//
+// done lists the objects already read to the end, object is the one being
+// (or next to be) read, "" once done holds them all, and offset is the byte
+// offset in object of the first line not yet read. Restore checks the
+// shape; Open checks that done is the start of this subtask's objects and
+// object the one after it, then skips offset bytes of object: the store
+// has no range reads, so they are read and discarded, counting lines so
+// that dead-letter origins keep their line numbers. An offset must be a
+// line start or the object's end. With object "", reading goes on with
+// any objects listed after done (new input sorted after the old).
+type fileSource struct {
+	node string
+	path string
+	out  stream.Stream
+
+	bucket blob.BucketReader
+	dead   func(raw []byte, origin, reason string)
+	dec    *arrowfmt.JSONDecoder
+	// ctx bounds the object reads; it lives from Open to Close because an
+	// object stays open across Polls.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	objects []string // this subtask's objects, sorted
+	obj     int      // index in objects of the one being (or next to be) read
+	body    io.ReadCloser
+	r       *bufio.Reader
+	long    []byte // a line longer than the bufio buffer
+	maxLine int    // MaxLineBytes; smaller in tests
+	lineNo  int64  // lines consumed in the current object
+	offset  int64  // bytes consumed in the current object
+
+	restored *filePosition // from Restore, applied at Open
+}
+
+var _ task.Resumable = (*fileSource)(nil)
+
+// filePosition is a files source's position, as JSON. The fields are
+// pointers so that a missing one is seen.
+type filePosition struct {
+	Object *string   `json:"object"`
+	Offset *int64    `json:"offset"`
+	Done   *[]string `json:"done"`
+}
+
+func newFileSource(node string, cfg SourceConfig, out stream.Stream) *fileSource {
+	return &fileSource{node: node, path: cfg.Path, out: out, maxLine: MaxLineBytes}
+}
+
+func (s *fileSource) Open(ctx *task.SourceContext) error {
+	if ctx.Bucket == nil {
+		return fmt.Errorf("open files source %s: the job has no store to read %q from", s.node, s.path)
+	}
+	if ctx.Parallelism < 1 || ctx.Subtask < 0 || ctx.Subtask >= ctx.Parallelism {
+		return fmt.Errorf("open files source %s: subtask %d of parallelism %d", s.node, ctx.Subtask, ctx.Parallelism)
+	}
+	s.bucket, s.dead = ctx.Bucket, ctx.DeadLetter
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	infos, err := s.bucket.List(s.ctx, s.path)
+	if err != nil {
+		return fmt.Errorf("open files source %s: list %q: %w", s.node, s.path, err)
+	}
+	var all []string
+	for _, info := range infos {
+		if inputObject(s.path, info.Key) {
+			all = append(all, info.Key)
+		}
+	}
+	if len(all) == 0 && ctx.Subtask == 0 && ctx.Logger != nil {
+		ctx.Logger.Warn("files source has no input objects", "source", s.node, "path", s.path, "store", s.bucket.Describe())
+	}
+	for k, key := range all {
+		if k%ctx.Parallelism == ctx.Subtask {
+			s.objects = append(s.objects, key)
+		}
+	}
+	if s.restored != nil {
+		if err := s.resume(ctx); err != nil {
+			return errors.Join(err, s.closeObject())
+		}
+	}
+	mem := ctx.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, mem)
+	return nil
+}
+
+// resume moves a just opened source to the restored position.
+func (s *fileSource) resume(ctx *task.SourceContext) error {
+	p := fmt.Sprintf("open files source %s: restored position", s.node)
+	object, offset, done := *s.restored.Object, *s.restored.Offset, *s.restored.Done
+	mine := fmt.Sprintf("subtask %d of %d reads %d objects under %q", ctx.Subtask, ctx.Parallelism, len(s.objects), s.path)
+	for i, key := range done {
+		if i >= len(s.objects) || s.objects[i] != key {
+			want := "no more"
+			if i < len(s.objects) {
+				want = fmt.Sprintf("%q", s.objects[i])
+			}
+			return fmt.Errorf("%s.done[%d]: %q is not this subtask's object %d (%s; want %s): the input changed, or the position is another subtask's",
+				p, i, key, i, mine, want)
+		}
+	}
+	s.obj = len(done)
+	if object == "" {
+		return nil
+	}
+	if s.obj >= len(s.objects) || s.objects[s.obj] != object {
+		want := "none: every object is done"
+		if s.obj < len(s.objects) {
+			want = fmt.Sprintf("%q", s.objects[s.obj])
+		}
+		return fmt.Errorf("%s.object: %q is not the object after done (%s; want %s): the input changed, or the position is another subtask's",
+			p, object, mine, want)
+	}
+	if offset == 0 {
+		return nil
+	}
+	if err := s.openObject(); err != nil {
+		return fmt.Errorf("open files source %s: %w", s.node, err)
+	}
+	if err := s.skip(offset); err != nil {
+		return fmt.Errorf("%s.offset: %w", p, err)
+	}
+	return nil
+}
+
+// skip reads and discards the first n bytes of the open object, counting
+// its lines, and checks that n is a line start or the object's end.
+func (s *fileSource) skip(n int64) error {
+	key := s.objects[s.obj]
+	var last byte
+	for s.offset < n {
+		buf, err := s.r.Peek(int(min(n-s.offset, int64(s.r.Size()))))
+		if len(buf) > 0 {
+			s.lineNo += int64(bytes.Count(buf, []byte{'\n'}))
+			s.offset += int64(len(buf))
+			last = buf[len(buf)-1]
+			if _, err := s.r.Discard(len(buf)); err != nil {
+				return fmt.Errorf("skip to %d in %s: %w", n, key, err)
+			}
+		}
+		if errors.Is(err, io.EOF) && s.offset < n {
+			return fmt.Errorf("%d is past the end of %s (%d bytes): the object changed, or the position is another object's", n, key, s.offset)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("skip to %d in %s in %s: %w", n, key, s.bucket.Describe(), err)
+		}
+	}
+	if last == '\n' {
+		return nil
+	}
+	if _, err := s.r.Peek(1); errors.Is(err, io.EOF) {
+		return nil // the end of an object without a final newline
+	} else if err != nil {
+		return fmt.Errorf("skip to %d in %s in %s: %w", n, key, s.bucket.Describe(), err)
+	}
+	return fmt.Errorf("%d is inside line %d of %s, not at a line start: the object changed, or the position is another object's", n, s.lineNo+1, key)
+}
+
+// inputObject reports whether key is an input object of a files source
+// reading path.
+func inputObject(path, key string) bool {
+	var rest string
+	switch {
+	case key == path:
+		return true
+	case strings.HasSuffix(path, "/") && strings.HasPrefix(key, path):
+		rest = key[len(path):]
+	case strings.HasPrefix(key, path+"/"):
+		rest = key[len(path)+1:]
+	default:
+		return false
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
+		if strings.HasPrefix(seg, "_") || strings.HasPrefix(seg, ".") {
+			return false
+		}
+	}
+	return true
+}
+
+// Position returns where the source is (see fileSource): the objects read
+// to the end, the object being (or next to be) read and the byte offset in
+// it of the first line not yet read.
+func (s *fileSource) Position() (json.RawMessage, error) {
+	if s.dec == nil {
+		return nil, fmt.Errorf("position of files source %s: not open", s.node)
+	}
+	if n := s.dec.Len(); n > 0 {
+		return nil, fmt.Errorf("position of files source %s: %d rows are read but not returned (a Poll failed)", s.node, n)
+	}
+	object, offset := "", int64(0)
+	if s.obj < len(s.objects) {
+		object, offset = s.objects[s.obj], s.offset
+	}
+	done := s.objects[:min(s.obj, len(s.objects))]
+	if done == nil {
+		done = []string{}
+	}
+	return json.Marshal(filePosition{Object: &object, Offset: &offset, Done: &done})
+}
+
+// Restore makes the source resume at pos (see fileSource). It checks the
+// position's shape; Open checks it against the objects it lists.
+func (s *fileSource) Restore(pos json.RawMessage) error {
+	what := "files source " + s.node
+	if s.dec != nil {
+		return fmt.Errorf("restore %s: the source is already open", what)
+	}
+	var p filePosition
+	if err := connector.DecodePosition(what, pos, &p); err != nil {
+		return err
+	}
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("restore %s: position.%s: %s", what, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case p.Object == nil:
+		return bad("object", `missing: want the key being read, or "" when done holds every object`)
+	case p.Offset == nil:
+		return bad("offset", "missing: want the byte offset in object of the next line")
+	case p.Done == nil:
+		return bad("done", "missing: want the keys of the objects read to the end, [] for none")
+	case *p.Offset < 0:
+		return bad("offset", "%d is negative: want a byte offset >= 0", *p.Offset)
+	case *p.Object == "" && *p.Offset != 0:
+		return bad("offset", `%d with object "": want 0`, *p.Offset)
+	case *p.Object != "" && !inputObject(s.path, *p.Object):
+		return bad("object", "%q is not an input object under %q", *p.Object, s.path)
+	}
+	done := *p.Done
+	for i, key := range done {
+		field := fmt.Sprintf("done[%d]", i)
+		switch {
+		case !inputObject(s.path, key):
+			return bad(field, "%q is not an input object under %q", key, s.path)
+		case i > 0 && key <= done[i-1]:
+			return bad(field, "%q does not sort after %q: objects are read in key order", key, done[i-1])
+		}
+	}
+	if n := len(done); n > 0 && *p.Object != "" && *p.Object <= done[n-1] {
+		return bad("object", "%q does not sort after the last done object %q: objects are read in key order", *p.Object, done[n-1])
+	}
+	s.restored = &p
+	return nil
+}
+
+// Poll reads lines until it has maxRows rows, the last object ends or ctx
+// ends (then it returns the rows read so far, and the error if none). A
+// line that does not fit the schema goes to the dead-letter output with
+// origin "<key>:<line>"; empty lines are skipped.
+func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (arrow.RecordBatch, error) {
+	if maxRows < 1 {
+		return nil, fmt.Errorf("poll files source: maxRows %d is not positive", maxRows)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("poll files source: %w", err)
+	}
+	for read := 1; s.dec.Len() < maxRows; read++ {
+		// A line read is past the position, so a context that ends
+		// returns the rows read so far and the error comes with the next
+		// Poll: the rows are neither dropped nor held by a failed Poll.
+		if read%4096 == 0 && ctx.Err() != nil {
+			break
+		}
+		if s.body == nil {
+			if s.obj >= len(s.objects) {
+				break
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			if err := s.openObject(); err != nil {
+				return nil, err
+			}
+		}
+		line, size, tooLong, err := s.readLine()
+		if errors.Is(err, io.EOF) && len(line) == 0 {
+			if err := s.closeObject(); err != nil {
+				return nil, err
+			}
+			s.obj++
+			s.lineNo, s.offset = 0, 0
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("read %s in %s: %w", s.objects[s.obj], s.bucket.Describe(), err)
+		}
+		s.lineNo++
+		s.offset += size
+		if tooLong {
+			s.deadLetter(line[:min(len(line), 1024)], fmt.Sprintf("line of %d bytes is longer than the limit of %d bytes (the dead letter holds its start)", size, s.maxLine))
+			continue
+		}
+		record := bytes.TrimSpace(line)
+		if len(record) == 0 {
+			continue
+		}
+		if err := s.dec.Append(record); err != nil {
+			s.deadLetter(record, connector.DeadLetterReason(err))
+		}
+	}
+	if s.dec.Len() > 0 {
+		return s.dec.NewBatch(), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("poll files source: %w", err)
+	}
+	return nil, io.EOF
+}
+
+func (s *fileSource) deadLetter(raw []byte, reason string) {
+	if s.dead != nil {
+		s.dead(bytes.Clone(raw), fmt.Sprintf("%s:%d", s.objects[s.obj], s.lineNo), reason)
+	}
+}
+
+func (s *fileSource) openObject() error {
+	key := s.objects[s.obj]
+	body, err := s.bucket.Open(s.ctx, key)
+	if err != nil {
+		return fmt.Errorf("open %s in %s: %w", key, s.bucket.Describe(), err)
+	}
+	s.body = body
+	if s.r == nil {
+		s.r = bufio.NewReaderSize(body, 64<<10)
+	} else {
+		s.r.Reset(body)
+	}
+	return nil
+}
+
+func (s *fileSource) closeObject() error {
+	if s.body == nil {
+		return nil
+	}
+	err := s.body.Close()
+	s.body = nil
+	if err != nil {
+		return fmt.Errorf("close %s in %s: %w", s.objects[s.obj], s.bucket.Describe(), err)
+	}
+	return nil
+}
+
+// readLine returns the next line including its "\n" (the last line of an
+// object may lack it), how many bytes it took, and io.EOF after the last
+// line. The line is valid until the next call. A line longer than
+// MaxLineBytes is consumed whole, but only its first MaxLineBytes are
+// returned, with tooLong set.
+func (s *fileSource) readLine() (line []byte, size int64, tooLong bool, err error) {
+	line, err = s.r.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		if len(line) > s.maxLine {
+			return line[:s.maxLine], int64(len(line)), true, err
+		}
+		return line, int64(len(line)), false, err
+	}
+	if cap(s.long) > 1<<20 {
+		s.long = nil // do not keep a huge buffer after one huge line
+	}
+	s.long = append(s.long[:0], line...)
+	size = int64(len(line))
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = s.r.ReadSlice('\n')
+		size += int64(len(line))
+		if room := s.maxLine - len(s.long); room > 0 {
+			s.long = append(s.long, line[:min(room, len(line))]...)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil // the line is complete; the next call returns io.EOF
+	}
+	return s.long, size, size > int64(len(s.long)), err
+}
+
+func (s *fileSource) Close() error {
+	var errs []error
+	if s.body != nil {
+		errs = append(errs, s.closeObject())
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.dec != nil {
+		s.dec.Release()
+		s.dec = nil
+	}
+	return errors.Join(errs...)
+}
