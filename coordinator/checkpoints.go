@@ -354,11 +354,12 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 			spKey, spErr = c.copySavepoint(ctx, cm)
 		}
 		return func(ctx context.Context) {
+			stop := false // a stop-with-savepoint waits for this one
 			if m.Savepoint {
 				if err != nil {
 					spErr = err
 				}
-				k.finishWaitsLocked(id, spKey, spErr)
+				stop = k.finishWaitsLocked(id, spKey, spErr)
 			}
 			if err == nil {
 				m = cm
@@ -382,6 +383,11 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 			}
 			allCommitted := err == nil && len(committed) == len(txnIDs(cm))
 			c.exec(ctx, j, j.lc.ManifestWritten(c.now(), id, err == nil, allCommitted))
+			if stop {
+				// Before the loop can trigger another checkpoint.
+				ds, _ := j.lc.StoppedWithSavepoint(c.now(), spKey)
+				c.exec(ctx, j, ds)
+			}
 		}
 	})
 }

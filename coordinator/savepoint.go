@@ -17,6 +17,9 @@ type savepointWait struct {
 	key  string // manifest key once written
 	err  error
 	done chan struct{}
+	// stop: cancel the job as soon as the savepoint is written, on the
+	// loop, before another checkpoint can commit output past it.
+	stop bool
 }
 
 // Savepoint takes a savepoint of a running job now: a checkpoint whose
@@ -24,6 +27,10 @@ type savepointWait struct {
 // jobs/<job>/savepoints/<name>/, where no retention deletes them. It waits
 // until the savepoint is written and returns its manifest's key.
 func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) {
+	return c.savepoint(ctx, id, false)
+}
+
+func (c *Coordinator) savepoint(ctx context.Context, id string, stop bool) (string, error) {
 	c.mu.Lock()
 	j := c.mu.jobs[id]
 	if j == nil {
@@ -48,7 +55,7 @@ func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) 
 	}
 	// The savepoint is triggered as soon as no checkpoint is in flight
 	// (tick), instead of the next periodic checkpoint.
-	w := &savepointWait{done: make(chan struct{})}
+	w := &savepointWait{done: make(chan struct{}), stop: stop}
 	k.waits = append(k.waits, w)
 	c.mu.Unlock()
 	select {
@@ -86,17 +93,21 @@ func (c *Coordinator) triggerSavepointLocked(ctx context.Context, j *job, now ti
 }
 
 // finishWaitsLocked tells the callers waiting for savepoint id.
-func (k *ckpt) finishWaitsLocked(id int64, key string, err error) {
+// It reports whether one of them asked to stop the job (and the savepoint
+// was written).
+func (k *ckpt) finishWaitsLocked(id int64, key string, err error) (stop bool) {
 	kept := k.waits[:0]
 	for _, w := range k.waits {
 		if w.id == id {
 			w.key, w.err = key, err
+			stop = stop || w.stop && err == nil
 			close(w.done)
 			continue
 		}
 		kept = append(kept, w)
 	}
 	k.waits = kept
+	return stop
 }
 
 // failWaitsLocked fails every waiting savepoint (the attempt failed).
@@ -170,20 +181,9 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (
 // whatever its sinks staged after the savepoint: deploying the spec again
 // with --from-savepoint continues exactly where it stopped.
 func (c *Coordinator) StopWithSavepoint(ctx context.Context, id string) (string, error) {
-	key, err := c.Savepoint(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	j := c.mu.jobs[id]
-	if j == nil {
-		return key, fmt.Errorf("cancel %s: %w", id, ErrNotFound)
-	}
-	ds, ok := j.lc.StoppedWithSavepoint(c.now(), key)
-	if !ok {
-		return key, fmt.Errorf("cancel %s (%s): %w", id, j.lc.State(), ErrEnded)
-	}
-	c.exec(ctx, j, ds)
-	return key, nil
+	// The cancel happens on the loop the moment the savepoint is written
+	// (writeManifestLocked): were it left to this goroutine, a periodic
+	// checkpoint completing in between would commit output that a job
+	// resumed from the savepoint produces again.
+	return c.savepoint(ctx, id, true)
 }
