@@ -38,9 +38,11 @@ func (s Scope) compare(o Scope) int {
 // Snapshotter is state that checkpoints capture and restore as Arrow
 // record batches whose first column is key_group (int32), so that the
 // runtime can keep the rows of a subtask's key groups after a rescale.
-// A Backend is one; so is an operator that keeps its keyed state in its
-// own columnar structures (a window's accumulators, a join's kept rows;
-// see RowLayout and ChangeLog). One goroutine, the task's, uses it.
+// It is the one interface the checkpoint runtime captures every stateful
+// operator through (task.Stateful's State). A Backend is one; so is an
+// operator that keeps its keyed state in its own columnar structures (a
+// window's accumulators, a join's kept rows; see rows.Layout and
+// rows.ChangeLog). One goroutine, the task's, uses it.
 type Snapshotter interface {
 	// Schema is the schema of every batch Snapshot returns and Restore
 	// reads. It never changes.

@@ -692,8 +692,8 @@ type joinOperator struct {
 	pl, pr []joinRef
 	pw     []int64
 
-	// Checkpoints (join_state.go). Once on (from the first SnapshotState
-	// or RestoreState on), changes lists the rows kept since the last
+	// Checkpoints (join_state.go). Once on (from the first Snapshot or
+	// Restore of State on), changes lists the rows kept since the last
 	// snapshot, in order. Per key group: hadRows, the saved state
 	// (base and deltas so far) may have rows of it; saved, the watermark
 	// of its last expire entry. restored: state was restored and is not

@@ -7,9 +7,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/rows"
 )
 
@@ -45,7 +47,7 @@ import (
 // regular join without ttl forgets nothing and writes no expire entries.
 // Since whether a row is kept is a function of its time and the
 // watermark, which only grows, applying a base and its deltas in order
-// rebuilds the kept rows exactly; RestoreState applies the expire entries
+// rebuilds the kept rows exactly; Restore applies the expire entries
 // when the restore is done (settle), which comes to the same.
 //
 // The runtime calls ProcessWatermark with the snapshot's watermark after a
@@ -114,22 +116,33 @@ func newJoinStateLayout(cfg *joinConfig) *joinStateLayout {
 	return l
 }
 
-// StateSchema returns the schema of the state batches.
-func (j *joinOperator) StateSchema() *arrow.Schema { return j.state.Schema }
+// joinSnapshotter is a join operator's state as checkpoints capture and
+// restore it.
+type joinSnapshotter struct{ j *joinOperator }
 
-// SnapshotState writes every kept row (full), or the rows kept since the
-// last snapshot or restore, with the expire entries described at the top
-// of this file, and starts tracking changes afresh. Before the first
+var _ statestore.Snapshotter = joinSnapshotter{}
+
+// State returns the operator's checkpointed state (see the top of this
+// file).
+func (j *joinOperator) State() statestore.Snapshotter { return joinSnapshotter{j} }
+
+// Schema returns the schema of the state batches.
+func (s joinSnapshotter) Schema() *arrow.Schema { return s.j.state.Schema }
+
+// Snapshot writes every kept row (full), or the rows kept since the last
+// snapshot or restore, with the expire entries described at the top of
+// this file, and starts tracking changes afresh. Before the first
 // snapshot or restore nothing is tracked; the state was empty at Open
 // then, so a delta holds every row, as a base does.
-func (j *joinOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
+func (s joinSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	j := s.j
 	if j.index == nil {
 		return nil, fmt.Errorf("join %s: snapshot state: the operator is not open", j.cfg.name)
 	}
 	if j.restored {
 		j.settle()
 	}
-	sb := rows.NewWriter(j.mem, j.state.Schema, j.buildStateRows)
+	sb := rows.NewWriter(mem, j.state.Schema, j.buildStateRows)
 	defer sb.Release()
 	written := make([]bool, j.nGroups)
 	// A regular join without ttl forgets nothing: it needs no expire
@@ -240,11 +253,13 @@ func (j *joinOperator) buildStateRows(rb *array.RecordBuilder, rs []joinStateRow
 	}
 }
 
-// RestoreState applies the entries of b in order (see the top of this
-// file). It refuses a batch of another schema and an entry that does not
-// fit, naming the operator, the row and the column, before it changes
-// anything. It copies the rows it keeps: nothing of b is retained.
-func (j *joinOperator) RestoreState(b arrow.RecordBatch) error {
+// Restore applies the entries of b in order (see the top of this file).
+// It refuses a batch of another schema and an entry that does not fit,
+// naming the operator, the row and the column, before it changes
+// anything. It copies the rows it keeps (into the operator's allocator):
+// nothing of b is retained.
+func (s joinSnapshotter) Restore(b arrow.RecordBatch) error {
+	j := s.j
 	if j.index == nil {
 		return fmt.Errorf("join %s: restore state: the operator is not open", j.cfg.name)
 	}

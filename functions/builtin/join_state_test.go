@@ -266,7 +266,7 @@ func TestJoinStateRows(t *testing.T) {
 	o := joinOp(spec.Join{Type: spec.JoinInterval, Lower: -winMs(10), Upper: winMs(0)}, "")
 	h := newJoinHarness(t, o, joinStreams(t), 0, 128)
 	var names []string
-	for _, f := range h.op.(task.Stateful).StateSchema().Fields() {
+	for _, f := range h.op.(task.Stateful).State().Schema().Fields() {
 		names = append(names, f.Name+":"+f.Type.String())
 	}
 	ts := "timestamp[ms, tz=UTC]"
@@ -459,10 +459,10 @@ func TestJoinStateErrors(t *testing.T) {
 		"join j: restore state: row 0: column key_group", fmt.Sprintf("key group %d is outside this subtask's key groups [%d, %d)", kg, start, start+1))
 
 	r = newJoinHarness(t, o, ins, 0, 128)
-	st := r.op.(task.Stateful)
+	st := r.op.(task.Stateful).State()
 	row := func(vals ...any) arrow.RecordBatch {
-		full := append(vals, make([]any, st.StateSchema().NumFields()-len(vals))...)
-		return winBatch(t, r.mem, st.StateSchema(), full)
+		full := append(vals, make([]any, st.Schema().NumFields()-len(vals))...)
+		return winBatch(t, r.mem, st.Schema(), full)
 	}
 	for _, tc := range []struct {
 		name string
@@ -477,15 +477,15 @@ func TestJoinStateErrors(t *testing.T) {
 		{"key group", row((kg+1)%128, "row", "left", nil, 1, "a", 7), fmt.Sprintf("row 0: column key_group: key group %d, but left.k2=7 is in key group %d of 128", (kg+1)%128, kg)},
 		{"time", row(kg, "row", "left", nil, nil, "a", 7), "row 0: column left.ts: null: every kept row of an interval join has an event time"},
 	} {
-		err := st.RestoreState(tc.b)
+		err := st.Restore(tc.b)
 		tc.b.Release()
 		wantErr(tc.name, err, "join j: restore state: "+tc.want)
 	}
 
 	other := newJoinHarness(t, joinOp(spec.Join{Type: spec.JoinInterval, Lower: -winMs(10)}, "multi"), ins, 0, 128)
-	b := winBatch(t, other.mem, other.op.(task.Stateful).StateSchema())
+	b := winBatch(t, other.mem, other.op.(task.Stateful).State().Schema())
 	defer b.Release()
-	if err := st.RestoreState(b); err != nil {
+	if err := st.Restore(b); err != nil {
 		t.Errorf("the same columns: %v", err)
 	}
 	bad, err := arrowfmt.NewSchema([]arrowfmt.Field{{Name: "key_group", Type: arrowfmt.Int64}})
@@ -494,7 +494,7 @@ func TestJoinStateErrors(t *testing.T) {
 	}
 	b2 := winBatch(t, r.mem, bad)
 	defer b2.Release()
-	wantErr("schema", st.RestoreState(b2), "join j: restore state: 1 columns")
+	wantErr("schema", st.Restore(b2), "join j: restore state: 1 columns")
 
 	r.watermark(5)
 	wantErr("after input", r.restore([][]byte{base}, 0, 128), "join j: restore state", "input has already come")

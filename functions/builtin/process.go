@@ -165,7 +165,6 @@ type processOp struct {
 
 	inst           *functions.Instance
 	state          statestore.Backend
-	mem            memory.Allocator
 	maxP           int
 	kgStart, kgEnd int
 	// restoredWM is the watermark the restored state recorded; watermarks
@@ -195,10 +194,6 @@ func (p *processOp) Open(ctx *task.Context) error {
 		p.kgStart, p.kgEnd = 0, p.maxP
 	}
 	p.restoredWM = math.MinInt64
-	p.mem = ctx.Mem
-	if p.mem == nil {
-		p.mem = memory.DefaultAllocator
-	}
 	state := statestore.NewMemory(p.kgStart, p.kgEnd)
 	inst, err := functions.NewInstance(functions.InstanceConfig{
 		Operator:        p.cfg.name,
@@ -290,27 +285,39 @@ func (p *processOp) Close() error {
 	return err
 }
 
-// StateSchema is the backend's snapshot schema: key_group first, then the
+// processSnapshotter is a process operator's backend as checkpoints
+// capture and restore it: errors name the operator, and a restore notes
+// the watermark the restored state recorded (see ProcessWatermark).
+type processSnapshotter struct{ p *processOp }
+
+var _ statestore.Snapshotter = processSnapshotter{}
+
+// State returns the operator's backend, as checkpoints see it.
+func (p *processOp) State() statestore.Snapshotter { return processSnapshotter{p} }
+
+// Schema is the backend's snapshot schema: key_group first, then the
 // state name (table), key, namespace, encoded value, timer timestamp and
 // deletion flag.
-func (p *processOp) StateSchema() *arrow.Schema { return statestore.SnapshotSchema() }
+func (s processSnapshotter) Schema() *arrow.Schema { return statestore.SnapshotSchema() }
 
-// SnapshotState returns the backend's snapshot: every entry and timer if
-// full, else what changed since the previous call (or the restore).
-func (p *processOp) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
+// Snapshot returns the backend's snapshot: every entry and timer if full,
+// else what changed since the previous call (or the restore).
+func (s processSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	p := s.p
 	if p.state == nil {
 		return nil, fmt.Errorf("process %s: snapshot of an operator that is not open", p.cfg.name)
 	}
-	recs, err := p.state.Snapshot(p.mem, full)
+	recs, err := p.state.Snapshot(mem, full)
 	if err != nil {
 		return nil, fmt.Errorf("process %s: %w", p.cfg.name, err)
 	}
 	return recs, nil
 }
 
-// RestoreState applies state rows to the backend, and notes the
-// watermark they recorded, if any.
-func (p *processOp) RestoreState(b arrow.RecordBatch) error {
+// Restore applies state rows to the backend, and notes the watermark
+// they recorded, if any.
+func (s processSnapshotter) Restore(b arrow.RecordBatch) error {
+	p := s.p
 	if p.state == nil {
 		return fmt.Errorf("process %s: restore into an operator that is not open", p.cfg.name)
 	}

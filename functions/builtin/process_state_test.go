@@ -252,8 +252,8 @@ func (r *psRun) snapshot(full bool) [][]byte {
 	r.t.Helper()
 	var files [][]byte
 	for _, s := range r.subs {
-		sf := s.op.(task.Stateful)
-		recs, err := sf.SnapshotState(full)
+		sf := s.op.(task.Stateful).State()
+		recs, err := sf.Snapshot(r.mem, full)
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func (r *psRun) snapshot(full bool) [][]byte {
 			continue
 		}
 		var buf bytes.Buffer
-		w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(sf.StateSchema()), ipc.WithAllocator(r.mem))
+		w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(sf.Schema()), ipc.WithAllocator(r.mem))
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -287,7 +287,7 @@ func (r *psRun) restore(files [][]byte, wm int64, ranges ...[2]int) {
 	r.t.Helper()
 	for _, kr := range ranges {
 		s := r.open(kr[0], kr[1])
-		sf := s.op.(task.Stateful)
+		sf := s.op.(task.Stateful).State()
 		for _, f := range files {
 			if f == nil {
 				continue
@@ -296,8 +296,8 @@ func (r *psRun) restore(files [][]byte, wm int64, ranges ...[2]int) {
 			if err != nil {
 				r.t.Fatal(err)
 			}
-			if !rd.Schema().Equal(sf.StateSchema()) {
-				r.t.Fatalf("file schema %s, state schema %s", rd.Schema(), sf.StateSchema())
+			if !rd.Schema().Equal(sf.Schema()) {
+				r.t.Fatalf("file schema %s, state schema %s", rd.Schema(), sf.Schema())
 			}
 			for i := range rd.NumRecords() {
 				rec, err := rd.RecordBatch(i)
@@ -308,7 +308,7 @@ func (r *psRun) restore(files [][]byte, wm int64, ranges ...[2]int) {
 				if kept == nil {
 					continue
 				}
-				err = sf.RestoreState(kept)
+				err = sf.Restore(kept)
 				kept.Release()
 				if err != nil {
 					r.t.Fatal(err)
@@ -571,19 +571,19 @@ func TestProcessStateSchema(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	run := newPSRun(t, mem, [2]int{0, 128})
 	defer run.close()
-	sf := run.subs[0].op.(task.Stateful)
-	s := sf.StateSchema()
+	sf := run.subs[0].op.(task.Stateful).State()
+	s := sf.Schema()
 	if f := s.Field(0); f.Name != task.StateKeyGroupField || f.Type.ID() != arrow.INT32 {
 		t.Errorf("first field %s", f)
 	}
 	if !s.Equal(statestore.SnapshotSchema()) {
 		t.Errorf("schema %s", s)
 	}
-	if recs, err := sf.SnapshotState(true); err != nil || recs != nil {
+	if recs, err := sf.Snapshot(mem, true); err != nil || recs != nil {
 		t.Errorf("empty state: %d batches, %v", len(recs), err)
 	}
 	run.step(psStep{rows: [][]any{{"ann", int64(1000)}}})
-	recs, err := sf.SnapshotState(false)
+	recs, err := sf.Snapshot(mem, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,7 +598,7 @@ func TestProcessStateSchema(t *testing.T) {
 	if want := []string{"kinds", "n", "seen", statestore.EventTimersTable, statestore.ProcessingTimersTable}; !slices.Equal(names, want) {
 		t.Errorf("delta tables %q, want %q", names, want)
 	}
-	if recs, err := sf.SnapshotState(false); err != nil || recs != nil {
+	if recs, err := sf.Snapshot(mem, false); err != nil || recs != nil {
 		t.Errorf("delta without changes: %d batches, %v", len(recs), err)
 	}
 }

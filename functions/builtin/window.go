@@ -341,10 +341,9 @@ type windowOperator struct {
 	wm      int64
 	out     *array.RecordBuilder
 	lateOut *array.RecordBuilder
-	mem     memory.Allocator
 
 	// Checkpoints (window_state.go). state describes the state batches.
-	// Once on (from the first SnapshotState or RestoreState on), changes
+	// Once on (from the first Snapshot or Restore of State on), changes
 	// lists the keys whose state changed since the last snapshot, in the
 	// order they first changed, including keys dropped since (no
 	// windows left). rearm: state was restored and its timers are not
@@ -380,7 +379,6 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	w.mem = mem
 	w.counters = ctx.Counters
 	if w.counters == nil {
 		w.counters = new(task.Counters)

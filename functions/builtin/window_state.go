@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/rows"
 )
 
@@ -106,19 +107,30 @@ func newWindowStateLayout(cfg *windowConfig, keyBy []string) *windowStateLayout 
 
 var _ task.Stateful = (*windowOperator)(nil)
 
-// StateSchema returns the schema of the state batches.
-func (w *windowOperator) StateSchema() *arrow.Schema { return w.state.Schema }
+// windowSnapshotter is a window operator's state as checkpoints capture
+// and restore it.
+type windowSnapshotter struct{ w *windowOperator }
 
-// SnapshotState writes every key (full), or the keys that changed since
-// the last snapshot or restore, and starts tracking changes afresh. Before
+var _ statestore.Snapshotter = windowSnapshotter{}
+
+// State returns the operator's checkpointed state (see the top of this
+// file).
+func (w *windowOperator) State() statestore.Snapshotter { return windowSnapshotter{w} }
+
+// Schema returns the schema of the state batches.
+func (s windowSnapshotter) Schema() *arrow.Schema { return s.w.state.Schema }
+
+// Snapshot writes every key (full), or the keys that changed since the
+// last snapshot or restore, and starts tracking changes afresh. Before
 // the first snapshot or restore nothing is tracked (an operator that is
 // never checkpointed keeps no list); the state was empty at Open then, so
 // a delta holds every key, as a base does.
-func (w *windowOperator) SnapshotState(full bool) ([]arrow.RecordBatch, error) {
+func (s windowSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	w := s.w
 	if w.groups == nil {
 		return nil, fmt.Errorf("window %s: snapshot state: the operator is not open", w.cfg.name)
 	}
-	batches := w.writeState(w.mem, full || !w.changes.On())
+	batches := w.writeState(mem, full || !w.changes.On())
 	w.resetTracking()
 	return batches, nil
 }
@@ -220,10 +232,11 @@ func (w *windowOperator) buildStateRows(rb *array.RecordBuilder, rs []windowStat
 	w.acc.appendState(accs, slots)
 }
 
-// RestoreState applies the rows of b in order (see the top of this file).
-// It refuses a batch of another schema and a row of a key group outside
-// the subtask's, naming the operator, the row and the column.
-func (w *windowOperator) RestoreState(b arrow.RecordBatch) error {
+// Restore applies the rows of b in order (see the top of this file). It
+// refuses a batch of another schema and a row of a key group outside the
+// subtask's, naming the operator, the row and the column.
+func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
+	w := s.w
 	if w.groups == nil {
 		return fmt.Errorf("window %s: restore state: the operator is not open", w.cfg.name)
 	}

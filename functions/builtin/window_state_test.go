@@ -94,19 +94,19 @@ func winStateRows(b arrow.RecordBatch) []string {
 // the test and checks then that they did not change while h went on.
 func (h *winHarness) snapshot(full bool) (file []byte, rows []string) {
 	h.t.Helper()
-	st := h.op.(task.Stateful)
-	batches, err := st.SnapshotState(full)
+	st := h.op.(task.Stateful).State()
+	batches, err := st.Snapshot(h.mem, full)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	fw, err := ipc.NewFileWriter(&buf, ipc.WithSchema(st.StateSchema()), ipc.WithAllocator(h.mem))
+	fw, err := ipc.NewFileWriter(&buf, ipc.WithSchema(st.Schema()), ipc.WithAllocator(h.mem))
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	for _, b := range batches {
-		if !b.Schema().Equal(st.StateSchema()) {
-			h.t.Fatalf("state batch schema %v, want %v", b.Schema(), st.StateSchema())
+		if !b.Schema().Equal(st.Schema()) {
+			h.t.Fatalf("state batch schema %v, want %v", b.Schema(), st.Schema())
 		}
 		rows = append(rows, winStateRows(b)...)
 		if err := fw.Write(b); err != nil {
@@ -167,7 +167,7 @@ func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if want := h.op.(task.Stateful).StateSchema(); !fr.Schema().Equal(want) {
+		if want := h.op.(task.Stateful).State().Schema(); !fr.Schema().Equal(want) {
 			h.t.Fatalf("state file schema %v, want %v", fr.Schema(), want)
 		}
 		for i := range fr.NumRecords() {
@@ -180,7 +180,7 @@ func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
 			if kept == nil {
 				continue
 			}
-			err = h.op.(task.Stateful).RestoreState(kept)
+			err = h.op.(task.Stateful).State().Restore(kept)
 			kept.Release()
 			if err != nil {
 				fr.Close()
@@ -547,7 +547,7 @@ func TestWindowStateRows(t *testing.T) {
 	in := winStream(t)
 	h := newWinHarnessRange(t, op, in, 0, 128)
 	var names []string
-	for _, f := range h.op.(task.Stateful).StateSchema().Fields() {
+	for _, f := range h.op.(task.Stateful).State().Schema().Fields() {
 		names = append(names, f.Name+":"+f.Type.String())
 	}
 	wantNames := []string{"key_group:int32", "k:utf8", "kind:utf8",
@@ -607,7 +607,7 @@ func TestWindowStateRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	names = names[:0]
-	for _, f := range o.(task.Stateful).StateSchema().Fields() {
+	for _, f := range o.(task.Stateful).State().Schema().Fields() {
 		names = append(names, f.Name)
 	}
 	if want := []string{"key_group", "kind_2", "key_group_2", "kind", "window_start", "window_end", "emitted", "pending", "kind__count__count"}; !slices.Equal(names, want) {
@@ -655,10 +655,10 @@ func TestWindowStateErrors(t *testing.T) {
 	if err := r.restore([][]byte{base}, 0, 128); err != nil {
 		t.Fatal(err)
 	}
-	st := r.op.(task.Stateful)
-	b := winBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 1, 1})
+	st := r.op.(task.Stateful).State()
+	b := winBatch(t, r.mem, st.Schema(), []any{kg, "a", "window", 0, 10, false, true, 1, 1, 1})
 	defer b.Release()
-	wantErr("twice", st.RestoreState(b), "window win: restore state: row 0 (k=\"a\")", "already has window [0, 10)")
+	wantErr("twice", st.Restore(b), "window win: restore state: row 0 (k=\"a\")", "already has window [0, 10)")
 
 	r.watermark(5)
 	wantErr("after input", r.restore([][]byte{base}, 0, 128), "window win: restore state", "input has already come")
@@ -666,10 +666,10 @@ func TestWindowStateErrors(t *testing.T) {
 	// Other operators' state.
 	other := newWinHarnessRange(t, winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()", "s", "max(v)"), in, 0, 128)
 	r = newWinHarnessRange(t, op, in, 0, 128)
-	st = r.op.(task.Stateful)
-	b = winBatch(t, other.mem, other.op.(task.Stateful).StateSchema())
+	st = r.op.(task.Stateful).State()
+	b = winBatch(t, other.mem, other.op.(task.Stateful).State().Schema())
 	defer b.Release()
-	wantErr("schema", st.RestoreState(b), "window win: restore state", "column 9 is s__max int64, want s__sum int64")
+	wantErr("schema", st.Restore(b), "window win: restore state", "column 9 is s__max int64, want s__sum int64")
 
 	other = newWinHarnessRange(t, winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(20)}, []string{"k"}, "n", "count()", "s", "sum(v)"), in, 0, 128)
 	other.batch([]any{1, "a", 0, 1, nil})
@@ -677,20 +677,20 @@ func TestWindowStateErrors(t *testing.T) {
 	wantErr("window size", r.restore([][]byte{file}, 0, 128), `row 0 (k="a")`, "[0, 20) is not a tumbling window of size 10ms")
 
 	bad := func(kind any, count any) arrow.RecordBatch {
-		return winBatch(t, r.mem, st.StateSchema(), []any{kg, "a", kind, 0, 10, false, true, count, 1, 1})
+		return winBatch(t, r.mem, st.Schema(), []any{kg, "a", kind, 0, 10, false, true, count, 1, 1})
 	}
 	b = bad("merge", 1)
 	defer b.Release()
-	wantErr("kind", st.RestoreState(b), `column kind: "merge" is not a row kind`)
+	wantErr("kind", st.Restore(b), `column kind: "merge" is not a row kind`)
 	b = bad("replace", nil)
 	defer b.Release()
-	wantErr("count", st.RestoreState(b), "column n__count: null")
-	b = winBatch(t, r.mem, st.StateSchema(), []any{kg, "a", "window", 0, 10, false, true, 1, 0, 7})
+	wantErr("count", st.Restore(b), "column n__count: null")
+	b = winBatch(t, r.mem, st.Schema(), []any{kg, "a", "window", 0, 10, false, true, 1, 0, 7})
 	defer b.Release()
-	wantErr("sum without a count", st.RestoreState(b), "column s__sum: 7 with s__count 0: want null")
-	b = winBatch(t, r.mem, st.StateSchema(), []any{(kg + 1) % 128, "a", "clear", nil, nil, nil, nil, nil, nil, nil})
+	wantErr("sum without a count", st.Restore(b), "column s__sum: 7 with s__count 0: want null")
+	b = winBatch(t, r.mem, st.Schema(), []any{(kg + 1) % 128, "a", "clear", nil, nil, nil, nil, nil, nil, nil})
 	defer b.Release()
-	wantErr("wrong key group", st.RestoreState(b), fmt.Sprintf("key group %d, but the key is in key group %d of 128", (kg+1)%128, kg))
+	wantErr("wrong key group", st.Restore(b), fmt.Sprintf("key group %d, but the key is in key group %d of 128", (kg+1)%128, kg))
 }
 
 // TestWindowStateLowerWatermark restores a window that has fired with a

@@ -1079,10 +1079,10 @@ func BenchmarkWindowSnapshot(b *testing.B) {
 	if err := o.ProcessBatch(rec); err != nil {
 		b.Fatal(err)
 	}
-	st := o.(task.Stateful)
+	st := o.(task.Stateful).State()
 	b.ResetTimer()
 	for range b.N {
-		batches, err := st.SnapshotState(true)
+		batches, err := st.Snapshot(mem, true)
 		if err != nil {
 			b.Fatal(err)
 		}

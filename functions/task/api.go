@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/blob"
 )
 
@@ -199,7 +200,7 @@ const StateKeyGroupField = "key_group"
 
 // Stateful is an operator whose keyed state checkpoints capture.
 //
-// State travels as Arrow record batches of the operator's StateSchema,
+// State travels as Arrow record batches of the Snapshotter's Schema,
 // whose first field is StateKeyGroupField (int32). The runtime writes them
 // as Arrow IPC files in the bucket, so anyone can read a checkpoint with
 // any Arrow reader; the columns after the first are the operator's own and
@@ -212,21 +213,13 @@ const StateKeyGroupField = "key_group"
 // base and every delta in order rebuilds the state exactly.
 type Stateful interface {
 	Operator
-	// StateSchema is the schema of every batch SnapshotState returns.
-	StateSchema() *arrow.Schema
-	// SnapshotState captures the state, on the task goroutine, at a
-	// barrier: every entry when full is true, else the changes since the
-	// previous SnapshotState (or since RestoreState's last call, or Open).
-	// Either way change tracking starts afresh. The caller owns the
-	// batches and uploads them while processing goes on, so they must not
-	// share memory the operator will change. No rows is fine (nil).
-	SnapshotState(full bool) ([]arrow.RecordBatch, error)
-	// RestoreState applies state rows, after Open and before any input:
-	// the batches of a base and then of its deltas, in the order they
-	// were captured, with only the rows of the subtask's key groups. The
-	// operator does not own b. Restored state counts as unchanged: the
-	// next delta holds only what changes after the restore.
-	RestoreState(b arrow.RecordBatch) error
+	// State is the operator's keyed state as the checkpoint runtime
+	// captures and restores it: the same Snapshotter for the operator's
+	// life, valid after Open. The runtime calls it on the task goroutine:
+	// Snapshot at a barrier, with the task's allocator (Context.Mem);
+	// Restore after Open and before any input, with only the rows of the
+	// subtask's key groups.
+	State() statestore.Snapshotter
 }
 
 // TwoPhaseSink is a Sink whose output becomes visible only when a checkpoint

@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/statefile"
@@ -236,9 +237,10 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		state := sf.State()
 		files := rs.Files[n.Name]
 		for _, f := range files {
-			if err := c.restoreFile(ctx, sf, n.Name, f, kgStart, kgEnd); err != nil {
+			if err := c.restoreFile(ctx, state, n.Name, f, kgStart, kgEnd); err != nil {
 				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
 			}
 		}
@@ -268,12 +270,12 @@ func (c *checkpointer) restore(ctx context.Context) error {
 	return nil
 }
 
-func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, f manifest.File, kgStart, kgEnd int) error {
+func (c *checkpointer) restoreFile(ctx context.Context, state statestore.Snapshotter, op string, f manifest.File, kgStart, kgEnd int) error {
 	data, err := statefile.Read(ctx, c.r.cfg.Bucket, f)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorruptState, err)
 	}
-	_, batches, err := statefile.Decode(data, sf.StateSchema(), c.r.mem)
+	_, batches, err := statefile.Decode(data, state.Schema(), c.r.mem)
 	if err != nil {
 		return fmt.Errorf("%w: state file %s: %w", ErrCorruptState, f.Key, err)
 	}
@@ -290,7 +292,7 @@ func (c *checkpointer) restoreFile(ctx context.Context, sf Stateful, op string, 
 		if kept == nil {
 			continue
 		}
-		err = sf.RestoreState(kept)
+		err = state.Restore(kept)
 		kept.Release()
 		if err != nil {
 			return fmt.Errorf("state file %s: %w", f.Key, err)
@@ -377,11 +379,12 @@ func (c *checkpointer) take(id int64, align time.Duration) error {
 	for i, n := range r.cfg.Nodes {
 		if sf, ok := n.Op.(Stateful); ok {
 			full, gen := c.chains[i].capture(c.cfg.MaxDeltas)
-			batches, err := sf.SnapshotState(full)
+			state := sf.State()
+			batches, err := state.Snapshot(r.mem, full)
 			if err != nil {
 				return fmt.Errorf("operator %s: snapshot %d: %w", n.Name, id, err)
 			}
-			u.parts = append(u.parts, captured{node: i, full: full, gen: gen, schema: sf.StateSchema(), batches: batches})
+			u.parts = append(u.parts, captured{node: i, full: full, gen: gen, schema: state.Schema(), batches: batches})
 		}
 	}
 	txns, stages, err := c.preCommit(fmt.Sprintf("c%d", id))
