@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,4 +85,49 @@ func folderOf(t *testing.T, path string) string {
 		t.Errorf("%s: top-level folder %s/ has no layer; add it to layers and docs/architecture.md", path, top)
 	}
 	return top
+}
+
+// TestEveryTestPackageChecksLeaks: a package with tests checks, after
+// them, that no goroutine is left (goleak), so a component that forgets
+// one of its goroutines fails its own tests.
+func TestEveryTestPackageChecksLeaks(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p struct {
+			ImportPath, Dir           string
+			TestGoFiles, XTestGoFiles []string
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		files := append(p.TestGoFiles, p.XTestGoFiles...)
+		if len(files) == 0 {
+			continue
+		}
+		checked++
+		found := false
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), "goleak.") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s has tests but no goleak check: add a main_test.go with goleak.VerifyTestMain", p.ImportPath)
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d test packages found", checked)
+	}
 }
