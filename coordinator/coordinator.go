@@ -129,6 +129,9 @@ type Coordinator struct {
 	dead    atomic.Bool // a Crash hook fired: Run stops
 	stop    context.CancelFunc
 	stopped context.Context
+	// idle runs asynchronous work started while no Run runs; Close waits
+	// for it.
+	idle errgroup.Group
 }
 
 type runGroup struct {
@@ -425,6 +428,7 @@ func (c *Coordinator) Close() error {
 	if done != nil {
 		<-done
 	}
+	_ = c.idle.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
@@ -440,21 +444,17 @@ func (c *Coordinator) endedLocked() bool {
 	return c.mu.closed || c.mu.runDone != nil && c.mu.run == nil
 }
 
-// goAsync runs I/O off the loop on Run's errgroup, bounded by timeout;
-// the function it returns (if any) runs on the loop with c.mu held. The
-// caller holds c.mu. Without a running loop the work is done inline.
+// goAsync runs I/O off the loop, bounded by timeout, on Run's errgroup
+// (or, while no Run is running, on one that Close waits for); the
+// function it returns (if any) runs on the loop with c.mu held. The
+// caller holds c.mu.
 func (c *Coordinator) goAsync(timeout time.Duration, work func(ctx context.Context) func(context.Context)) {
-	run := c.mu.run
-	if run == nil {
-		ctx, cancel := context.WithTimeout(c.stopped, timeout)
-		defer cancel()
-		if done := work(ctx); done != nil {
-			done(ctx)
-		}
-		return
+	g, gctx := &c.idle, c.stopped
+	if run := c.mu.run; run != nil {
+		g, gctx = run.g, run.ctx
 	}
-	run.g.Go(func() error {
-		ctx, cancel := context.WithTimeout(run.ctx, timeout)
+	g.Go(func() error {
+		ctx, cancel := context.WithTimeout(gctx, timeout)
 		defer cancel()
 		done := work(ctx)
 		if done == nil {
@@ -462,7 +462,7 @@ func (c *Coordinator) goAsync(timeout time.Duration, work func(ctx context.Conte
 		}
 		select {
 		case c.results <- done:
-		case <-run.ctx.Done():
+		case <-gctx.Done():
 		}
 		return nil
 	})
