@@ -153,9 +153,8 @@ type job struct {
 }
 
 type taskInfo struct {
-	errMsg  string
-	stats   control.Stats
-	updated time.Time
+	errMsg string
+	stats  control.Stats
 }
 
 // New returns a coordinator; Run drives it and Close releases it.
@@ -190,11 +189,7 @@ func (j *job) lifecycleConfig(cancelTimeout time.Duration) lifecycle.Config {
 			MaxBackoff: time.Duration(r.MaxBackoff), ResetAfter: time.Duration(r.ResetAfter)}}
 	for _, v := range j.plan.Vertices {
 		for s := 0; s < v.Parallelism; s++ {
-			t := lifecycle.Task{Vertex: v.Name, Subtask: s}
-			cfg.Tasks = append(cfg.Tasks, t)
-			if v.Nodes[0].Kind == plan.KindSource {
-				cfg.Sources = append(cfg.Sources, t)
-			}
+			cfg.Tasks = append(cfg.Tasks, lifecycle.Task{Vertex: v.Name, Subtask: s})
 		}
 	}
 	return cfg

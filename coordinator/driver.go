@@ -26,7 +26,7 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 		info = &taskInfo{}
 		j.tasks[t] = info
 	}
-	info.errMsg, info.updated = e.Error, e.Time
+	info.errMsg = e.Error
 	if e.Stats != (control.Stats{}) { // a state change may carry no metrics
 		info.stats = e.Stats
 	}

@@ -75,12 +75,8 @@ func (c *Coordinator) schedule(ctx context.Context) {
 				placement[lifecycle.Task{Vertex: v.Name, Subtask: s}] = slotWorker[s]
 			}
 		}
-		now := c.now()
-		c.exec(ctx, j, j.lc.Deployed(now, placement))
-		j.tasks = map[lifecycle.Task]*taskInfo{}
-		for t := range placement {
-			j.tasks[t] = &taskInfo{updated: now}
-		}
+		c.exec(ctx, j, j.lc.Deployed(c.now(), placement))
+		j.tasks = map[lifecycle.Task]*taskInfo{} // the new attempt's reports fill it
 		c.deployLocked(ctx, j)
 		c.cfg.Logger.Info("job scheduled", "job", j.id, "attempt", j.lc.Attempt(), "tasks", len(placement), "slots", need, "workers", len(workers))
 	}

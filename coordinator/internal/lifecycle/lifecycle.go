@@ -71,9 +71,8 @@ type Restart struct {
 
 // Config describes a job to the machine.
 type Config struct {
-	// Tasks is every subtask of the plan; Sources those that read input.
-	Tasks   []Task
-	Sources []Task
+	// Tasks is every subtask of the plan.
+	Tasks []Task
 	// Checkpointing: the job has a checkpoint section, so its end is a
 	// final manifest (Finalize) and its output commits through it.
 	Checkpointing bool
@@ -205,7 +204,6 @@ type Job struct {
 	bad        map[int64]bool
 	committed  int64 // newest checkpoint whose output is all committed
 	recoveries []Recovery
-	restoring  int64 // checkpoint the current attempt restores
 
 	// writing counts manifest writes in flight: recovery waits for them,
 	// since a checkpoint completing now is the one to restore.
@@ -270,9 +268,6 @@ func (j *Job) Ended() time.Time   { return j.ended }
 
 // Recoveries lists the job's restarts, oldest first.
 func (j *Job) Recoveries() []Recovery { return slices.Clone(j.recoveries) }
-
-// Restoring is the checkpoint the current attempt restored from (0: none).
-func (j *Job) Restoring() int64 { return j.restoring }
 
 // WantsDeploy reports whether the attempt waits for its tasks to be placed
 // (Deployed) on free slots.
@@ -495,7 +490,6 @@ func (j *Job) Recovered(now time.Time, restored int64, final bool) []Decision {
 	}
 	ds := []Decision{{Kind: CancelStragglers, Attempt: j.attempt, Tasks: old}}
 	j.attempt++
-	j.restoring = restored
 	if final {
 		j.finalizing = false
 		return append(ds, j.end(now, Finished, "")...)

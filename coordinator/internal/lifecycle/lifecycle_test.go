@@ -15,7 +15,7 @@ import (
 // TestTraces runs the scripted traces in testdata/ (go test -rewrite
 // rewrites their expected output). Commands:
 //
-//	new tasks=v/0,w/1 sources=v/0 [checkpointing] [restart=attempts,backoff,max,reset] [cancel-timeout=10s]
+//	new tasks=v/0,w/1 [checkpointing] [restart=attempts,backoff,max,reset] [cancel-timeout=10s]
 //	resume <state> attempt=N [msg=...|msg=restarted] @ms  (a restarted coordinator; and the args of new)
 //	deploy @ms v/0=w1 w/1=w2 | deploy-failed @ms msg=...
 //	task v/0 <STATE> @ms [worker=w1] [msg=...] [corrupt=N]
@@ -172,11 +172,6 @@ func (a args) config(t *testing.T) Config {
 	cfg := Config{Checkpointing: a.has("checkpointing"), CancelTimeout: 10 * time.Second}
 	for _, s := range strings.Split(a.kv["tasks"], ",") {
 		cfg.Tasks = append(cfg.Tasks, parseTask(t, s))
-	}
-	if v := a.kv["sources"]; v != "" {
-		for _, s := range strings.Split(v, ",") {
-			cfg.Sources = append(cfg.Sources, parseTask(t, s))
-		}
 	}
 	if v := a.kv["restart"]; v != "" {
 		p := strings.Split(v, ",")

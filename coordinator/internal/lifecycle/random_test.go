@@ -23,7 +23,7 @@ func TestRandomInvariants(t *testing.T) {
 	states := []string{Running, Running, Running, Finished, Failed, Canceled}
 	for seed := uint64(0); seed < 500; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
-		cfg := Config{Tasks: tasks, Sources: tasks[:2], Checkpointing: rng.IntN(2) == 0, CancelTimeout: time.Second,
+		cfg := Config{Tasks: tasks, Checkpointing: rng.IntN(2) == 0, CancelTimeout: time.Second,
 			Restart: Restart{Attempts: rng.IntN(4), Backoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond, ResetAfter: 2 * time.Second}}
 		var j *Job
 		now := time.UnixMilli(0)
