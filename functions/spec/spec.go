@@ -230,8 +230,13 @@ type Operator struct {
 	Select    *OrderedMap `yaml:"select,omitempty" json:"select,omitempty"`
 	Window    *Window     `yaml:"window,omitempty" json:"window,omitempty"`
 	Aggregate *OrderedMap `yaml:"aggregate,omitempty" json:"aggregate,omitempty"`
-	// Function names a Go function registered with functions.Register.
+	// Function names a Go function registered with functions.Register,
+	// or a Wasm function deployed into the bucket (NAME or NAME@VERSION).
 	Function string `yaml:"function,omitempty" json:"function,omitempty"`
+	// Module pins the deployed Wasm module Function names. It is set when
+	// the job is deployed (never in a user's spec), so that every restart,
+	// recovery and rescale runs the same code.
+	Module *Module `yaml:"-" json:"module,omitempty"`
 	// Config is passed to the function as is.
 	Config map[string]any `yaml:"config,omitempty" json:"config,omitempty"`
 	// Join joins two keyed inputs.
@@ -400,4 +405,28 @@ func ParseDuration(s string) (Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q: want e.g. 500ms, 5s, 1m30s, 2h", s)
 	}
 	return Duration(v), nil
+}
+
+// Module is a deployed Wasm function as a job runs it: which module (name,
+// version and the SHA-256 of its bytes), the limits it was deployed with,
+// and what it declared (docs/wasm-abi.md, weir_describe).
+type Module struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	SHA256  string `json:"sha256"`
+	// MemoryBytes limits the instance's linear memory; Timeout bounds one
+	// call of an export.
+	MemoryBytes int64    `json:"memoryBytes"`
+	Timeout     Duration `json:"timeout"`
+	// Input are the columns the function reads, Output the columns it
+	// emits, in order; TimeColumn the output column carrying event time.
+	Input      []ModuleColumn `json:"input"`
+	Output     []ModuleColumn `json:"output"`
+	TimeColumn string         `json:"timeColumn,omitempty"`
+}
+
+// ModuleColumn is a column a module declares: its name and weir type.
+type ModuleColumn struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
 }
