@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/wasm/registry"
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
+)
+
+// putVersion writes a function version into a directory store the way
+// Deploy would, for the commands that read versions (Deploy itself needs a
+// module wasm.Check accepts).
+func putVersion(t *testing.T, store, name string, version int, module, doc string) registry.Version {
+	t.Helper()
+	b, err := blob.NewDir(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sum := sha256.Sum256([]byte(module))
+	v := registry.Version{Name: name, Version: version, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(module)), ABI: 1,
+		Memory: 64 << 20, Timeout: spec.Duration(5 * time.Second), Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Describe: registry.Description{
+			Input:  []spec.ModuleColumn{{Name: "zone", Type: "string"}},
+			Output: []spec.ModuleColumn{{Name: "zone", Type: "string"}, {Name: "n", Type: "int64"}}, Doc: doc}}
+	raw, _ := json.Marshal(v)
+	ctx := context.Background()
+	if err := b.Put(ctx, layout.ModuleKey(name, v.SHA256), []byte(module)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, layout.VersionKey(name, version), raw); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// putJob stores a job spec pinning the given versions of function name,
+// with a status in that state ("" for none).
+func putJob(t *testing.T, store, id, state, name string, versions ...int) {
+	t.Helper()
+	b, err := blob.NewDir(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	js := spec.Job{Name: "j"}
+	for i, v := range versions {
+		js.Operators = append(js.Operators, spec.Operator{Name: "op" + string(rune('a'+i)), Function: name, Module: &spec.Module{Name: name, Version: v}})
+	}
+	raw, _ := json.Marshal(js)
+	ctx := context.Background()
+	if err := b.Put(ctx, layout.SpecKey(id), raw); err != nil {
+		t.Fatal(err)
+	}
+	if state != "" {
+		raw, _ := json.Marshal(coordinator.JobStatus{ID: id, State: state})
+		if err := b.Put(ctx, layout.StatusKey(id), raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func functionObjects(t *testing.T, store string) []string {
+	t.Helper()
+	var keys []string
+	root := filepath.Join(store, "functions")
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(store, p)
+			keys = append(keys, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	return keys
+}
+
+func TestFunctionsDeployRefusesNonWasm(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	file := filepath.Join(dir, "notes.wasm")
+	if err := os.WriteFile(file, []byte("these are my notes, not a module\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr := weirFails(t, "functions", "deploy", "zone-stats", file, "--store", "file://"+store)
+	if !strings.Contains(stderr, "deploy zone-stats from "+file+": ") {
+		t.Errorf("stderr does not name the function and file:\n%s", stderr)
+	}
+	if objs := functionObjects(t, store); len(objs) != 0 {
+		t.Errorf("a refused deploy stored %v", objs)
+	}
+	// The same through a coordinator.
+	srv := newFunctionsCoordinator(t, store)
+	stderr = weirFails(t, "functions", "deploy", "zone-stats", file, "--coordinator", srv.URL)
+	if !strings.Contains(stderr, "deploy zone-stats from "+file+": ") {
+		t.Errorf("stderr does not name the function and file:\n%s", stderr)
+	}
+	if objs := functionObjects(t, store); len(objs) != 0 {
+		t.Errorf("a refused deploy stored %v", objs)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"functions", "deploy", "zone-stats", filepath.Join(dir, "missing.wasm"), "--store", "file://" + store}, "no such file"},
+		{[]string{"functions", "deploy", "zone-stats", file, "--memory", "64MB", "--store", "file://" + store}, `--memory: size "64MB": want a whole number of bytes, or one with KiB, MiB or GiB`},
+		{[]string{"functions", "deploy", "zone-stats", file, "--timeout", "0s", "--store", "file://" + store}, "--timeout 0s: want a positive duration"},
+		{[]string{"functions", "deploy", "Zone", file, "--store", "file://" + store}, `function name "Zone": want a lower-case letter`},
+		{[]string{"functions", "deploy", "surge-multiplier", file, "--store", "file://" + store}, `a Go function of that name is registered in this binary`},
+		{[]string{"functions", "deploy", "zone-stats", file, "--memory", "16KiB", "--store", "file://" + store}, "memory 16KiB: want between 64KiB and 4GiB"},
+	} {
+		if stderr := weirFails(t, tc.args...); !strings.Contains(stderr, tc.want) {
+			t.Errorf("weir %s: stderr %q, want %q", strings.Join(tc.args, " "), stderr, tc.want)
+		}
+	}
+	if objs := functionObjects(t, store); len(objs) != 0 {
+		t.Errorf("refused deploys stored %v", objs)
+	}
+}
+
+// newFunctionsCoordinator serves a coordinator's API over the directory
+// store (no Run: the functions API needs none).
+func newFunctionsCoordinator(t *testing.T, store string) *httptest.Server {
+	t.Helper()
+	b, err := blob.NewDir(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane, xch := control.NewLocal(), exchange.NewLocal()
+	c := coordinator.New(coordinator.Config{Plane: plane, Bucket: b, Transport: xch})
+	srv := httptest.NewServer(c.Handler(nil))
+	t.Cleanup(func() {
+		srv.Close()
+		_ = c.Close()
+		_ = xch.Close()
+		_ = plane.Close()
+		_ = b.Close()
+	})
+	return srv
+}
+
+func TestFunctionsListDescribeDelete(t *testing.T) {
+	for _, mode := range []string{"store", "coordinator"} {
+		t.Run(mode, func(t *testing.T) {
+			store := filepath.Join(t.TempDir(), "store")
+			var where []string
+			if mode == "store" {
+				where = []string{"--store", "file://" + store}
+			} else {
+				where = []string{"--coordinator", newFunctionsCoordinator(t, store).URL}
+			}
+			args := func(a ...string) []string { return append(a, where...) }
+			if mode == "store" {
+				// Listing a store that does not exist does not create it.
+				stderr := weirFails(t, args("functions", "list")...)
+				if !strings.Contains(stderr, "no such file") {
+					t.Errorf("list of a missing store: %s", stderr)
+				}
+				if _, err := os.Stat(store); err == nil {
+					t.Error("list created the store")
+				}
+			}
+			if err := os.MkdirAll(store, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if out, _ := weir(t, args("functions", "list", "-o", "json")...); strings.TrimSpace(out) != "[]" {
+				t.Errorf("list -o json of no functions = %q, want []", out)
+			}
+			putVersion(t, store, "zone-stats", 1, "one", "")
+			v2 := putVersion(t, store, "zone-stats", 2, "two", "counts rides\nper zone")
+			putVersion(t, store, "other", 1, "x", "")
+
+			out, _ := weir(t, args("functions", "list")...)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], "other ") ||
+				!strings.HasPrefix(lines[2], "zone-stats ") || !strings.Contains(lines[2], "counts rides per zone") || !strings.Contains(lines[2], "64MiB") {
+				t.Errorf("list:\n%s", out)
+			}
+			var fs []registry.Function
+			out, _ = weir(t, args("functions", "list", "-o", "json")...)
+			if err := json.Unmarshal([]byte(out), &fs); err != nil || len(fs) != 2 || fs[1].Versions != 2 || fs[1].Latest.SHA256 != v2.SHA256 {
+				t.Errorf("list -o json: %v %+v", err, fs)
+			}
+
+			// Jobs that pin it: running, without a status, ended.
+			putJob(t, store, "live-00000001", coordinator.JobRunning, "zone-stats", 1, 2)
+			putJob(t, store, "done-00000002", coordinator.JobFinished, "zone-stats", 2)
+			if mode == "coordinator" {
+				// The coordinator knows only the jobs it loaded: none.
+				out, _ = weir(t, args("functions", "describe", "zone-stats")...)
+				if !strings.Contains(out, "JOBS") || strings.Contains(out, "live-00000001") {
+					t.Errorf("describe:\n%s", out)
+				}
+			} else {
+				out, _ = weir(t, args("functions", "describe", "zone-stats")...)
+				for _, want := range []string{"function zone-stats: 2 version(s), latest 2", "doc:     counts rides per zone",
+					"input:   zone string", "output:  zone string, n int64", v2.SHA256[:12], "live-00000001"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("describe lacks %q:\n%s", want, out)
+					}
+				}
+				if strings.Contains(out, "done-00000002") {
+					t.Errorf("describe names an ended job:\n%s", out)
+				}
+				var d coordinator.FunctionDetail
+				out, _ = weir(t, args("functions", "describe", "zone-stats", "-o", "json")...)
+				if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Versions) != 2 || len(d.Jobs) != 1 || d.Jobs[0].ID != "live-00000001" || len(d.Jobs[0].Versions) != 2 {
+					t.Errorf("describe -o json: %v %+v", err, d)
+				}
+				stderr := weirFails(t, args("functions", "delete", "zone-stats")...)
+				if !strings.Contains(stderr, "jobs that have not ended use it: live-00000001") {
+					t.Errorf("delete of a function in use: %s", stderr)
+				}
+				if objs := functionObjects(t, store); len(objs) != 6 {
+					t.Errorf("a refused delete removed objects: %v", objs)
+				}
+			}
+			stderr := weirFails(t, args("functions", "describe", "nope")...)
+			if !strings.Contains(stderr, `function "nope" is not deployed (deployed: other, zone-stats)`) {
+				t.Errorf("describe of an unknown function: %s", stderr)
+			}
+
+			deleteArgs := args("functions", "delete", "zone-stats")
+			if mode == "store" {
+				deleteArgs = append(deleteArgs, "--force")
+			}
+			out, _ = weir(t, deleteArgs...)
+			if strings.TrimSpace(out) != "zone-stats deleted (2 version(s))" {
+				t.Errorf("delete: %q", out)
+			}
+			for _, o := range functionObjects(t, store) {
+				if strings.HasPrefix(o, "functions/zone-stats/") && o != layout.FunctionDeletedKey("zone-stats") {
+					t.Errorf("delete left %s", o)
+				}
+			}
+			stderr = weirFails(t, args("functions", "delete", "zone-stats")...)
+			if !strings.Contains(stderr, `not deployed (deployed: other)`) {
+				t.Errorf("second delete: %s", stderr)
+			}
+		})
+	}
+}
+
+// specNaming is a job whose operator names a function that is neither a
+// Go function of this binary nor deployed.
+const specNaming = `job: wasm
+sources:
+  - name: rides
+    type: datagen
+    count: 10
+    schema: {zone: string, ts: timestamp_ms}
+    eventTime: {column: ts}
+operators:
+  - name: stats
+    input: rides
+    keyBy: [zone]
+    function: zone-stats
+sinks:
+  - {name: out, input: stats, type: stdout}
+`
+
+func TestRunNamesAnUndeployedFunction(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	putVersion(t, store, "other", 1, "x", "")
+	file := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(file, []byte(specNaming), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := execWeir("run", file, "--store", "file://"+store)
+	if code != 2 || !strings.Contains(stderr, file+":12: operators[stats].function: \"zone-stats\" is neither a Go function registered in this binary (registered: ") ||
+		!strings.Contains(stderr, "nor a deployed Wasm function (deployed: other)") {
+		t.Errorf("run: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(store, "jobs")); err == nil {
+		t.Error("a refused run stored a job")
+	}
+	// weir deploy leaves deployed functions to the coordinator, which
+	// refuses the same way.
+	srv := newFunctionsCoordinator(t, store)
+	stderr = weirFails(t, "deploy", file, "--coordinator", srv.URL)
+	if !strings.Contains(stderr, file+":12: operators[stats].function: \"zone-stats\" is neither") {
+		t.Errorf("deploy: %s", stderr)
+	}
+}
