@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 )
@@ -141,5 +140,3 @@ func Columns(fields []arrowfmt.Field) []spec.ModuleColumn {
 	}
 	return cols
 }
-
-
