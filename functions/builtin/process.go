@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
@@ -309,7 +310,7 @@ func (p *processOp) openModule(ctx *task.Context, state statestore.Backend) (*wa
 	if err != nil {
 		return nil, err
 	}
-	return m.NewInstance(lctx, wasm.InstanceConfig{
+	inst, err := m.NewInstance(lctx, wasm.InstanceConfig{
 		Operator:        p.cfg.name,
 		Input:           p.cfg.in.Schema,
 		InputTimeColumn: p.cfg.in.TimeColumn,
@@ -325,6 +326,28 @@ func (p *processOp) openModule(ctx *task.Context, state statestore.Backend) (*wa
 		Now:             ctx.Now,
 		Emit:            ctx.Out.Emit,
 	})
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Counters != nil {
+		ctx.Counters.AddFunction(functionCounter{op: p.cfg.name, fn: fmt.Sprintf("%s@%d", p.cfg.module.Name, p.cfg.module.Version), st: inst.Stats()})
+	}
+	return inst, nil
+}
+
+// functionCounter reports a Wasm instance's counters with the task's.
+type functionCounter struct {
+	op, fn string
+	st     *wasm.Stats
+}
+
+func (f functionCounter) FunctionStats() control.FunctionStats {
+	return control.FunctionStats{
+		Operator: f.op, Function: f.fn,
+		Calls: f.st.Calls.Load(), RowsIn: f.st.RowsIn.Load(), RowsOut: f.st.RowsOut.Load(),
+		GuestSeconds: time.Duration(f.st.GuestNs.Load()).Seconds(),
+		HostCalls:    f.st.HostCalls.Load(), MemoryBytes: f.st.MemoryBytes.Load(),
+	}
 }
 
 func (p *processOp) ProcessBatch(b arrow.RecordBatch) error {

@@ -20,7 +20,9 @@ func abiVersion() int32 { return 1 }
 
 //go:wasmexport weir_alloc
 func alloc(n int32) uint32 {
-	if cap(buf) < int(n) { buf = make([]byte, n) }
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
 	buf = buf[:n]
 	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
 }
