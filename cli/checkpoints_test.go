@@ -125,6 +125,9 @@ func TestMain(m *testing.M) {
 	if fixture.root != "" {
 		_ = os.RemoveAll(fixture.root)
 	}
+	if passthrough.dir != "" {
+		_ = os.RemoveAll(passthrough.dir)
+	}
 	os.Exit(code)
 }
 

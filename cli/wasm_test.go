@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,5 +298,158 @@ func TestRunNamesAnUndeployedFunction(t *testing.T) {
 	stderr = weirFails(t, "deploy", file, "--coordinator", srv.URL)
 	if !strings.Contains(stderr, file+":12: operators[stats].function: \"zone-stats\" is neither") {
 		t.Errorf("deploy: %s", stderr)
+	}
+}
+
+// passthrough is the test guest of package wasm that emits its input
+// (k string, v int64) unchanged, built once per test binary.
+var passthrough struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func passthroughModule(t *testing.T) string {
+	t.Helper()
+	passthrough.once.Do(func() {
+		dir, err := os.MkdirTemp("", "weir-cli-wasm-")
+		if err != nil {
+			passthrough.err = err
+			return
+		}
+		passthrough.dir, passthrough.path = dir, filepath.Join(dir, "passthrough.wasm")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", passthrough.path, "./testdata/guests/passthrough")
+		cmd.Dir = "../functions/wasm"
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			passthrough.err = fmt.Errorf("build the passthrough guest: %v\n%s", err, out)
+		}
+	})
+	if passthrough.err != nil {
+		t.Fatal(passthrough.err)
+	}
+	return passthrough.path
+}
+
+const passSpec = `job: pass
+sources:
+  - name: gen
+    type: datagen
+    count: 500
+    schema: {k: string, v: int64}
+    datagen: {fields: {k: {cardinality: 7}}}
+operators:
+  - name: p
+    input: gen
+    keyBy: [k]
+    function: FUNCTION
+sinks:
+  - {name: out, input: p, type: files, path: out/OUT/, format: jsonl}
+`
+
+// TestFunctionsDeployAndRun deploys a module into a store, runs a job
+// naming it in the embedded mode on that store, and checks the output and
+// the pin the stored spec carries.
+func TestFunctionsDeployAndRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	mod := passthroughModule(t)
+	raw, err := os.ReadFile(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	hexSum := hex.EncodeToString(sum[:])
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	at := []string{"--store", "file://" + store}
+
+	out, _ := weir(t, append([]string{"functions", "deploy", "pass", mod}, at...)...)
+	if want := "pass version 1 sha256 " + hexSum + "\n"; out != want {
+		t.Errorf("deploy printed %q, want %q", out, want)
+	}
+	var v registry.Version
+	out, _ = weir(t, append([]string{"functions", "deploy", "pass", mod, "-o", "json"}, at...)...)
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Version != 1 || v.SHA256 != hexSum || len(v.Describe.Output) != 2 {
+		t.Errorf("deploy of the same module again: %v %+v; want version 1", err, v)
+	}
+	out, _ = weir(t, append([]string{"functions", "deploy", "pass", mod, "--memory", "16MiB", "--timeout", "2s"}, at...)...)
+	if !strings.HasPrefix(out, "pass version 2 ") {
+		t.Errorf("deploy with other limits printed %q, want version 2", out)
+	}
+
+	run := func(function, outDir string) *spec.Job {
+		t.Helper()
+		file := filepath.Join(dir, outDir+".yaml")
+		src := strings.NewReplacer("FUNCTION", function, "OUT", outDir).Replace(passSpec)
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stdout, _ := weir(t, append([]string{"run", file}, at...)...)
+		if !strings.Contains(stdout, "FINISHED") || !strings.Contains(stdout, "500 rows to sinks") {
+			t.Fatalf("run %s: %s", function, stdout)
+		}
+		var rows int
+		files, _ := filepath.Glob(filepath.Join(store, "out", outDir, "*.jsonl"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			rows += strings.Count(string(b), "\n")
+		}
+		if rows != 500 {
+			t.Errorf("run %s wrote %d rows, want 500", function, rows)
+		}
+		specs, _ := filepath.Glob(filepath.Join(store, "jobs", "*", "spec.json"))
+		for _, f := range specs {
+			b, _ := os.ReadFile(f)
+			var js spec.Job
+			if err := json.Unmarshal(b, &js); err != nil {
+				t.Fatal(err)
+			}
+			if js.Sinks[0].Path == "out/"+outDir+"/" {
+				return &js
+			}
+		}
+		t.Fatalf("no stored spec of the run of %s", function)
+		return nil
+	}
+	latest := run("pass", "latest")
+	if m := latest.Operators[0].Module; m == nil || m.Name != "pass" || m.Version != 2 || m.SHA256 != hexSum || m.MemoryBytes != 16<<20 || m.Timeout != spec.Duration(2*time.Second) {
+		t.Errorf("the stored spec pins %+v, want pass version 2", m)
+	}
+	if first := run("pass@1", "first"); first.Operators[0].Module.Version != 1 || first.Operators[0].Function != "pass@1" {
+		t.Errorf("pass@1 pinned %+v", first.Operators[0].Module)
+	}
+
+	// Deleted (the jobs that pinned it have ended), it is gone for a new
+	// run too.
+	weir(t, append([]string{"functions", "delete", "pass"}, at...)...)
+	stderr := weirFails(t, append([]string{"run", filepath.Join(dir, "latest.yaml")}, at...)...)
+	if !strings.Contains(stderr, `"pass" is neither a Go function`) {
+		t.Errorf("run after delete: %s", stderr)
+	}
+}
+
+// TestDemoWasm deploys the module into the demo's store under
+// surge-multiplier-wasm and plans the demo with it: the passthrough guest
+// does not read the surge operator's input, which the planner says.
+func TestDemoWasm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	mod := passthroughModule(t)
+	dir := filepath.Join(t.TempDir(), "demo")
+	stdout, stderr, code := execWeir("demo", "--wasm", mod, "--dir", dir, "--duration", "1s")
+	if code == 0 || !strings.Contains(stdout, "is surge-multiplier-wasm version 1") ||
+		!strings.Contains(stderr, `examples/surge-pricing.yaml:24: operators[surge]: operators[surge].function: surge-multiplier-wasm (version 1): reads column "k"`) {
+		t.Errorf("demo --wasm: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "functions", wasmSurge, "versions", "000001.json")); err != nil {
+		t.Errorf("the demo's store lacks the deployed module: %v", err)
+	}
+	stderr = weirFails(t, "demo", "--wasm", filepath.Join(dir, "missing.wasm"), "--dir", dir)
+	if !strings.Contains(stderr, "missing.wasm: no such file") {
+		t.Errorf("demo --wasm of a missing file: %s", stderr)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -194,4 +197,107 @@ func TestStoredFunctionJobs(t *testing.T) {
 	if got, err := coordinator.StoredFunctionJobs(ctx, b, "h"); err != nil || got == nil || len(got) != 0 {
 		t.Errorf("StoredFunctionJobs(h) = %#v, %v; want []", got, err)
 	}
+}
+
+// buildPassthrough builds the passthrough test guest of package wasm: it
+// emits its input (k string, v int64) unchanged.
+func buildPassthrough(t *testing.T) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "passthrough.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./testdata/guests/passthrough")
+	cmd.Dir = "../functions/wasm"
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the passthrough guest: %v\n%s", err, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// slowPass runs the function pass for about a minute: long enough to
+// find it running.
+const slowPass = `job: slow
+sources:
+  - name: gen
+    type: datagen
+    rate: 200
+    count: 12000
+    schema: {k: string, v: int64}
+operators:
+  - {name: p, input: gen, keyBy: [k], function: pass}
+sinks:
+  - {name: out, input: p, type: files, path: out/slow/, format: jsonl}
+`
+
+func TestFunctionsPinnedByARunningJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	t.Parallel()
+	mod := buildPassthrough(t)
+	e := newEnv(t)
+	e.startWorker("w1", 2, workerOpts{})
+	srv := httptest.NewServer(e.c.Handler(nil))
+	t.Cleanup(srv.Close)
+	api := apiClient{t: t, url: srv.URL}
+
+	var v registry.Version
+	api.call("POST", "/api/v1/functions/pass?memory=32MiB&timeout=3s", string(mod), http.StatusOK, &v)
+	if v.Name != "pass" || v.Version != 1 || v.Memory != 32<<20 || v.Timeout != spec.Duration(3*time.Second) || len(v.Describe.Input) != 1 {
+		t.Fatalf("deploy = %+v", v)
+	}
+	var sub coordinator.SubmitResponse
+	api.call("POST", "/api/v1/jobs", slowPass, http.StatusCreated, &sub)
+	e.waitFor(sub.ID, "rows through the function", func(st coordinator.JobStatus) bool { return st.Totals.SinkIn > 0 })
+
+	// The stored spec pins version 1; a new version changes nothing for
+	// the job.
+	raw, err := e.bucket.Get(e.ctx, layout.SpecKey(sub.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored spec.Job
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if m := stored.Operators[0].Module; m == nil || m.Version != 1 || m.SHA256 != v.SHA256 || stored.Operators[0].Function != "pass" {
+		t.Fatalf("stored spec pins %+v", stored.Operators[0].Module)
+	}
+	api.call("POST", "/api/v1/functions/pass?memory=16MiB", string(mod), http.StatusOK, &v)
+	if v.Version != 2 {
+		t.Fatalf("second deploy = version %d", v.Version)
+	}
+	var d coordinator.FunctionDetail
+	api.call("GET", "/api/v1/functions/pass", "", http.StatusOK, &d)
+	if len(d.Versions) != 2 || len(d.Jobs) != 1 || d.Jobs[0].ID != sub.ID || !slices.Equal(d.Jobs[0].Versions, []int{1}) {
+		t.Fatalf("detail = %+v", d)
+	}
+	var apiErr coordinator.APIError
+	api.call("DELETE", "/api/v1/functions/pass", "", http.StatusConflict, &apiErr)
+	if !strings.Contains(apiErr.Error, "jobs that have not ended use it: "+sub.ID) {
+		t.Errorf("409 body = %+v", apiErr)
+	}
+	api.call("GET", "/api/v1/functions/pass", "", http.StatusOK, nil)
+
+	// Ended, the job no longer holds the function.
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/cancel", "", http.StatusAccepted, nil)
+	api.waitState(sub.ID, coordinator.JobCanceled)
+	api.call("GET", "/api/v1/functions/pass", "", http.StatusOK, &d)
+	if len(d.Jobs) != 0 {
+		t.Errorf("jobs after the cancel: %+v", d.Jobs)
+	}
+
+	// Force deletes under a running job.
+	api.call("POST", "/api/v1/jobs", slowPass, http.StatusCreated, &sub)
+	e.waitRunning(sub.ID)
+	api.call("DELETE", "/api/v1/functions/pass?force=true", "", http.StatusOK, &d)
+	if len(d.Jobs) != 1 || d.Jobs[0].ID != sub.ID || !slices.Equal(d.Jobs[0].Versions, []int{2}) {
+		t.Errorf("forced delete returned %+v", d)
+	}
+	api.call("GET", "/api/v1/functions/pass", "", http.StatusNotFound, nil)
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/cancel", "", http.StatusAccepted, nil)
+	api.waitState(sub.ID, coordinator.JobCanceled)
 }
