@@ -125,9 +125,6 @@ func TestMain(m *testing.M) {
 	if fixture.root != "" {
 		_ = os.RemoveAll(fixture.root)
 	}
-	if passthrough.dir != "" {
-		_ = os.RemoveAll(passthrough.dir)
-	}
 	os.Exit(code)
 }
 

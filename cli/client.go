@@ -210,6 +210,7 @@ func (a *app) jobsCmd() *cobra.Command {
 		},
 	})
 	jobs.AddCommand(a.jobActionCmd("stop", "Drain a job: sources end early, the last windows fire, sinks flush, the job FINISHES"))
+	jobs.AddCommand(a.jobsUpgradeCmd())
 	return jobs
 }
 

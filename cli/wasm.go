@@ -116,7 +116,9 @@ func (a *app) deployFunction(cmd *cobra.Command, name string, module []byte, lim
 	}
 	q := url.Values{"memory": {strconv.FormatInt(lim.Memory, 10)}, "timeout": {lim.Timeout.String()}}
 	var v registry.Version
-	err := a.client().do(ctx, http.MethodPost, "/api/v1/functions/"+url.PathEscape(name)+"?"+q.Encode(), module, &v)
+	c := a.client()
+	c.http.Timeout = 5 * time.Minute // the coordinator compiles the module to check it
+	err := c.do(ctx, http.MethodPost, "/api/v1/functions/"+url.PathEscape(name)+"?"+q.Encode(), module, &v)
 	return v, err
 }
 
@@ -304,6 +306,41 @@ func (a *app) deleteFunction(cmd *cobra.Command, name string, force bool) (coord
 		return coordinator.FunctionDetail{}, err
 	}
 	return d, nil
+}
+
+func (a *app) jobsUpgradeCmd() *cobra.Command {
+	var ref string
+	cmd := &cobra.Command{
+		Use:   "upgrade JOB --function NAME@VERSION",
+		Short: "Move a job's operators to another version of a deployed function, keeping their state: savepoint, stop, start again from it",
+		Long: `Move the operators of a running job that run deployed function NAME to
+version VERSION (NAME alone: the latest), keeping their state: the
+coordinator takes a savepoint, stops the job there and submits its spec
+again from the savepoint with the new pin; it prints the new job's id and
+the savepoint. A version whose output columns differ from the running one's
+is refused before anything stops (the operators downstream are planned
+against them), and so is one the job does not plan with.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ref == "" {
+				return &exitError{code: 2, err: fmt.Errorf("--function: missing: want the version to run, as in --function zone-stats@3")}
+			}
+			c := a.client()
+			c.http.Timeout = 5 * time.Minute // a savepoint, a stop and a submit
+			var resp coordinator.UpgradeResponse
+			path := "/api/v1/jobs/" + url.PathEscape(args[0]) + "/upgrade?" + url.Values{"function": {ref}}.Encode()
+			if err := c.do(cmd.Context(), http.MethodPost, path, nil, &resp); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, resp)
+			}
+			fmt.Fprintf(a.stdout, "upgraded %s: %s runs %s@%d from savepoint %s\n", args[0], resp.Job, resp.Function, resp.Version, resp.Savepoint)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ref, "function", "", "the version to run: NAME@VERSION, or NAME for the latest")
+	return cmd
 }
 
 // pinSpec pins the deployed functions js names against bucket b

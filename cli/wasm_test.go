@@ -5,13 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,13 +19,13 @@ import (
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/wasm/registry"
+	"github.com/weirstream/weir/functions/wasm/registry/registrytest"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 )
 
-// putVersion writes a function version into a directory store the way
-// Deploy would, for the commands that read versions (Deploy itself needs a
-// module wasm.Check accepts).
+// putVersion writes a function version into a directory store
+// (registrytest.Store).
 func putVersion(t *testing.T, store, name string, version int, module, doc string) registry.Version {
 	t.Helper()
 	b, err := blob.NewDir(store)
@@ -34,21 +33,9 @@ func putVersion(t *testing.T, store, name string, version int, module, doc strin
 		t.Fatal(err)
 	}
 	defer b.Close()
-	sum := sha256.Sum256([]byte(module))
-	v := registry.Version{Name: name, Version: version, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(module)), ABI: 1,
-		Memory: 64 << 20, Timeout: spec.Duration(5 * time.Second), Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Describe: registry.Description{
-			Input:  []spec.ModuleColumn{{Name: "zone", Type: "string"}},
-			Output: []spec.ModuleColumn{{Name: "zone", Type: "string"}, {Name: "n", Type: "int64"}}, Doc: doc}}
-	raw, _ := json.Marshal(v)
-	ctx := context.Background()
-	if err := b.Put(ctx, layout.ModuleKey(name, v.SHA256), []byte(module)); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Put(ctx, layout.VersionKey(name, version), raw); err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return registrytest.Store(t, b, name, version, module, registry.Description{
+		Input:  []spec.ModuleColumn{{Name: "zone", Type: "string"}},
+		Output: []spec.ModuleColumn{{Name: "zone", Type: "string"}, {Name: "n", Type: "int64"}}, Doc: doc})
 }
 
 // putJob stores a job spec pinning the given versions of function name,
@@ -301,37 +288,6 @@ func TestRunNamesAnUndeployedFunction(t *testing.T) {
 	}
 }
 
-// passthrough is the test guest of package wasm that emits its input
-// (k string, v int64) unchanged, built once per test binary.
-var passthrough struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-func passthroughModule(t *testing.T) string {
-	t.Helper()
-	passthrough.once.Do(func() {
-		dir, err := os.MkdirTemp("", "weir-cli-wasm-")
-		if err != nil {
-			passthrough.err = err
-			return
-		}
-		passthrough.dir, passthrough.path = dir, filepath.Join(dir, "passthrough.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", passthrough.path, "./testdata/guests/passthrough")
-		cmd.Dir = "../functions/wasm"
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			passthrough.err = fmt.Errorf("build the passthrough guest: %v\n%s", err, out)
-		}
-	})
-	if passthrough.err != nil {
-		t.Fatal(passthrough.err)
-	}
-	return passthrough.path
-}
-
 const passSpec = `job: pass
 sources:
   - name: gen
@@ -355,7 +311,7 @@ func TestFunctionsDeployAndRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a guest")
 	}
-	mod := passthroughModule(t)
+	mod := registrytest.Guest(t, "passthrough")
 	raw, err := os.ReadFile(mod)
 	if err != nil {
 		t.Fatal(err)
@@ -438,7 +394,7 @@ func TestDemoWasm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a guest")
 	}
-	mod := passthroughModule(t)
+	mod := registrytest.Guest(t, "passthrough")
 	dir := filepath.Join(t.TempDir(), "demo")
 	stdout, stderr, code := execWeir("demo", "--wasm", mod, "--dir", dir, "--duration", "1s")
 	if code == 0 || !strings.Contains(stdout, "is surge-multiplier-wasm version 1") ||
@@ -451,5 +407,40 @@ func TestDemoWasm(t *testing.T) {
 	stderr = weirFails(t, "demo", "--wasm", filepath.Join(dir, "missing.wasm"), "--dir", dir)
 	if !strings.Contains(stderr, "missing.wasm: no such file") {
 		t.Errorf("demo --wasm of a missing file: %s", stderr)
+	}
+}
+
+func TestJobsUpgrade(t *testing.T) {
+	var got atomic.Value
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/jobs/{id}/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.PathValue("id") + " " + r.URL.Query().Get("function"))
+		if r.PathValue("id") != "up-00000001" {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(coordinator.APIError{Error: "upgrade x: refused"})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(coordinator.UpgradeResponse{Job: "up-00000002", Savepoint: "jobs/up-00000001/savepoints/sp-1/manifest.json",
+			Function: "pass", Version: 3, Operators: []string{"p"}})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	out, _ := weir(t, "jobs", "upgrade", "up-00000001", "--function", "pass@3", "--coordinator", srv.URL)
+	if want := "upgraded up-00000001: up-00000002 runs pass@3 from savepoint jobs/up-00000001/savepoints/sp-1/manifest.json\n"; out != want {
+		t.Errorf("upgrade printed %q, want %q", out, want)
+	}
+	if got.Load() != "up-00000001 pass@3" {
+		t.Errorf("the coordinator got %v", got.Load())
+	}
+	var resp coordinator.UpgradeResponse
+	out, _ = weir(t, "jobs", "upgrade", "up-00000001", "--function", "pass@3", "--coordinator", srv.URL, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Job != "up-00000002" {
+		t.Errorf("-o json: %v %+v", err, resp)
+	}
+	if stderr := weirFails(t, "jobs", "upgrade", "other-00000001", "--function", "pass@3", "--coordinator", srv.URL); !strings.Contains(stderr, "upgrade x: refused") {
+		t.Errorf("refused upgrade: %s", stderr)
+	}
+	if stderr := weirFails(t, "jobs", "upgrade", "up-00000001", "--coordinator", srv.URL); !strings.Contains(stderr, "--function: missing") {
+		t.Errorf("upgrade without --function: %s", stderr)
 	}
 }

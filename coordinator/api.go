@@ -164,7 +164,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrEnded), errors.Is(err, ErrFunctionInUse):
+	case errors.Is(err, ErrEnded), errors.Is(err, ErrFunctionInUse), errors.Is(err, ErrUpgradeRefused):
 		code = http.StatusConflict
 	case errors.Is(err, registry.ErrNotFound):
 		code = http.StatusNotFound

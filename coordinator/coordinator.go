@@ -29,7 +29,7 @@
 // manifest), janitor.go (staging clean-up and garbage collection),
 // recovery.go (restoring from a checkpoint), savepoint.go (savepoints,
 // stop with savepoint), delete.go, functions.go (deployed Wasm functions
-// and their API).
+// and their API), upgrade.go (moving a job to another version of one).
 package coordinator
 
 import (

@@ -150,7 +150,21 @@ func StoredFunctionJobs(ctx context.Context, b blob.BucketReader, name string) (
 //	GET    /api/v1/functions                                 list -> []registry.Function
 //	GET    /api/v1/functions/{name}                          versions and jobs -> FunctionDetail
 //	DELETE /api/v1/functions/{name}[?force=true]             delete -> the FunctionDetail deleted (409 while a job that has not ended pins it)
+//	POST   /api/v1/jobs/{id}/upgrade?function=NAME@VERSION   move a job to another version from a savepoint -> UpgradeResponse
 func (c *Coordinator) functionRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/jobs/{id}/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		ref := r.URL.Query().Get("function")
+		if ref == "" {
+			writeJSON(w, http.StatusBadRequest, APIError{Error: "function: missing: want the version to run, as in ?function=zone-stats@3"})
+			return
+		}
+		resp, err := c.Upgrade(r.Context(), r.PathValue("id"), ref)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
 	mux.HandleFunc("POST /api/v1/functions/{name}", c.handleDeployFunction)
 	mux.HandleFunc("GET /api/v1/functions", func(w http.ResponseWriter, r *http.Request) {
 		fs, err := c.Functions(r.Context())

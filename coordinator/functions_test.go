@@ -1,15 +1,12 @@
 package coordinator_test
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,32 +15,10 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/wasm/registry"
+	"github.com/weirstream/weir/functions/wasm/registry/registrytest"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 )
-
-// storeVersion writes a function version into the bucket as Deploy
-// would, without a module wasm.Check accepts: for tests of what reads
-// versions.
-func storeVersion(t *testing.T, b blob.Bucket, name string, version int, module string) registry.Version {
-	t.Helper()
-	sum := sha256.Sum256([]byte(module))
-	v := registry.Version{Name: name, Version: version, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(module)), ABI: 1,
-		Memory: 64 << 20, Timeout: spec.Duration(5 * time.Second), Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Describe: registry.Description{Input: []spec.ModuleColumn{{Name: "id", Type: "int64"}}, Output: []spec.ModuleColumn{{Name: "id", Type: "int64"}}}}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := b.Put(ctx, layout.ModuleKey(name, v.SHA256), []byte(module)); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.PutIfAbsent(ctx, layout.VersionKey(name, version), raw); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 // wasmJob names a function that is neither a Go function nor deployed.
 const wasmJob = `job: wasmy
@@ -110,8 +85,8 @@ func TestFunctionsAPI(t *testing.T) {
 	}
 	api.call("DELETE", "/api/v1/functions/zone-stats", "", http.StatusNotFound, nil)
 
-	storeVersion(t, e.bucket, "zone-stats", 1, "one")
-	storeVersion(t, e.bucket, "zone-stats", 2, "two")
+	registrytest.Store(t, e.bucket, "zone-stats", 1, "one", registry.Description{})
+	registrytest.Store(t, e.bucket, "zone-stats", 2, "two", registry.Description{})
 	api.call("GET", "/api/v1/functions", "", http.StatusOK, &fs)
 	if len(fs) != 1 || fs[0].Name != "zone-stats" || fs[0].Versions != 2 || fs[0].Latest.Version != 2 {
 		t.Fatalf("functions = %+v", fs)
@@ -133,7 +108,7 @@ func TestFunctionsAPI(t *testing.T) {
 func TestSubmitNamesAnUnknownFunction(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	storeVersion(t, e.bucket, "zone-stats", 1, "one")
+	registrytest.Store(t, e.bucket, "zone-stats", 1, "one", registry.Description{})
 	srv := httptest.NewServer(e.c.Handler(nil))
 	t.Cleanup(srv.Close)
 	api := apiClient{t: t, url: srv.URL}
@@ -199,22 +174,37 @@ func TestStoredFunctionJobs(t *testing.T) {
 	}
 }
 
-// buildPassthrough builds the passthrough test guest of package wasm: it
-// emits its input (k string, v int64) unchanged.
-func buildPassthrough(t *testing.T) []byte {
+// functionsEnv is a coordinator with a worker and its API, and the
+// passthrough test guest of package wasm, which emits its input (k string,
+// v int64) unchanged.
+func functionsEnv(t *testing.T) (*env, apiClient, []byte) {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "passthrough.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./testdata/guests/passthrough")
-	cmd.Dir = "../functions/wasm"
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the passthrough guest: %v\n%s", err, msg)
-	}
-	b, err := os.ReadFile(out)
+	mod, err := os.ReadFile(registrytest.Guest(t, "passthrough"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	e := newEnv(t)
+	e.startWorker("w1", 4, workerOpts{})
+	srv := httptest.NewServer(e.c.Handler(nil))
+	t.Cleanup(srv.Close)
+	return e, apiClient{t: t, url: srv.URL}, mod
+}
+
+// deploy posts a module to the API with a timeout that leaves room for
+// wasm.Check compiling it on a busy machine (under -race).
+func (c apiClient) deploy(query string, module []byte) registry.Version {
+	c.t.Helper()
+	client := &http.Client{Timeout: 3 * time.Minute}
+	resp, err := client.Post(c.url+"/api/v1/functions/pass"+query, "application/wasm", bytes.NewReader(module))
+	if err != nil {
+		c.t.Fatalf("deploy: %v", err)
+	}
+	defer resp.Body.Close()
+	var v registry.Version
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("deploy: %s, %v", resp.Status, err)
+	}
+	return v
 }
 
 // slowPass runs the function pass for about a minute: long enough to
@@ -237,15 +227,9 @@ func TestFunctionsPinnedByARunningJob(t *testing.T) {
 		t.Skip("builds a guest")
 	}
 	t.Parallel()
-	mod := buildPassthrough(t)
-	e := newEnv(t)
-	e.startWorker("w1", 2, workerOpts{})
-	srv := httptest.NewServer(e.c.Handler(nil))
-	t.Cleanup(srv.Close)
-	api := apiClient{t: t, url: srv.URL}
+	e, api, mod := functionsEnv(t)
 
-	var v registry.Version
-	api.call("POST", "/api/v1/functions/pass?memory=32MiB&timeout=3s", string(mod), http.StatusOK, &v)
+	v := api.deploy("?memory=32MiB&timeout=3s", mod)
 	if v.Name != "pass" || v.Version != 1 || v.Memory != 32<<20 || v.Timeout != spec.Duration(3*time.Second) || len(v.Describe.Input) != 1 {
 		t.Fatalf("deploy = %+v", v)
 	}
@@ -266,8 +250,7 @@ func TestFunctionsPinnedByARunningJob(t *testing.T) {
 	if m := stored.Operators[0].Module; m == nil || m.Version != 1 || m.SHA256 != v.SHA256 || stored.Operators[0].Function != "pass" {
 		t.Fatalf("stored spec pins %+v", stored.Operators[0].Module)
 	}
-	api.call("POST", "/api/v1/functions/pass?memory=16MiB", string(mod), http.StatusOK, &v)
-	if v.Version != 2 {
+	if v = api.deploy("?memory=16MiB", mod); v.Version != 2 {
 		t.Fatalf("second deploy = version %d", v.Version)
 	}
 	var d coordinator.FunctionDetail
@@ -290,14 +273,117 @@ func TestFunctionsPinnedByARunningJob(t *testing.T) {
 		t.Errorf("jobs after the cancel: %+v", d.Jobs)
 	}
 
-	// Force deletes under a running job.
+	// Force deletes under a running job (which fails if it loads the
+	// module again: a restart, a recovery or a subtask opening late).
 	api.call("POST", "/api/v1/jobs", slowPass, http.StatusCreated, &sub)
-	e.waitRunning(sub.ID)
+	e.waitFor(sub.ID, "rows through the function", func(st coordinator.JobStatus) bool { return st.Totals.SinkIn > 0 })
 	api.call("DELETE", "/api/v1/functions/pass?force=true", "", http.StatusOK, &d)
 	if len(d.Jobs) != 1 || d.Jobs[0].ID != sub.ID || !slices.Equal(d.Jobs[0].Versions, []int{2}) {
 		t.Errorf("forced delete returned %+v", d)
 	}
 	api.call("GET", "/api/v1/functions/pass", "", http.StatusNotFound, nil)
-	api.call("POST", "/api/v1/jobs/"+sub.ID+"/cancel", "", http.StatusAccepted, nil)
-	api.waitState(sub.ID, coordinator.JobCanceled)
+	if code, body := api.do("POST", "/api/v1/jobs/"+sub.ID+"/cancel", ""); code != http.StatusAccepted && code != http.StatusConflict {
+		t.Fatalf("cancel = %d: %s", code, body)
+	}
+	e.wait(sub.ID, 20*time.Second)
+}
+
+// upgradable checkpoints, so that it can move to another version of pass
+// through a savepoint.
+const upgradable = `job: up
+parallelism: 2
+checkpoint: {interval: 200ms}
+sources:
+  - name: gen
+    type: datagen
+    rate: 400
+    count: 6000
+    schema: {k: string, v: int64}
+    datagen: {fields: {k: {cardinality: 16}}}
+operators:
+  - {name: p, input: gen, keyBy: [k], function: pass}
+sinks:
+  - {name: out, input: p, type: files, path: out/up/, format: jsonl}
+`
+
+func TestUpgrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	t.Parallel()
+	e, api, mod := functionsEnv(t)
+
+	api.deploy("", mod)
+	var sub coordinator.SubmitResponse
+	api.call("POST", "/api/v1/jobs", upgradable, http.StatusCreated, &sub)
+	e.waitFor(sub.ID, "a checkpoint and rows out", func(st coordinator.JobStatus) bool {
+		return st.Checkpoints != nil && st.Checkpoints.Completed > 0 && st.Totals.SinkIn > 0
+	})
+
+	// Refused before anything stops.
+	registrytest.Store(t, e.bucket, "pass", 2, "other output", registry.Description{Output: []spec.ModuleColumn{{Name: "id", Type: "int64"}}})
+	var apiErr coordinator.APIError
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@2", "", http.StatusConflict, &apiErr)
+	if !strings.Contains(apiErr.Error, "pass@2 emits (id int64), but operators[p] runs pass@1, which emits (k string, v int64)") {
+		t.Errorf("upgrade to other output: %q", apiErr.Error)
+	}
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@1", "", http.StatusConflict, &apiErr)
+	if !strings.Contains(apiErr.Error, "its operators already run pass@1") {
+		t.Errorf("upgrade to the running version: %q", apiErr.Error)
+	}
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@9", "", http.StatusNotFound, &apiErr)
+	if !strings.Contains(apiErr.Error, `function "pass" has no version 9 (versions: 1, 2)`) {
+		t.Errorf("upgrade to a missing version: %q", apiErr.Error)
+	}
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade", "", http.StatusBadRequest, nil)
+	api.call("POST", "/api/v1/jobs/no-such-00000000/upgrade?function=pass@1", "", http.StatusNotFound, nil)
+	if st := api.status(sub.ID); st.State != coordinator.JobRunning {
+		t.Fatalf("a refused upgrade left the job %s", st.State)
+	}
+
+	api.deploy("?memory=16MiB", mod)
+	var up coordinator.UpgradeResponse
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@3", "", http.StatusOK, &up)
+	if up.Job == "" || up.Job == sub.ID || up.Savepoint == "" || up.Function != "pass" || up.Version != 3 || !slices.Equal(up.Operators, []string{"p"}) {
+		t.Fatalf("upgrade = %+v", up)
+	}
+	if st := api.status(sub.ID); st.State != coordinator.JobCanceled {
+		t.Errorf("the old job is %s, want CANCELED", st.State)
+	}
+	raw, err := e.bucket.Get(e.ctx, layout.SpecKey(up.Job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored spec.Job
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if m := stored.Operators[0].Module; m == nil || m.Version != 3 || m.MemoryBytes != 16<<20 || stored.Operators[0].Function != "pass@3" {
+		t.Errorf("the new job pins %+v (function %q)", m, stored.Operators[0].Function)
+	}
+	if origin, err := e.bucket.Get(e.ctx, layout.OriginKey(up.Job)); err != nil || strings.TrimSpace(string(origin)) != up.Savepoint {
+		t.Errorf("the new job's origin = %q, %v; want %s", origin, err, up.Savepoint)
+	}
+	st := e.wait(up.Job, 60*time.Second)
+	if st.State != coordinator.JobFinished {
+		t.Fatalf("the upgraded job ended %s: %s", st.State, st.Error)
+	}
+	// Across the two jobs every input row came out once.
+	seen := map[int64]int{}
+	for _, r := range e.readJSONL("out/up/") {
+		n, err := r["v"].(json.Number).Int64()
+		if err != nil {
+			t.Fatalf("row %v: %v", r, err)
+		}
+		seen[n]++
+	}
+	for i := int64(0); i < 6000; i++ {
+		if seen[i] != 1 {
+			t.Fatalf("row v=%d came out %d times (%d distinct rows in all)", i, seen[i], len(seen))
+		}
+	}
+	if len(seen) != 6000 {
+		t.Errorf("%d distinct rows, want 6000", len(seen))
+	}
+	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@3", "", http.StatusConflict, nil)
 }

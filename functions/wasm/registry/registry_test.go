@@ -8,9 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -507,58 +504,6 @@ func FuzzParseSize(f *testing.F) {
 			t.Fatalf("ParseSize(FormatSize(%d)) = %d, %v", n, back, err)
 		}
 	})
-}
-
-// buildGuest builds a test guest of package wasm (testdata/guests/NAME)
-// with the standard toolchain for wasip1.
-func buildGuest(t *testing.T, name string) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), name+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "../testdata/guests/"+name)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build guest %s: %v\n%s", name, err, msg)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func TestDeployRealModule(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a guest")
-	}
-	ctx := context.Background()
-	b := newBucket(t)
-	mod := buildGuest(t, "passthrough")
-	v, err := Deploy(ctx, b, "pass", mod, wasm.Limits{Memory: 32 << 20}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Description{Input: []spec.ModuleColumn{{Name: "k", Type: "string"}},
-		Output: []spec.ModuleColumn{{Name: "k", Type: "string"}, {Name: "v", Type: "int64"}}}
-	if v.Version != 1 || v.SHA256 != sum(mod) || v.Memory != 32<<20 || v.ABI != 1 || !equalJSON(v.Describe, want) {
-		t.Fatalf("Deploy = %+v", v)
-	}
-	if again, err := Deploy(ctx, b, "pass", mod, wasm.Limits{Memory: 32 << 20}, now.Add(time.Hour)); err != nil || again.Version != 1 || !again.Created.Equal(now) {
-		t.Fatalf("redeploy = %+v, %v; want version 1 unchanged", again, err)
-	}
-	got, err := Module(ctx, b, v.Pin())
-	if err != nil || !bytes.Equal(got, mod) {
-		t.Fatalf("Module: %d bytes, %v", len(got), err)
-	}
-	// A module that is WebAssembly but not a weir function: the check's
-	// error, nothing stored.
-	_, err = Deploy(ctx, b, "broken", []byte("\x00asm\x01\x00\x00\x00"), wasm.Limits{}, now)
-	if err == nil || !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Deploy of an empty module: %v", err)
-	}
-	t.Logf("empty module: %v", err)
-	if _, err := Versions(ctx, b, "broken"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("a refused module has versions: %v", err)
-	}
 }
 
 func equalJSON(a, b any) bool {
