@@ -1,8 +1,8 @@
 # weir's developer entry points. `make test` installs what the tests need
-# (redis-server from Debian, the pinned MinIO and staticcheck through the Go
-# module proxy, cached in the Go bin directory), then runs vet, staticcheck
-# and every test under -race, the integration tests against real Redis and
-# MinIO included.
+# (redis-server, and clang with wasi-libc for the C guest SDK, from Debian;
+# the pinned MinIO and staticcheck through the Go module proxy, cached in
+# the Go bin directory), then runs vet, staticcheck and every test under
+# -race, the integration tests against real Redis and MinIO included.
 
 SHELL := /bin/bash
 GO ?= go
@@ -27,6 +27,10 @@ deps: $(GOBIN)/minio $(GOBIN)/staticcheck
 		echo "installing redis-server (Debian)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
+	@command -v clang >/dev/null && command -v wasm-ld >/dev/null && [ -f /usr/lib/wasm32-wasi/libc.a ] && \
+		[ -f "$$(clang --target=wasm32-wasi -print-libgcc-file-name)" ] || { \
+		echo "installing clang, lld and wasi-libc (Debian) for the C guest SDK"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq clang lld wasi-libc libclang-rt-dev-wasm32 >/dev/null; }
 
 # MinIO takes ~5 minutes to build on 2 cores; the binary is cached in the
 # Go bin directory (never committed). The stamp records the version.

@@ -15,7 +15,8 @@
  * watermark; a row without event time is dropped too. An event-time timer
  * at the window's last millisecond emits the window and deletes its state.
  *
- * Config: size, the window length in milliseconds (default 10000).
+ * Config: size, the window length: milliseconds as a number, or a duration
+ * string like "10s" or "1m" (default 10000).
  */
 #include <string.h>
 
@@ -31,7 +32,7 @@ static const char describe[] =
 	" {\"name\": \"n\", \"type\": \"int64\"},"
 	" {\"name\": \"total\", \"type\": \"float64\"}],"
 	" \"timeColumn\": \"window_end\","
-	" \"doc\": \"count and sum of fare per zone and event-time window (config size in ms, default 10000)\"}";
+	" \"doc\": \"count and sum of fare per zone and event-time window (config size: ms or a duration, default 10s)\"}";
 
 enum { OUT_START, OUT_END, OUT_ZONE, OUT_N, OUT_TOTAL };
 
@@ -53,14 +54,10 @@ static int fare_col = -1, ts_col = -1, use_time_column;
 static int zs_open(const weir_open_info *info)
 {
 	const weir_config_value *v = weir_config(info, "size");
-	if (v) {
-		if (v->kind != WEIR_JSON_NUMBER || !v->is_int || v->i <= 0) {
-			weir_fail(WEIR_NO_HANDLE,
-				  "zone-stats: config size: want the window length in milliseconds, a whole number > 0 "
-				  "(e.g. 10000)");
-			return 1;
-		}
-		size = v->i;
+	if (v && (weir_config_duration_ms(v, &size) || size <= 0)) {
+		weir_fail(WEIR_NO_HANDLE, "zone-stats: config size: want the window length, milliseconds > 0 as a "
+					  "number (10000) or a duration (\"10s\")");
+		return 1;
 	}
 	for (int32_t i = 0; i < info->nconfig; i++) {
 		if (strcmp(info->config[i].name, "size") != 0) {

@@ -1746,6 +1746,101 @@ const weir_config_value *weir_config(const weir_open_info *info, const char *nam
 	return NULL;
 }
 
+int weir_config_int(const weir_config_value *v, int64_t *out)
+{
+	if (!v || v->kind != WEIR_JSON_NUMBER)
+		return -1;
+	if (v->is_int) {
+		*out = v->i;
+		return 0;
+	}
+	/* 2^63 is the first double beyond int64; a whole double below it fits. */
+	if (!(v->num > -9223372036854775808.0 && v->num < 9223372036854775808.0) || (double)(int64_t)v->num != v->num)
+		return -1;
+	*out = (int64_t)v->num;
+	return 0;
+}
+
+/* parse_duration reads Go's duration syntax into nanoseconds, as
+ * time.ParseDuration does (fractions through float64, like Go). */
+static int parse_duration(const char *s, size_t n, int64_t *ns)
+{
+	static const struct {
+		const char *name;
+		uint64_t ns;
+	} units[] = {
+		{"ns", 1},	    {"us", 1000}, {"\xc2\xb5s", 1000}, {"\xce\xbcs", 1000}, {"ms", 1000000},
+		{"s", 1000000000}, {"m", 60000000000}, {"h", 3600000000000},
+	};
+	const char *end = s + n;
+	int neg = 0;
+	if (s < end && (*s == '-' || *s == '+'))
+		neg = *s++ == '-';
+	if (end - s == 1 && *s == '0') {
+		*ns = 0;
+		return 0;
+	}
+	if (s == end)
+		return -1;
+	uint64_t total = 0;
+	while (s < end) {
+		uint64_t v = 0, f = 0;
+		double scale = 1;
+		int digits = 0;
+		for (; s < end && *s >= '0' && *s <= '9'; s++, digits++) {
+			if (v > (UINT64_C(1) << 63) / 10)
+				return -1;
+			v = v * 10 + (uint64_t)(*s - '0');
+			if (v > UINT64_C(1) << 63)
+				return -1;
+		}
+		if (s < end && *s == '.') {
+			for (s++; s < end && *s >= '0' && *s <= '9'; s++, digits++) {
+				if (f > (UINT64_C(1) << 63) / 10)
+					continue; /* like Go: later digits are dropped */
+				f = f * 10 + (uint64_t)(*s - '0');
+				scale *= 10;
+			}
+		}
+		if (!digits)
+			return -1;
+		const char *u = s;
+		while (s < end && *s != '.' && (*s < '0' || *s > '9'))
+			s++;
+		uint64_t unit = 0;
+		for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+			if (strlen(units[i].name) == (size_t)(s - u) && memcmp(units[i].name, u, (size_t)(s - u)) == 0)
+				unit = units[i].ns;
+		if (!unit || v > (UINT64_C(1) << 63) / unit)
+			return -1;
+		v *= unit;
+		if (f > 0) {
+			v += (uint64_t)((double)f * ((double)unit / scale));
+			if (v > UINT64_C(1) << 63)
+				return -1;
+		}
+		total += v;
+		if (total > UINT64_C(1) << 63)
+			return -1;
+	}
+	if (total == UINT64_C(1) << 63 && !neg)
+		return -1;
+	*ns = neg ? (int64_t)(0 - total) : (int64_t)total;
+	return 0;
+}
+
+int weir_config_duration_ms(const weir_config_value *v, int64_t *ms)
+{
+	if (v && v->kind == WEIR_JSON_STRING) {
+		int64_t ns;
+		if (parse_duration(v->str.ptr, v->str.len, &ns) || ns % 1000000 != 0)
+			return -1;
+		*ms = ns / 1000000;
+		return 0;
+	}
+	return weir_config_int(v, ms);
+}
+
 /* ---- Host functions ------------------------------------------------------ */
 
 #ifndef WEIR_NATIVE

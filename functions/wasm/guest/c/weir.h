@@ -235,6 +235,15 @@ void weir_open_info_free(weir_open_info *info);
 /* weir_config returns config value name, NULL when absent. */
 const weir_config_value *weir_config(const weir_open_info *info, const char *name);
 
+/* weir_config_int gives a number with a whole value (10000, 1e4, 10000.0)
+ * that fits int64: 0, or -1 for anything else. */
+int weir_config_int(const weir_config_value *v, int64_t *out);
+
+/* weir_config_duration_ms gives a duration in milliseconds: a whole number
+ * of them, or a string in Go's time.ParseDuration syntax ("10s", "1m30s",
+ * "1.5h", "250ms") that is a whole number of them: 0, or -1. */
+int weir_config_duration_ms(const weir_config_value *v, int64_t *ms);
+
 /* ---- Host functions ----------------------------------------------------- */
 
 enum { WEIR_DEBUG = 0, WEIR_INFO = 1, WEIR_WARN = 2, WEIR_ERROR = 3 };

@@ -662,6 +662,31 @@ static void test_json(void)
 		int r = weir_parse_open(bad[i], strlen(bad[i]), &info, err, sizeof err);
 		CHECK(r == -1 && err[0], "bad document %s parsed", bad[i]);
 	}
+	/* Durations, as Go's time.ParseDuration reads them, in whole ms. */
+	static const struct {
+		const char *s;
+		int64_t ms; /* -1: refused */
+	} durs[] = {
+		{"10s", 10000}, {"1m30s", 90000}, {"1.5h", 5400000}, {"250ms", 250}, {"0", 0}, {"+2s", 2000},
+		{"-1s", -1000}, {"1500us", -1}, {"3000000ns", 3}, {"1\xc2\xb5s", -1}, {"10", -1}, {"", -1},
+		{"s", -1}, {"1x", -1}, {".5s", 500}, {"1.s", 1000}, {"9999999999h", -1}, {"2562047h", 9223369200000},
+	};
+	for (size_t i = 0; i < sizeof durs / sizeof durs[0]; i++) {
+		weir_config_value v = {.kind = WEIR_JSON_STRING, .str = {durs[i].s, strlen(durs[i].s)}};
+		int64_t ms = 7;
+		int r = weir_config_duration_ms(&v, &ms);
+		CHECK(durs[i].ms == -1 ? r == -1 : r == 0 && ms == durs[i].ms, "duration %s: %d, %" PRId64, durs[i].s, r, ms);
+	}
+	int64_t iv;
+	CHECK(weir_config_int(&(weir_config_value){.kind = WEIR_JSON_NUMBER, .num = 1e4}, &iv) == 0 && iv == 10000,
+	      "1e4 is a whole number");
+	CHECK(weir_config_int(&(weir_config_value){.kind = WEIR_JSON_NUMBER, .num = 1.5}, &iv) == -1, "1.5 is not");
+	CHECK(weir_config_int(&(weir_config_value){.kind = WEIR_JSON_NUMBER, .num = 1e19}, &iv) == -1, "1e19 is too big");
+	CHECK(weir_config_duration_ms(&(weir_config_value){.kind = WEIR_JSON_NUMBER, .is_int = 1, .i = 42}, &iv) == 0 &&
+		      iv == 42,
+	      "a number is milliseconds");
+	CHECK(weir_config_duration_ms(NULL, &iv) == -1, "absent");
+
 	/* Deep nesting is an error, not a stack overflow. */
 	size_t depth = 100000;
 	char *deep = malloc(2 * depth + 32);

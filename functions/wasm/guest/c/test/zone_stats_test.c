@@ -80,14 +80,15 @@ static const char *zones[] = {"downtown", "airport", "harbor", "", "north \xc3\x
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
 /* simulate feeds rides through the function and checks its output. */
-static void simulate(int64_t size, int use_time_column, int64_t t0)
+static void simulate(int64_t size, const char *size_json, int use_time_column, int64_t t0)
 {
-	char doc[256];
+	char doc[256], num[32];
+	snprintf(num, sizeof num, "%" PRId64, size);
 	snprintf(doc, sizeof doc,
 		 "{\"function\": \"zone-stats\", \"version\": 1, \"operator\": \"stats\", \"subtask\": 0, "
 		 "\"parallelism\": 1, \"keyColumns\": [\"zone\"], \"timeColumn\": %d, \"timeOffset\": 0, "
-		 "\"config\": {\"size\": %" PRId64 "}}",
-		 use_time_column ? R_TS : -1, size);
+		 "\"config\": {%s%s}}",
+		 use_time_column ? R_TS : -1, size_json ? "" : "\"size\": ", size_json ? size_json : num);
 	CHECK(open_doc(doc) == 0, "open: %s", fh_fail_msg);
 
 	weir_builder b;
@@ -221,6 +222,7 @@ static int run(const char *name, void (*fn)(const void *), const void *arg)
 
 typedef struct {
 	int64_t size;
+	const char *size_json; /* the config's members, NULL for "size": size */
 	int use_time_column;
 	int64_t t0;
 } scenario;
@@ -228,7 +230,7 @@ typedef struct {
 static void run_scenario(const void *arg)
 {
 	const scenario *s = arg;
-	simulate(s->size, s->use_time_column, s->t0);
+	simulate(s->size, s->size_json, s->use_time_column, s->t0);
 }
 
 static void run_open_fails(const void *arg)
@@ -240,15 +242,20 @@ static void run_open_fails(const void *arg)
 int main(void)
 {
 	static const scenario scenarios[] = {
-		{10000, 1, 1700000000000},
-		{10000, 0, -200000}, /* negative event times, and windows that straddle 0 */
-		{7, 1, -500},
-		{1, 1, 0},
+		{10000, NULL, 1, 1700000000000},
+		{10000, NULL, 0, -200000}, /* negative event times, and windows that straddle 0 */
+		{7, NULL, 1, -500},
+		{1, NULL, 1, 0},
+		{10000, "", 1, 1700000000000},		  /* the default */
+		{60000, "\"size\": \"1m\"", 1, -1700000000000}, /* a duration */
 	};
 	static const char *const bad[][2] = {
 		{"{\"keyColumns\": [\"zone\"], \"config\": {\"size\": 0}}", "config size"},
 		{"{\"keyColumns\": [\"zone\"], \"config\": {\"size\": 1.5}}", "config size"},
-		{"{\"keyColumns\": [\"zone\"], \"config\": {\"size\": \"10s\"}}", "config size"},
+		{"{\"keyColumns\": [\"zone\"], \"config\": {\"size\": \"10\"}}", "config size"},
+		{"{\"keyColumns\": [\"zone\"], \"config\": {\"size\": \"1500us\"}}", "config size"},
+		{"{\"keyColumns\": [\"zone\"], \"config\": {\"size\": \"-10s\"}}", "config size"},
+		{"{\"keyColumns\": [\"zone\"], \"config\": {\"size\": true}}", "config size"},
 		{"{\"keyColumns\": [\"zone\"], \"config\": {\"sise\": 10}}", "unknown config sise"},
 		{"{\"keyColumns\": [\"ride_id\"]}", "want keyBy: [zone]"},
 		{"{\"keyColumns\": [\"zone\", \"ride_id\"]}", "want keyBy: [zone]"},
