@@ -172,36 +172,30 @@ static int fb_present(const fbt *t, int id)
 	return s + 2 <= t->vtsize && rd16(t->buf + t->vt + s) != 0;
 }
 
-static int fb_u8(const fbt *t, int id, uint8_t def, uint8_t *v)
+/* fb_scalar reads field id, a little-endian scalar of size bytes (1:
+ * ubyte or bool, else a signed integer), or def when it is absent. */
+static int fb_scalar(const fbt *t, int id, size_t size, int64_t def, int64_t *v)
 {
 	size_t p;
-	int r = fb_field(t, id, 1, &p);
-	*v = r == 1 ? t->buf[p] : def;
-	return r < 0 ? -1 : 0;
-}
-
-static int fb_i16(const fbt *t, int id, int16_t def, int16_t *v)
-{
-	size_t p;
-	int r = fb_field(t, id, 2, &p);
-	*v = r == 1 ? (int16_t)rd16(t->buf + p) : def;
-	return r < 0 ? -1 : 0;
-}
-
-static int fb_i32(const fbt *t, int id, int32_t def, int32_t *v)
-{
-	size_t p;
-	int r = fb_field(t, id, 4, &p);
-	*v = r == 1 ? (int32_t)rd32(t->buf + p) : def;
-	return r < 0 ? -1 : 0;
-}
-
-static int fb_i64(const fbt *t, int id, int64_t def, int64_t *v)
-{
-	size_t p;
-	int r = fb_field(t, id, 8, &p);
-	*v = r == 1 ? (int64_t)rd64(t->buf + p) : def;
-	return r < 0 ? -1 : 0;
+	int r = fb_field(t, id, size, &p);
+	*v = def;
+	if (r != 1)
+		return r;
+	const uint8_t *q = t->buf + p;
+	switch (size) {
+	case 1:
+		*v = q[0];
+		break;
+	case 2:
+		*v = (int16_t)rd16(q);
+		break;
+	case 4:
+		*v = (int32_t)rd32(q);
+		break;
+	default:
+		*v = (int64_t)rd64(q);
+	}
+	return 0;
 }
 
 /* fb_ref follows the u32 offset of field id: 1 and *target, 0 absent. */
@@ -256,22 +250,13 @@ static int fb_vector_table(const fbt *t, size_t start, size_t i, fbt *sub)
 	return fb_table_at(t->buf, t->n, p + off, sub);
 }
 
+/* fb_string is a vector of bytes (flatbuffers' NUL after it is not needed). */
 static int fb_string(const fbt *t, int id, const char **s, size_t *len)
 {
-	size_t p;
-	int r = fb_ref(t, id, &p);
-	*s = "";
-	*len = 0;
-	if (r != 1)
-		return r;
-	if (p > t->n - 4)
-		return -1;
-	size_t n = rd32(t->buf + p);
-	if (n > t->n - p - 4)
-		return -1;
-	*s = (const char *)t->buf + p + 4;
-	*len = n;
-	return 1;
+	size_t start;
+	int r = fb_vector(t, id, 1, &start, len);
+	*s = r == 1 ? (const char *)t->buf + start : "";
+	return r;
 }
 
 /* Field ids and enum values of Message.fbs and Schema.fbs. */
@@ -349,30 +334,29 @@ void weir_decoder_free(weir_decoder *d)
 
 static int decode_type(weir_decoder *d, const fbt *f, int32_t i, weir_type *out)
 {
-	uint8_t tag;
+	int64_t tag;
 	fbt typ;
-	if (fb_u8(f, FIELD_TYPE_TYPE, 0, &tag) || fb_table(f, FIELD_TYPE, &typ) < 0)
+	if (fb_scalar(f, FIELD_TYPE_TYPE, 1, 0, &tag) || fb_table(f, FIELD_TYPE, &typ) < 0)
 		return derr(d, "schema field %d: corrupt type", (int)i);
 	if (!fb_present(f, FIELD_TYPE))
 		return derr(d, "schema field %d: no type", (int)i);
 	switch (tag) {
 	case TYPE_INT: {
-		int32_t width;
-		uint8_t sign;
-		if (fb_i32(&typ, INT_BIT_WIDTH, 0, &width) || fb_u8(&typ, INT_IS_SIGNED, 0, &sign))
+		int64_t width, sign;
+		if (fb_scalar(&typ, INT_BIT_WIDTH, 4, 0, &width) || fb_scalar(&typ, INT_IS_SIGNED, 1, 0, &sign))
 			return derr(d, "schema field %d: corrupt int type", (int)i);
 		if (width != 64 || !sign)
 			return derr(d, "schema field %d: int of %d bits (signed %d): want signed 64", (int)i, (int)width,
-				    sign);
+				    (int)sign);
 		*out = WEIR_INT64;
 		return 0;
 	}
 	case TYPE_FLOATING_POINT: {
-		int16_t prec;
-		if (fb_i16(&typ, FLOAT_PRECISION, 0, &prec))
+		int64_t prec;
+		if (fb_scalar(&typ, FLOAT_PRECISION, 2, 0, &prec))
 			return derr(d, "schema field %d: corrupt float type", (int)i);
 		if (prec != PRECISION_DOUBLE)
-			return derr(d, "schema field %d: float precision %d: want double", (int)i, prec);
+			return derr(d, "schema field %d: float precision %d: want double", (int)i, (int)prec);
 		*out = WEIR_FLOAT64;
 		return 0;
 	}
@@ -383,26 +367,26 @@ static int decode_type(weir_decoder *d, const fbt *f, int32_t i, weir_type *out)
 		*out = WEIR_BOOL;
 		return 0;
 	case TYPE_TIMESTAMP: {
-		int16_t unit;
+		int64_t unit;
 		const char *tz;
 		size_t tzlen;
-		if (fb_i16(&typ, TIMESTAMP_UNIT, 0, &unit) || fb_string(&typ, TIMESTAMP_TIMEZONE, &tz, &tzlen) < 0)
+		if (fb_scalar(&typ, TIMESTAMP_UNIT, 2, 0, &unit) || fb_string(&typ, TIMESTAMP_TIMEZONE, &tz, &tzlen) < 0)
 			return derr(d, "schema field %d: corrupt timestamp type", (int)i);
 		if (unit != UNIT_MILLISECOND || tzlen != 3 || memcmp(tz, "UTC", 3) != 0)
-			return derr(d, "schema field %d: timestamp of unit %d and zone %.*s: want ms, UTC", (int)i, unit,
+			return derr(d, "schema field %d: timestamp of unit %d and zone %.*s: want ms, UTC", (int)i, (int)unit,
 				    (int)(tzlen > 32 ? 32 : tzlen), tz);
 		*out = WEIR_TIMESTAMP_MS;
 		return 0;
 	}
 	}
-	return derr(d, "schema field %d: type tag %d: want int64, float64, string, bool or timestamp_ms", (int)i, tag);
+	return derr(d, "schema field %d: type tag %d: want int64, float64, string, bool or timestamp_ms", (int)i, (int)tag);
 }
 
 static int decode_schema(weir_decoder *d, const fbt *s)
 {
-	int16_t endian;
+	int64_t endian;
 	size_t start, n;
-	if (fb_i16(s, SCHEMA_ENDIANNESS, 0, &endian) || fb_vector(s, SCHEMA_FIELDS, 4, &start, &n) < 0)
+	if (fb_scalar(s, SCHEMA_ENDIANNESS, 2, 0, &endian) || fb_vector(s, SCHEMA_FIELDS, 4, &start, &n) < 0)
 		return derr(d, "corrupt schema");
 	if (endian != 0)
 		return derr(d, "schema is big-endian");
@@ -474,7 +458,7 @@ static int decode_batch(weir_decoder *d, const fbt *rb, const uint8_t *body, siz
 {
 	int64_t rows;
 	size_t nstart, nnodes, bstart, nbufs;
-	if (fb_i64(rb, BATCH_LENGTH, 0, &rows) || fb_vector(rb, BATCH_NODES, 16, &nstart, &nnodes) < 0 ||
+	if (fb_scalar(rb, BATCH_LENGTH, 8, 0, &rows) || fb_vector(rb, BATCH_NODES, 16, &nstart, &nnodes) < 0 ||
 	    fb_vector(rb, BATCH_BUFFERS, 16, &bstart, &nbufs) < 0)
 		return derr(d, "corrupt record batch");
 	if (fb_present(rb, BATCH_COMPRESSION))
@@ -585,17 +569,15 @@ int weir_decode(weir_decoder *d, const uint8_t *p, size_t n, weir_batch *out)
 		const uint8_t *meta = p + pos + 8;
 		size_t body_start = pos + 8 + (size_t)mlen;
 		fbt msg, hdr;
-		uint8_t htype;
-		int16_t version;
-		int64_t blen;
-		if (fb_table_at(meta, (size_t)mlen, rd32(meta), &msg) || fb_i16(&msg, MESSAGE_VERSION, 0, &version) ||
-		    fb_u8(&msg, MESSAGE_HEADER_TYPE, 0, &htype) || fb_table(&msg, MESSAGE_HEADER, &hdr) < 0 ||
-		    fb_i64(&msg, MESSAGE_BODY_LENGTH, 0, &blen))
+		int64_t htype, version, blen;
+		if (fb_table_at(meta, (size_t)mlen, rd32(meta), &msg) || fb_scalar(&msg, MESSAGE_VERSION, 2, 0, &version) ||
+		    fb_scalar(&msg, MESSAGE_HEADER_TYPE, 1, 0, &htype) || fb_table(&msg, MESSAGE_HEADER, &hdr) < 0 ||
+		    fb_scalar(&msg, MESSAGE_BODY_LENGTH, 8, 0, &blen))
 			return derr(d, "corrupt message at byte %zu", pos);
 		if (!fb_present(&msg, MESSAGE_HEADER))
 			return derr(d, "message without header at byte %zu", pos);
 		if (version < METADATA_V4)
-			return derr(d, "message at byte %zu: metadata version %d: want V4 or V5", pos, version);
+			return derr(d, "message at byte %zu: metadata version %d: want V4 or V5", pos, (int)version);
 		if (blen < 0 || (uint64_t)blen > n - body_start)
 			return derr(d, "message at byte %zu: body length %lld exceeds the payload", pos,
 				    (long long)blen);
@@ -613,7 +595,7 @@ int weir_decode(weir_decoder *d, const uint8_t *p, size_t n, weir_batch *out)
 			have_batch = 1;
 			break;
 		default:
-			return derr(d, "message at byte %zu: type %d: want a schema or a record batch", pos, htype);
+			return derr(d, "message at byte %zu: type %d: want a schema or a record batch", pos, (int)htype);
 		}
 		pos = body_start + (size_t)blen;
 	}
@@ -747,8 +729,8 @@ static weir_builder_column *slot(weir_builder *b, int col, weir_type type)
 	}
 	weir_builder_column *c = &b->cols[col];
 	if (type && c->type != type) {
-		berr(b, "output column %s is %s, not %s", b->fields[col].name, weir_type_name(c->type),
-		     weir_type_name(type));
+		berr(b, "output column %s is %s, not %s", b->fields[col].name, weir_type_name((int)c->type),
+		     weir_type_name((int)type));
 		return NULL;
 	}
 	if (b->rows == INT32_MAX) {
@@ -1222,7 +1204,7 @@ int weir_key_decode(const uint8_t *key, size_t n, const weir_type *types, size_t
 			if (n - pos < 8)
 				return -1;
 			uint64_t b = 0;
-			for (int j = 0; j < 8; j++)
+			for (size_t j = 0; j < 8; j++)
 				b = b << 8 | key[pos + j];
 			pos += 8;
 			if (types[i] == WEIR_FLOAT64)
@@ -1487,28 +1469,32 @@ static int jliteral(jcur *j, const char *lit)
 
 static int jskip(jcur *j);
 
-/* jmembers calls member for every member of an object, or skips them. */
-static int jobject(jcur *j, int (*member)(jcur *, const char *, void *), void *arg)
+/* jlist reads an object (open '{') or an array ('['), calling item for
+ * every member (key is its name; NULL in an array), or skipping them when
+ * item is NULL. */
+static int jlist(jcur *j, char open, int (*item)(jcur *, const char *, void *), void *arg)
 {
-	if (jexpect(j, '{'))
+	char close = open == '{' ? '}' : ']';
+	if (jexpect(j, open))
 		return -1;
 	if (++j->depth > 64)
 		return jerr(j, "nested too deep");
 	jws(j);
-	if (jpeek(j) == '}') {
+	if (jpeek(j) == close) {
 		j->p++;
 		j->depth--;
 		return 0;
 	}
 	for (;;) {
-		char *key;
+		char *key = NULL;
 		size_t klen;
-		jws(j);
-		if (jstring(j, &key, &klen))
-			return -1;
-		int r = jexpect(j, ':');
+		int r = 0;
+		if (open == '{') {
+			jws(j);
+			r = jstring(j, &key, &klen) || jexpect(j, ':');
+		}
 		if (!r)
-			r = member ? member(j, key, arg) : jskip(j);
+			r = item ? item(j, key, arg) : jskip(j);
 		free(key);
 		if (r)
 			return -1;
@@ -1517,34 +1503,7 @@ static int jobject(jcur *j, int (*member)(jcur *, const char *, void *), void *a
 			j->p++;
 			continue;
 		}
-		if (jexpect(j, '}'))
-			return -1;
-		j->depth--;
-		return 0;
-	}
-}
-
-static int jarray(jcur *j, int (*elem)(jcur *, void *), void *arg)
-{
-	if (jexpect(j, '['))
-		return -1;
-	if (++j->depth > 64)
-		return jerr(j, "nested too deep");
-	jws(j);
-	if (jpeek(j) == ']') {
-		j->p++;
-		j->depth--;
-		return 0;
-	}
-	for (;;) {
-		if (elem ? elem(j, arg) : jskip(j))
-			return -1;
-		jws(j);
-		if (jpeek(j) == ',') {
-			j->p++;
-			continue;
-		}
-		if (jexpect(j, ']'))
+		if (jexpect(j, close))
 			return -1;
 		j->depth--;
 		return 0;
@@ -1557,9 +1516,8 @@ static int jskip(jcur *j)
 	jnum n;
 	switch (jpeek(j)) {
 	case '{':
-		return jobject(j, NULL, NULL);
 	case '[':
-		return jarray(j, NULL, NULL);
+		return jlist(j, (char)jpeek(j), NULL, NULL);
 	case '"':
 		return jstring(j, NULL, NULL);
 	case 't':
@@ -1590,8 +1548,9 @@ static int jint(jcur *j, const char *name, int64_t lo, int64_t hi, int64_t *v)
 	return 0;
 }
 
-static int key_column(jcur *j, void *arg)
+static int key_column(jcur *j, const char *key, void *arg)
 {
+	(void)key;
 	weir_open_info *info = arg;
 	char *s;
 	size_t len;
@@ -1692,13 +1651,13 @@ static int open_member(jcur *j, const char *key, void *arg)
 		jws(j);
 		if (jpeek(j) == 'n')
 			return jliteral(j, "null");
-		return jarray(j, key_column, info);
+		return jlist(j, '[', key_column, info);
 	}
 	if (strcmp(key, "config") == 0) {
 		jws(j);
 		if (jpeek(j) == 'n')
 			return jliteral(j, "null");
-		return jobject(j, config_member, info);
+		return jlist(j, '{', config_member, info);
 	}
 	return jskip(j); /* newer hosts may say more */
 }
@@ -1724,7 +1683,7 @@ int weir_parse_open(const char *json, size_t n, weir_open_info *info, char *err,
 	jcur j = {json, json, json + n, err, errcap, 0};
 	if (errcap)
 		err[0] = 0;
-	if (jobject(&j, open_member, info))
+	if (jlist(&j, '{', open_member, info))
 		goto fail;
 	jws(&j);
 	if (j.p != j.end) {

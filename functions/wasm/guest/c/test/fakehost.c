@@ -226,6 +226,17 @@ void weir_host_value_delete(int32_t st, int32_t h, const void *ns, int32_t nslen
 	clear(st, key_of(h), ns, nslen);
 }
 
+/* append_elem appends b as the ABI encodes an element: i32 length, bytes. */
+static void append_elem(uint8_t **buf, size_t *n, fh_bytes b)
+{
+	uint32_t l = (uint32_t)b.n;
+	*buf = xrealloc(*buf, *n + 4 + b.n);
+	memcpy(*buf + *n, &l, 4);
+	if (b.n)
+		memcpy(*buf + *n + 4, b.p, b.n);
+	*n += 4 + b.n;
+}
+
 /* A list's elements are its entries, in insertion order. */
 int32_t weir_host_list_get(int32_t st, int32_t h, const void *ns, int32_t nslen, void *out, int32_t cap)
 {
@@ -236,11 +247,7 @@ int32_t weir_host_list_get(int32_t st, int32_t h, const void *ns, int32_t nslen,
 		entry *e = &entries[i];
 		if (e->st != st || !eq(e->key, key_of(h).p, key_of(h).n) || !eq(e->ns, ns, (size_t)nslen))
 			continue;
-		buf = xrealloc(buf, n + 4 + e->val.n);
-		uint32_t l = (uint32_t)e->val.n;
-		memcpy(buf + n, &l, 4);
-		memcpy(buf + n + 4, e->val.p, e->val.n);
-		n += 4 + e->val.n;
+		append_elem(&buf, &n, e->val);
 	}
 	int32_t r = n ? copy_out(buf, n, out, cap) : -1;
 	free(buf);
@@ -290,15 +297,8 @@ int32_t weir_host_map_entries(int32_t st, int32_t h, const void *ns, int32_t nsl
 	uint8_t *buf = NULL;
 	for (entry *e = find(st, key_of(h), ns, nslen, NULL, -1, 0); e;
 	     e = find(st, key_of(h), ns, nslen, NULL, -1, (size_t)(e - entries) + 1)) {
-		buf = xrealloc(buf, n + 8 + e->mk.n + e->val.n);
-		uint32_t l = (uint32_t)e->mk.n;
-		memcpy(buf + n, &l, 4);
-		memcpy(buf + n + 4, e->mk.p, e->mk.n);
-		n += 4 + e->mk.n;
-		l = (uint32_t)e->val.n;
-		memcpy(buf + n, &l, 4);
-		memcpy(buf + n + 4, e->val.p, e->val.n);
-		n += 4 + e->val.n;
+		append_elem(&buf, &n, e->mk);
+		append_elem(&buf, &n, e->val);
 	}
 	int32_t r = n ? copy_out(buf, n, out, cap) : -1;
 	free(buf);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "fakehost.h"
 #include "weir.h"
 
@@ -37,20 +38,6 @@ static const char describe[] =
 	"\"t\", \"type\": \"timestamp_ms\"}]}";
 
 /* ---- Checks ---------------------------------------------------------------- */
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (cond) {                                                   \
-			passed++;                                             \
-		} else {                                                      \
-			failed++;                                             \
-			fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
-	} while (0)
 
 /* ---- Printing values -------------------------------------------------------- */
 
@@ -295,16 +282,6 @@ WEIR_FUNCTION = {
 };
 
 /* ---- Test data ------------------------------------------------------------------ */
-
-static uint64_t rng = 0x9e3779b97f4a7c15u;
-
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
 
 /* fill appends rows of test values to b, and when want is not NULL
  * records them there (5 a row). Column c has no nulls, some, or only

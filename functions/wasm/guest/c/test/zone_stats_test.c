@@ -12,20 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "fakehost.h"
 #include "weir.h"
-
-static int failed;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			failed++;                                             \
-			fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
-	} while (0)
 
 enum { R_ID, R_ZONE, R_FARE, R_TS };
 static const weir_field rides[] = {
@@ -34,16 +23,6 @@ static const weir_field rides[] = {
 	[R_FARE] = {"fare", WEIR_FLOAT64},
 	[R_TS] = {"ts", WEIR_TIMESTAMP_MS},
 };
-
-static uint64_t rng = 88172645463325252u;
-
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
 
 static int32_t open_doc(const char *doc)
 {
@@ -260,14 +239,14 @@ int main(void)
 		{"{\"keyColumns\": [\"ride_id\"]}", "want keyBy: [zone]"},
 		{"{\"keyColumns\": [\"zone\", \"ride_id\"]}", "want keyBy: [zone]"},
 	};
-	int passed = 0, fails = 0;
+	int scenarios_ok = 0, scenarios_failed = 0;
 	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
 		char name[64];
 		snprintf(name, sizeof name, "scenario %zu", i);
-		run(name, run_scenario, &scenarios[i]) ? passed++ : fails++;
+		run(name, run_scenario, &scenarios[i]) ? scenarios_ok++ : scenarios_failed++;
 	}
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		run(bad[i][0], run_open_fails, bad[i]) ? passed++ : fails++;
-	printf("%d passed, %d failed\n", passed, fails);
-	return fails != 0;
+		run(bad[i][0], run_open_fails, bad[i]) ? scenarios_ok++ : scenarios_failed++;
+	printf("%d passed, %d failed\n", scenarios_ok, scenarios_failed);
+	return scenarios_failed != 0;
 }
