@@ -12,7 +12,8 @@
  * count ("count", int64) and, once a row with a fare came, the sum of
  * fares ("sum", float64), both 8 bytes little-endian. A row is late, and
  * dropped, when its window's last millisecond is at or before the
- * watermark; a row without event time is dropped too. An event-time timer
+ * watermark; a row without event time (the input's time column, plus its
+ * offset) is dropped too. An event-time timer
  * at the window's last millisecond emits the window and deletes its state.
  *
  * Config: size, the window length: milliseconds as a number, or a duration
@@ -47,9 +48,9 @@ static const weir_field output[] = {
 static int64_t size = 10000;
 static int32_t count_state, sum_state;
 
-/* Columns of the current input schema. */
+/* The fare column of the current input schema. */
 static uint32_t schema_id;
-static int fare_col = -1, ts_col = -1, use_time_column;
+static int fare_col = -1;
 
 static int zs_open(const weir_open_info *info)
 {
@@ -71,9 +72,6 @@ static int zs_open(const weir_open_info *info)
 			   info->nkey_columns ? info->key_columns[0] : "");
 		return 1;
 	}
-	/* The event time is the input's, as for a built-in window; an input
-	 * without one gives it by its ts column. */
-	use_time_column = info->time_column >= 0;
 	count_state = weir_state(WEIR_VALUE_STATE, "count");
 	sum_state = weir_state(WEIR_VALUE_STATE, "sum");
 	return 0;
@@ -104,22 +102,15 @@ static int zs_process(const weir_batch *in, int32_t row, weir_builder *out)
 	if (in->schema_id != schema_id) {
 		schema_id = in->schema_id;
 		fare_col = weir_col(in, "fare", WEIR_FLOAT64);
-		ts_col = weir_col(in, "ts", WEIR_TIMESTAMP_MS);
-		if (fare_col < 0 || (!use_time_column && ts_col < 0)) {
-			weir_fail(WEIR_NO_HANDLE, "zone-stats: the input needs fare float64 and ts timestamp_ms");
+		if (fare_col < 0) {
+			weir_fail(WEIR_NO_HANDLE, "zone-stats: the input has no fare float64 column");
 			return 1;
 		}
 	}
+	/* The row's event time (the input's time column, ts for rides), as
+	 * for a built-in window: a row without one is in no window. */
 	int64_t ts, start;
-	if (use_time_column) {
-		if (!weir_row_time(in, row, &ts))
-			return 0;
-	} else {
-		if (weir_is_null(in, ts_col, row))
-			return 0;
-		ts = weir_timestamp(in, ts_col, row);
-	}
-	if (!window_start(ts, &start))
+	if (!weir_row_time(in, row, &ts) || !window_start(ts, &start))
 		return 0;
 	int64_t last = start + size - 1;
 	if (last <= weir_watermark())

@@ -96,8 +96,8 @@ static void simulate(int64_t size, const char *size_json, int use_time_column, i
 				weir_set_timestamp(&b, R_TS, ts);
 			weir_builder_row(&b);
 			keys[r] = fh_string_key(zone >= 0 ? zones[zone] : NULL, zone >= 0 ? strlen(zones[zone]) : 0);
-			if (null_ts)
-				continue;
+			if (null_ts || !use_time_column)
+				continue; /* no event time: in no window */
 			int64_t start = floor_div(ts, size) * size;
 			if (start + size - 1 <= fh_watermark) {
 				late++;
@@ -126,7 +126,7 @@ static void simulate(int64_t size, const char *size_json, int use_time_column, i
 	}
 	fh_watermark = INT64_MAX; /* the end of a bounded input */
 	CHECK(fh_fire_timers() == 0, "timers: %s", fh_fail_msg);
-	CHECK(late > 0, "some rides were late");
+	CHECK(late > 0 || !use_time_column, "some rides were late");
 
 	weir_decoder dec = {0};
 	size_t got = 0;
@@ -162,7 +162,7 @@ static void simulate(int64_t size, const char *size_json, int use_time_column, i
 	}
 	for (size_t i = 0; i < nwant; i++)
 		CHECK(want[i].seen, "window %d/%" PRId64 " not emitted", want[i].zone, want[i].start);
-	CHECK(got == nwant && nwant > 50, "%zu windows, want %zu", got, nwant);
+	CHECK(got == nwant && (nwant > 50 || !use_time_column), "%zu windows, want %zu", got, nwant);
 	CHECK(fh_state_entries() == 0, "%zu state entries left", fh_state_entries());
 	CHECK(fh_timers_pending() == 0, "%zu timers left", fh_timers_pending());
 	printf("size %" PRId64 ": %" PRId64 " rides (%" PRId64 " late), %zu windows, %zu payloads\n", size, rows, late,
@@ -222,7 +222,8 @@ int main(void)
 {
 	static const scenario scenarios[] = {
 		{10000, NULL, 1, 1700000000000},
-		{10000, NULL, 0, -200000}, /* negative event times, and windows that straddle 0 */
+		{10000, NULL, 1, -200000}, /* negative event times, and windows that straddle 0 */
+		{10000, NULL, 0, 0},	   /* an input without event time: no windows */
 		{7, NULL, 1, -500},
 		{1, NULL, 1, 0},
 		{10000, "", 1, 1700000000000},		  /* the default */
