@@ -196,6 +196,7 @@ type openDoc struct {
 	Subtask     int            `json:"subtask"`
 	Parallelism int            `json:"parallelism"`
 	KeyColumns  []string       `json:"keyColumns"`
+	KeyTypes    []string       `json:"keyTypes"`
 	TimeColumn  int            `json:"timeColumn"`
 	TimeOffset  int64          `json:"timeOffset"`
 	Config      map[string]any `json:"config"`
@@ -210,10 +211,22 @@ func (in *Instance) open(m *Module) error {
 	if keyCols == nil {
 		keyCols = []string{}
 	}
+	keyTypes := make([]string, len(keyCols))
+	for i, c := range keyCols {
+		idx := in.cfg.Input.FieldIndices(c)
+		if len(idx) == 0 {
+			return fmt.Errorf("key column %q is not an input column", c)
+		}
+		t, err := arrowfmt.TypeOf(in.cfg.Input.Field(idx[0]).Type)
+		if err != nil {
+			return fmt.Errorf("key column %q: %w", c, err)
+		}
+		keyTypes[i] = string(t)
+	}
 	doc, err := json.Marshal(openDoc{
 		Function: m.pin.Name, Version: m.pin.Version, Operator: in.cfg.Operator,
 		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism,
-		KeyColumns: keyCols, TimeColumn: in.cfg.InputTimeColumn, TimeOffset: in.cfg.InputTimeOffset,
+		KeyColumns: keyCols, KeyTypes: keyTypes, TimeColumn: in.cfg.InputTimeColumn, TimeOffset: in.cfg.InputTimeOffset,
 		Config: cfg,
 	})
 	if err != nil {
