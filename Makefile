@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 15m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
+.PHONY: wasm-examples all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -27,6 +27,13 @@ deps: $(GOBIN)/minio $(GOBIN)/staticcheck
 		echo "installing redis-server (Debian)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
+	@missing=""; command -v clang >/dev/null || missing="$$missing clang"; \
+	command -v wasm-ld >/dev/null || missing="$$missing lld"; \
+	[ -f /usr/lib/wasm32-wasi/libc.a ] || missing="$$missing wasi-libc"; \
+	[ -n "$$(ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a 2>/dev/null)" ] || missing="$$missing libclang-rt-dev-wasm32"; \
+	if [ -n "$$missing" ]; then echo "installing$$missing (Debian; the C Wasm guests)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
+	@clang --version | head -1
 
 # MinIO takes ~5 minutes to build on 2 cores; the binary is cached in the
 # Go bin directory (never committed). The stamp records the version.
@@ -105,5 +112,13 @@ dev-down:
 demo:
 	$(GO) run ./cli/weir demo
 
+# The Wasm example functions (examples/wasm), in Go (GOOS=wasip1) and C
+# (clang, wasi-libc), into examples/wasm/build/.
+WASM_OUT := examples/wasm/build
+wasm-examples: deps
+	bash examples/wasm/build-go.sh $(WASM_OUT)
+	bash examples/wasm/build-c.sh $(WASM_OUT)
+	@ls -l $(WASM_OUT)/*.wasm
+
 clean:
-	rm -rf bin weir-data weir-demo-output .bench-*.txt
+	rm -rf bin weir-data weir-demo-output .bench-*.txt examples/wasm/build

@@ -249,4 +249,18 @@ func (a *app) printStatus(st coordinator.JobStatus) {
 		}
 	}
 	tw.Flush()
+	first := true
+	for _, v := range st.Vertices {
+		for _, f := range v.Totals.Functions {
+			if first {
+				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "FUNCTION\tOPERATOR\tCALLS\tROWS IN\tROWS OUT\tGUEST s\tHOST CALLS\tMEMORY")
+				first = false
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.2f\t%d\t%s\n", f.Function, f.Operator, f.Calls, f.RowsIn, f.RowsOut, f.GuestSeconds, f.HostCalls, humanBytes(f.MemoryBytes))
+		}
+	}
+	if !first {
+		tw.Flush()
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,7 +89,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("coordinator", "http://127.0.0.1:8081", "coordinator URL for client commands")
 	pf.StringP("output", "o", "text", "output format of read commands: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
-	for _, name := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "coordinator", "output", "log-level"} {
+	pf.String("wasm-cache", "", "directory for compiled Wasm functions (default <user cache dir>/weir/wasm)")
+	for _, name := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "coordinator", "output", "log-level", "wasm-cache"} {
 		_ = a.v.BindPFlag(name, pf.Lookup(name))
 	}
 	root.AddCommand(
@@ -131,6 +133,18 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		return fmt.Errorf("--output %q: want text or json", o)
 	}
 	return nil
+}
+
+// wasmCache is where workers keep compiled Wasm functions: --wasm-cache,
+// else the user's cache directory, else none (memory only).
+func (a *app) wasmCache() string {
+	if d := a.v.GetString("wasm-cache"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "weir", "wasm")
+	}
+	return ""
 }
 
 func (a *app) logger() *slog.Logger {

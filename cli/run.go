@@ -95,7 +95,7 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Du
 	defer stopSvcs()
 	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log})
 	wcfg := worker.Config{ID: "embedded", Slots: slots, Plane: e.plane, Transport: e.transport,
-		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log}
+		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log, WasmCache: a.wasmCache()}
 	if v != nil {
 		wcfg.Tap = v.tap
 	}

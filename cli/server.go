@@ -100,7 +100,7 @@ func (a *app) workerCmd() *cobra.Command {
 			}
 			defer e.close()
 			w := worker.New(worker.Config{ID: id, Slots: slots, Plane: e.plane, Transport: e.transport,
-				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger()})
+				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger(), WasmCache: a.wasmCache()})
 			return w.Run(ctx)
 		},
 	}

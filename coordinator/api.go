@@ -185,6 +185,14 @@ var (
 	descIn   = prometheus.NewDesc("weir_vertex_records_in_total", "Records read by a vertex's subtasks.", []string{"job", "vertex"}, nil)
 	descOut  = prometheus.NewDesc("weir_vertex_records_out_total", "Records written by a vertex's subtasks.", []string{"job", "vertex"}, nil)
 	descBP   = prometheus.NewDesc("weir_vertex_backpressured_seconds_total", "Time a vertex's subtasks waited for credit.", []string{"job", "vertex"}, nil)
+
+	fnLabels        = []string{"job", "vertex", "operator", "function"}
+	descFnCalls     = prometheus.NewDesc("weir_function_invocations_total", "Calls into a Wasm function (input batches and rounds of timers).", fnLabels, nil)
+	descFnRowsIn    = prometheus.NewDesc("weir_function_rows_in_total", "Rows handed to a Wasm function.", fnLabels, nil)
+	descFnRowsOut   = prometheus.NewDesc("weir_function_rows_out_total", "Rows a Wasm function emitted.", fnLabels, nil)
+	descFnGuest     = prometheus.NewDesc("weir_function_guest_seconds_total", "Time spent inside a Wasm function, host calls included.", fnLabels, nil)
+	descFnHostCalls = prometheus.NewDesc("weir_function_host_calls_total", "Host functions (state, timers, emit) a Wasm function called.", fnLabels, nil)
+	descFnMemory    = prometheus.NewDesc("weir_function_memory_bytes", "Linear memory of a Wasm function's instances.", fnLabels, nil)
 )
 
 func (jc *jobCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -192,6 +200,9 @@ func (jc *jobCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descIn
 	ch <- descOut
 	ch <- descBP
+	for _, d := range []*prometheus.Desc{descFnCalls, descFnRowsIn, descFnRowsOut, descFnGuest, descFnHostCalls, descFnMemory} {
+		ch <- d
+	}
 }
 
 func (jc *jobCollector) Collect(ch chan<- prometheus.Metric) {
@@ -209,6 +220,15 @@ func (jc *jobCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descIn, prometheus.CounterValue, float64(v.Totals.RecordsIn), s.ID, v.Name)
 			ch <- prometheus.MustNewConstMetric(descOut, prometheus.CounterValue, float64(v.Totals.RecordsOut), s.ID, v.Name)
 			ch <- prometheus.MustNewConstMetric(descBP, prometheus.CounterValue, v.Totals.BackpressureSec, s.ID, v.Name)
+			for _, f := range v.Totals.Functions {
+				l := []string{s.ID, v.Name, f.Operator, f.Function}
+				ch <- prometheus.MustNewConstMetric(descFnCalls, prometheus.CounterValue, float64(f.Calls), l...)
+				ch <- prometheus.MustNewConstMetric(descFnRowsIn, prometheus.CounterValue, float64(f.RowsIn), l...)
+				ch <- prometheus.MustNewConstMetric(descFnRowsOut, prometheus.CounterValue, float64(f.RowsOut), l...)
+				ch <- prometheus.MustNewConstMetric(descFnGuest, prometheus.CounterValue, f.GuestSeconds, l...)
+				ch <- prometheus.MustNewConstMetric(descFnHostCalls, prometheus.CounterValue, float64(f.HostCalls), l...)
+				ch <- prometheus.MustNewConstMetric(descFnMemory, prometheus.GaugeValue, float64(f.MemoryBytes), l...)
+			}
 		}
 	}
 	for _, st := range []string{JobCreated, JobRunning, JobCanceling, JobFinished, JobFailed, JobCanceled} {

@@ -27,7 +27,7 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 		j.tasks[t] = info
 	}
 	info.errMsg = e.Error
-	if e.Stats != (control.Stats{}) { // a state change may carry no metrics
+	if !e.Stats.IsZero() { // a state change may carry no metrics
 		info.stats = e.Stats
 	}
 	if e.Ack != nil && j.lc.AcceptsAcks() {

@@ -14,6 +14,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/statestore/manifest"
@@ -104,7 +106,57 @@ type Stats struct {
 	SinkRows        int64   `json:"sinkRows"`
 	WindowsFired    int64   `json:"windowsFired"`
 	Checkpoints     int64   `json:"checkpoints"`
+	// Functions are the counters of the Wasm functions the task runs,
+	// one per function operator.
+	Functions []FunctionStats `json:"functions,omitempty"`
 }
+
+// FunctionStats are the counters of one Wasm function operator.
+type FunctionStats struct {
+	Operator string `json:"operator"`
+	// Function is the deployed function and its version, NAME@VERSION.
+	Function     string  `json:"function"`
+	Calls        int64   `json:"calls"` // export calls: input batches and rounds of timers
+	RowsIn       int64   `json:"rowsIn"`
+	RowsOut      int64   `json:"rowsOut"`
+	GuestSeconds float64 `json:"guestSeconds"` // time inside the guest, host calls included
+	HostCalls    int64   `json:"hostCalls"`
+	// MemoryBytes is the linear memory of the instances (summed over
+	// subtasks).
+	MemoryBytes int64 `json:"memoryBytes"`
+}
+
+func (a FunctionStats) add(b FunctionStats) FunctionStats {
+	a.Calls += b.Calls
+	a.RowsIn += b.RowsIn
+	a.RowsOut += b.RowsOut
+	a.GuestSeconds += b.GuestSeconds
+	a.HostCalls += b.HostCalls
+	a.MemoryBytes += b.MemoryBytes
+	return a
+}
+
+// addFunctions merges b into a by operator, keeping a's order and
+// appending operators a lacks.
+func addFunctions(a, b []FunctionStats) []FunctionStats {
+	if len(b) == 0 {
+		return a
+	}
+	out := slices.Clone(a)
+	for _, f := range b {
+		i := slices.IndexFunc(out, func(o FunctionStats) bool { return o.Operator == f.Operator })
+		if i < 0 {
+			out = append(out, f)
+		} else {
+			out[i] = out[i].add(f)
+		}
+	}
+	return out
+}
+
+// IsZero reports whether s carries no metrics (a state change may carry
+// none).
+func (s Stats) IsZero() bool { return reflect.ValueOf(s).IsZero() }
 
 // Add sums two snapshots (for per-vertex and per-job totals).
 func (a Stats) Add(b Stats) Stats {
@@ -120,6 +172,7 @@ func (a Stats) Add(b Stats) Stats {
 	a.DeadLetters += b.DeadLetters
 	a.SinkRows += b.SinkRows
 	a.WindowsFired += b.WindowsFired
+	a.Functions = addFunctions(a.Functions, b.Functions)
 	if b.Watermark < a.Watermark || a.Watermark == 0 {
 		a.Watermark = b.Watermark
 	}

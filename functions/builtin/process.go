@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -13,9 +14,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/functions/wasm"
 	"github.com/weirstream/weir/statestore"
 )
 
@@ -58,6 +61,8 @@ type processConfig struct {
 	name     string
 	fnName   string
 	def      functions.Definition
+	module   *spec.Module // a deployed Wasm function, else nil (def)
+	keyBy    []string
 	in, out  Stream
 	keyCols  []int
 	keyTypes []arrowfmt.Type
@@ -77,16 +82,7 @@ func ProcessSchema(op *spec.Operator, in Stream) (Stream, error) {
 
 func newProcessConfig(op *spec.Operator, in Stream) (*processConfig, error) {
 	p := fmt.Sprintf("operators[%s]", op.Name)
-	def, ok := functions.Lookup(op.Function)
-	if !ok {
-		names := functions.Names()
-		known := strings.Join(names, ", ")
-		if len(names) == 0 {
-			known = "none"
-		}
-		return nil, fmt.Errorf("%s.function: %q is not a registered function (registered: %s)", p, op.Function, known)
-	}
-	cfg := &processConfig{name: op.Name, fnName: op.Function, def: def, in: in}
+	cfg := &processConfig{name: op.Name, fnName: op.Function, keyBy: op.KeyBy, in: in}
 	var errs []error
 	if len(op.KeyBy) == 0 {
 		errs = append(errs, fmt.Errorf("%s.keyBy: missing: a function operator needs key columns (its state is per key)", p))
@@ -103,6 +99,32 @@ func newProcessConfig(op *spec.Operator, in Stream) (*processConfig, error) {
 			cfg.keyTypes = append(cfg.keyTypes, t)
 		}
 	}
+	if op.Module != nil {
+		errs = append(errs, cfg.moduleSchema(p, op.Module)...)
+	} else {
+		errs = append(errs, cfg.goSchema(p, op)...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// goSchema derives the output of a Go function registered in this binary,
+// and checks its config by creating it.
+func (cfg *processConfig) goSchema(p string, op *spec.Operator) []error {
+	def, ok := functions.Lookup(op.Function)
+	if !ok {
+		names := functions.Names()
+		known := strings.Join(names, ", ")
+		if len(names) == 0 {
+			known = "none"
+		}
+		return []error{fmt.Errorf("%s.function: %q is not a registered function (registered: %s) nor a deployed one (see weir functions list)", p, op.Function, known)}
+	}
+	cfg.def = def
+	in := cfg.in
+	var errs []error
 	fp := fmt.Sprintf("%s.function: %s", p, op.Function)
 	var fields []arrowfmt.Field
 	if err := callUser(func() error {
@@ -111,21 +133,8 @@ func newProcessConfig(op *spec.Operator, in Stream) (*processConfig, error) {
 		return err
 	}); err != nil {
 		errs = append(errs, fmt.Errorf("%s: output schema: %w", fp, err))
-	} else if schema, err := arrowfmt.NewSchema(fields); err != nil {
-		errs = append(errs, fmt.Errorf("%s: output schema: %w", fp, err))
 	} else {
-		cfg.out = Stream{Schema: schema, TimeColumn: -1}
-		if tc := def.TimeColumn; tc != "" {
-			idx := schema.FieldIndices(tc)
-			switch {
-			case len(idx) == 0:
-				errs = append(errs, fmt.Errorf("%s: time column %q is not an output column (columns: %s)", fp, tc, columnList(schema)))
-			case fields[idx[0]].Type != arrowfmt.TimestampMs:
-				errs = append(errs, fmt.Errorf("%s: time column %q is %s, want %s", fp, tc, fields[idx[0]].Type, arrowfmt.TimestampMs))
-			default:
-				cfg.out.TimeColumn = idx[0]
-			}
-		}
+		errs = append(errs, cfg.setOutput(fp, fields, def.TimeColumn)...)
 	}
 	if err := callUser(func() error {
 		_, err := def.New(op.Config)
@@ -133,10 +142,53 @@ func newProcessConfig(op *spec.Operator, in Stream) (*processConfig, error) {
 	}); err != nil {
 		errs = append(errs, fmt.Errorf("%s.config: %s: %w", p, op.Function, err))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	return errs
+}
+
+// moduleSchema checks the input against what a deployed module declared
+// it reads, and takes its declared output.
+func (cfg *processConfig) moduleSchema(p string, m *spec.Module) []error {
+	cfg.module = m
+	fp := fmt.Sprintf("%s.function: %s (version %d)", p, m.Name, m.Version)
+	var errs []error
+	for _, c := range m.Input {
+		idx := cfg.in.Schema.FieldIndices(c.Name)
+		if len(idx) == 0 {
+			errs = append(errs, fmt.Errorf("%s: reads column %q (%s), which the input lacks (columns: %s)", fp, c.Name, c.Type, columnList(cfg.in.Schema)))
+			continue
+		}
+		t, err := arrowfmt.TypeOf(cfg.in.Schema.Field(idx[0]).Type)
+		if err != nil || string(t) != c.Type {
+			errs = append(errs, fmt.Errorf("%s: reads column %q as %s, but the input's is %v", fp, c.Name, c.Type, cfg.in.Schema.Field(idx[0]).Type))
+		}
 	}
-	return cfg, nil
+	fields := make([]arrowfmt.Field, len(m.Output))
+	for i, c := range m.Output {
+		fields[i] = arrowfmt.Field{Name: c.Name, Type: arrowfmt.Type(c.Type)}
+	}
+	return append(errs, cfg.setOutput(fp, fields, m.TimeColumn)...)
+}
+
+// setOutput sets the output stream from the function's columns and time
+// column.
+func (cfg *processConfig) setOutput(fp string, fields []arrowfmt.Field, timeColumn string) []error {
+	schema, err := arrowfmt.NewSchema(fields)
+	if err != nil {
+		return []error{fmt.Errorf("%s: output schema: %w", fp, err)}
+	}
+	cfg.out = Stream{Schema: schema, TimeColumn: -1}
+	if timeColumn == "" {
+		return nil
+	}
+	idx := schema.FieldIndices(timeColumn)
+	switch {
+	case len(idx) == 0:
+		return []error{fmt.Errorf("%s: time column %q is not an output column (columns: %s)", fp, timeColumn, columnList(schema))}
+	case fields[idx[0]].Type != arrowfmt.TimestampMs:
+		return []error{fmt.Errorf("%s: time column %q is %s, want %s", fp, timeColumn, fields[idx[0]].Type, arrowfmt.TimestampMs)}
+	}
+	cfg.out.TimeColumn = idx[0]
+	return nil
 }
 
 // callUser calls user code at deploy time, turning a panic into an error.
@@ -150,20 +202,41 @@ func callUser(f func() error) (err error) {
 }
 
 // NewProcess returns the keyed process operator of op for input in. It
-// implements task.ProcessingTimer and task.Stateful.
-func NewProcess(op *spec.Operator, in Stream) (task.Operator, error) {
+// implements task.ProcessingTimer and task.Stateful. A deployed Wasm
+// function (op.Module) runs on engine, which must then not be nil.
+func NewProcess(op *spec.Operator, in Stream, engine *wasm.Engine) (task.Operator, error) {
 	cfg, err := newProcessConfig(op, in)
 	if err != nil {
 		return nil, err
 	}
-	return &processOp{cfg: cfg, config: op.Config}, nil
+	if cfg.module != nil && engine == nil {
+		return nil, fmt.Errorf("operators[%s].function: %s is a deployed Wasm function, and this process runs none", op.Name, op.Function)
+	}
+	return &processOp{cfg: cfg, config: op.Config, engine: engine}, nil
 }
+
+// keyedRunner is what runs a process function: a Go function
+// (functions.Instance) or a Wasm module (wasm.Instance).
+type keyedRunner interface {
+	ProcessBatch(rec arrow.RecordBatch, keyGroups []int, keys []string) error
+	AdvanceWatermark(wm int64) error
+	RestoreWatermark(wm int64)
+	NextProcessingTime() (time.Time, bool)
+	FireProcessingTimers(now time.Time) error
+	Close() error
+}
+
+var (
+	_ keyedRunner = (*functions.Instance)(nil)
+	_ keyedRunner = (*wasm.Instance)(nil)
+)
 
 type processOp struct {
 	cfg    *processConfig
 	config map[string]any
+	engine *wasm.Engine
 
-	inst           *functions.Instance
+	inst           keyedRunner
 	state          statestore.Backend
 	maxP           int
 	kgStart, kgEnd int
@@ -195,16 +268,56 @@ func (p *processOp) Open(ctx *task.Context) error {
 	}
 	p.restoredWM = math.MinInt64
 	state := statestore.NewMemory(p.kgStart, p.kgEnd)
-	inst, err := functions.NewInstance(functions.InstanceConfig{
+	var inst keyedRunner
+	var err error
+	if p.cfg.module != nil {
+		inst, err = p.openModule(ctx, state)
+	} else {
+		inst, err = functions.NewInstance(functions.InstanceConfig{
+			Operator:        p.cfg.name,
+			Function:        p.cfg.fnName,
+			Def:             p.cfg.def,
+			Config:          p.config,
+			Input:           p.cfg.in.Schema,
+			InputTimeColumn: p.cfg.in.TimeColumn,
+			InputTimeOffset: p.cfg.in.TimeOffset,
+			Output:          p.cfg.out.Schema,
+			KeyTypes:        p.cfg.keyTypes,
+			State:           state,
+			Subtask:         ctx.Subtask,
+			Parallelism:     ctx.Parallelism,
+			Mem:             ctx.Mem,
+			Logger:          ctx.Logger,
+			Now:             ctx.Now,
+			Emit:            ctx.Out.Emit,
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p.cfg.name, err)
+	}
+	p.inst, p.state = inst, state
+	return nil
+}
+
+// moduleLoadTimeout bounds fetching and compiling a module at Open.
+const moduleLoadTimeout = 2 * time.Minute
+
+// openModule loads the pinned module and makes this subtask's instance.
+func (p *processOp) openModule(ctx *task.Context, state statestore.Backend) (*wasm.Instance, error) {
+	lctx, cancel := context.WithTimeout(context.Background(), moduleLoadTimeout)
+	defer cancel()
+	m, err := p.engine.Load(lctx, p.cfg.module)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := m.NewInstance(lctx, wasm.InstanceConfig{
 		Operator:        p.cfg.name,
-		Function:        p.cfg.fnName,
-		Def:             p.cfg.def,
-		Config:          p.config,
 		Input:           p.cfg.in.Schema,
 		InputTimeColumn: p.cfg.in.TimeColumn,
 		InputTimeOffset: p.cfg.in.TimeOffset,
+		KeyColumns:      p.cfg.keyBy,
 		Output:          p.cfg.out.Schema,
-		KeyTypes:        p.cfg.keyTypes,
+		Config:          p.config,
 		State:           state,
 		Subtask:         ctx.Subtask,
 		Parallelism:     ctx.Parallelism,
@@ -214,10 +327,27 @@ func (p *processOp) Open(ctx *task.Context) error {
 		Emit:            ctx.Out.Emit,
 	})
 	if err != nil {
-		return fmt.Errorf("open %s: %w", p.cfg.name, err)
+		return nil, err
 	}
-	p.inst, p.state = inst, state
-	return nil
+	if ctx.Counters != nil {
+		ctx.Counters.AddFunction(functionCounter{op: p.cfg.name, fn: fmt.Sprintf("%s@%d", p.cfg.module.Name, p.cfg.module.Version), st: inst.Stats()})
+	}
+	return inst, nil
+}
+
+// functionCounter reports a Wasm instance's counters with the task's.
+type functionCounter struct {
+	op, fn string
+	st     *wasm.Stats
+}
+
+func (f functionCounter) FunctionStats() control.FunctionStats {
+	return control.FunctionStats{
+		Operator: f.op, Function: f.fn,
+		Calls: f.st.Calls.Load(), RowsIn: f.st.RowsIn.Load(), RowsOut: f.st.RowsOut.Load(),
+		GuestSeconds: time.Duration(f.st.GuestNs.Load()).Seconds(),
+		HostCalls:    f.st.HostCalls.Load(), MemoryBytes: f.st.MemoryBytes.Load(),
+	}
 }
 
 func (p *processOp) ProcessBatch(b arrow.RecordBatch) error {

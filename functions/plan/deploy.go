@@ -8,6 +8,7 @@ import (
 	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/functions/wasm"
 )
 
 // TaskConfig builds the configuration of one subtask of vertex v in one
@@ -87,7 +88,7 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			if n.Op.Join != nil {
 				op, err = builtin.NewJoin(n.Op, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream())
 			} else {
-				op, err = newOperator(n.Op, n.Input.ConsumerStream())
+				op, err = newOperator(n.Op, n.Input.ConsumerStream(), p.Wasm)
 			}
 			if err != nil {
 				return task.Config{}, fmt.Errorf("operator %s: %w", n.Name, err)
@@ -124,7 +125,7 @@ func (p *Plan) headOffset(v *Vertex) int {
 	return 0
 }
 
-func newOperator(o *spec.Operator, in builtin.Stream) (task.Operator, error) {
+func newOperator(o *spec.Operator, in builtin.Stream, engine *wasm.Engine) (task.Operator, error) {
 	switch o.Kind() {
 	case "filter":
 		return builtin.NewFilter(o, in)
@@ -133,7 +134,7 @@ func newOperator(o *spec.Operator, in builtin.Stream) (task.Operator, error) {
 	case "window":
 		return builtin.NewWindow(o, in)
 	case "function":
-		return builtin.NewProcess(o, in)
+		return builtin.NewProcess(o, in, engine)
 	}
 	return nil, fmt.Errorf("unknown operator kind")
 }

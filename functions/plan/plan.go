@@ -24,6 +24,7 @@ import (
 	_ "github.com/weirstream/weir/functions/connectors"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/functions/wasm"
 )
 
 // Kind is what a node is.
@@ -107,7 +108,10 @@ type Plan struct {
 	Job      *spec.Job // with defaults filled in
 	Nodes    []*Node   // topological order
 	Vertices []*Vertex // topological order
-	byName   map[string]*Node
+	// Wasm runs the deployed Wasm functions of the job's tasks; nil
+	// refuses them in TaskConfig. The process that runs tasks sets it.
+	Wasm   *wasm.Engine
+	byName map[string]*Node
 }
 
 // Node returns the node with the given name.

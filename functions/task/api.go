@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/blob"
 )
@@ -68,6 +70,39 @@ type Counters struct {
 	SinkRows      atomic.Int64 // rows written by a sink
 	WindowsFired  atomic.Int64
 	WindowsRefire atomic.Int64 // windows fired again because of allowed lateness
+
+	functions struct {
+		sync.Mutex
+		list []FunctionCounter
+	}
+}
+
+// FunctionCounter is a Wasm function operator's counters, read by the
+// metrics reporter concurrently with the task.
+type FunctionCounter interface {
+	FunctionStats() control.FunctionStats
+}
+
+// AddFunction registers a function operator's counters to be reported
+// with the subtask's (an operator calls it in Open).
+func (c *Counters) AddFunction(f FunctionCounter) {
+	c.functions.Lock()
+	defer c.functions.Unlock()
+	c.functions.list = append(c.functions.list, f)
+}
+
+// FunctionStats reads the registered function counters.
+func (c *Counters) FunctionStats() []control.FunctionStats {
+	c.functions.Lock()
+	defer c.functions.Unlock()
+	if len(c.functions.list) == 0 {
+		return nil
+	}
+	out := make([]control.FunctionStats, len(c.functions.list))
+	for i, f := range c.functions.list {
+		out[i] = f.FunctionStats()
+	}
+	return out
 }
 
 // Operator transforms batches. The runtime calls it from one goroutine.

@@ -55,5 +55,6 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		SinkRows:        s.Counters.SinkRows.Load(),
 		WindowsFired:    s.Counters.WindowsFired.Load(),
 		Checkpoints:     s.Checkpoints.Load(),
+		Functions:       s.Counters.FunctionStats(),
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/functions/wasm"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
@@ -40,6 +41,9 @@ type Config struct {
 	// HeartbeatTTL is how long the worker stays live without a heartbeat
 	// (default 3s; it heartbeats every third of it).
 	HeartbeatTTL time.Duration
+	// WasmCache is the directory where compiled Wasm functions are kept
+	// between runs ("" keeps them in memory only).
+	WasmCache string
 	// StatsInterval is how often running tasks report metrics (default 1s).
 	StatsInterval time.Duration
 	Logger        *slog.Logger
@@ -56,6 +60,9 @@ type Worker struct {
 		tasks map[control.TaskID]*running
 	}
 	wg sync.WaitGroup
+	// wasm runs the tasks' deployed Wasm functions; Run makes it and closes
+	// it after every task has ended.
+	wasm *wasm.Engine
 }
 
 type running struct {
@@ -96,6 +103,16 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // Run registers the worker and serves commands until ctx is done; then it
 // cancels its tasks, waits for them and deregisters.
 func (w *Worker) Run(ctx context.Context) error {
+	eng, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: w.cfg.WasmCache, Fetch: w.fetchModule, Logger: w.cfg.Logger})
+	if err != nil {
+		return err
+	}
+	w.wasm = eng
+	defer func() {
+		if err := eng.Close(); err != nil {
+			w.cfg.Logger.Warn("close wasm engine", "err", err)
+		}
+	}()
 	host, _ := os.Hostname()
 	info := control.WorkerInfo{ID: w.cfg.ID, Slots: w.cfg.Slots, Host: host, PID: os.Getpid(), Started: time.Now()}
 	if err := w.cfg.Plane.Register(ctx, info, w.cfg.HeartbeatTTL); err != nil {
@@ -203,6 +220,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	if err != nil {
 		return fmt.Errorf("plan %s: %w", c.Task.Job, err)
 	}
+	p.Wasm = w.wasm
 	v := p.Vertex(c.Task.Vertex)
 	if v == nil {
 		return fmt.Errorf("plan %s: no vertex %q", c.Task.Job, c.Task.Vertex)
@@ -340,4 +358,13 @@ func (w *Worker) cancelAll() {
 	for _, r := range w.mu.tasks {
 		r.cancel()
 	}
+}
+
+// fetchModule reads a deployed Wasm module from the bucket.
+func (w *Worker) fetchModule(ctx context.Context, pin *spec.Module) ([]byte, error) {
+	b, err := w.cfg.Bucket.Get(ctx, layout.ModuleKey(pin.Name, pin.SHA256))
+	if err != nil {
+		return nil, fmt.Errorf("read module of function %s version %d from %s: %w", pin.Name, pin.Version, w.cfg.Bucket.Describe(), err)
+	}
+	return b, nil
 }

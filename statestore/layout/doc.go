@@ -26,8 +26,13 @@
 //	    deadletters/
 //	      <source>/                                  DeadLetterPrefix
 //	        part-<subtask>-a<attempt>-<seq>.jsonl    DeadLetterKey: malformed records
-//	functions/<name>/<sha256>.wasm                   deployed function modules, plus a version record
-//	                                                 (reserved: nothing writes them yet)
+//	functions/                                       FunctionsPrefix: deployed Wasm functions (docs/wasm-abi.md)
+//	  <name>/                                        FunctionPrefix
+//	    modules/                                     ModulesPrefix
+//	      <sha256>.wasm                              ModuleKey: a module, content-addressed, create-only
+//	    versions/                                    VersionsPrefix
+//	      <version>.json                             VersionKey: one version's record, create-only
+//	    deleted.json                                 FunctionDeletedKey: the last version of a deleted function
 //	<sink path>/
 //	  <object>                                       SinkObjectKey: a files sink's committed output
 //	  _staging/                                      StagingPrefix: staged output, skipped by the files source
@@ -38,9 +43,12 @@
 // a checkpoint id in plain decimal without sign or leading zeros, so
 // checkpoint ids do not sort as strings: list CheckpointsPrefix and use
 // ParseManifestKey. <operator> and <source> are names from the job spec,
-// <seq> is zero-padded to 6 digits. A files sink names its own objects
-// (part-<subtask>-...); the layout only says where they go. The format of
-// the files themselves is in docs/checkpoint-format.md and docs/formats.md.
+// <seq> is zero-padded to 6 digits. A function's <name> follows
+// ValidFunctionName, its <version> counts from 1 zero-padded to 6 digits
+// (ParseVersionKey), <sha256> is lower-case hex. A files sink names its
+// own objects (part-<subtask>-...); the layout only says where they go.
+// The format of the files themselves is in docs/checkpoint-format.md and
+// docs/formats.md.
 //
 // This package imports nothing of weir: it is only names.
 package layout

@@ -188,3 +188,76 @@ func ParseStagedKey(path, key string) (txn, name string, ok bool) {
 	}
 	return txn, name, true
 }
+
+// FunctionsPrefix is the prefix of every deployed Wasm function's
+// objects.
+const FunctionsPrefix = "functions/"
+
+// functionNameRE is the rule for a deployed function's name: a lower-case
+// letter, then up to 62 lower-case letters, digits, '_' or '-'. Lower case
+// only, so that two names never share a directory on a case-insensitive
+// file system; no '@', which separates a version in a job spec's
+// reference (NAME@VERSION).
+var functionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// ValidFunctionName reports whether name can be a deployed function's
+// name, and so a segment of the keys below.
+func ValidFunctionName(name string) bool { return functionNameRE.MatchString(name) }
+
+// FunctionPrefix is the prefix of every object of one deployed function:
+// functions/<name>/.
+func FunctionPrefix(name string) string { return FunctionsPrefix + name + "/" }
+
+// ModulesPrefix is the prefix of a function's modules:
+// functions/<name>/modules/.
+func ModulesPrefix(name string) string { return FunctionPrefix(name) + "modules/" }
+
+// ModuleKey is where a function's module is stored, named by the
+// lower-case hex SHA-256 of its bytes: functions/<name>/modules/<sha256>.wasm.
+func ModuleKey(name, sha256 string) string { return ModulesPrefix(name) + sha256 + ".wasm" }
+
+// VersionsPrefix is the prefix of a function's version records:
+// functions/<name>/versions/.
+func VersionsPrefix(name string) string { return FunctionPrefix(name) + "versions/" }
+
+// VersionKey is the record of one version of a function:
+// functions/<name>/versions/<version>.json, the version zero-padded to 6
+// digits (a version past 999999 has more, so use ParseVersionKey rather
+// than the listing's order).
+func VersionKey(name string, version int) string {
+	return VersionsPrefix(name) + fmt.Sprintf("%06d.json", version)
+}
+
+// ParseVersionKey is the inverse of VersionKey. It reports ok only for a
+// valid function name (ValidFunctionName) and a version > 0 of at least 6
+// digits with no more leading zeros than the padding needs, so a listing
+// of FunctionsPrefix can pick version records out safely.
+func ParseVersionKey(key string) (name string, version int, ok bool) {
+	rest, ok := strings.CutPrefix(key, FunctionsPrefix)
+	if !ok {
+		return "", 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".json")
+	if !ok {
+		return "", 0, false
+	}
+	name, n, ok := strings.Cut(rest, "/versions/")
+	if !ok || !ValidFunctionName(name) || len(n) < 6 || len(n) > 6 && n[0] == '0' {
+		return "", 0, false
+	}
+	for _, c := range []byte(n) {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+	}
+	v, err := strconv.Atoi(n)
+	if err != nil || v <= 0 || int64(v) > 1<<31-1 {
+		return "", 0, false
+	}
+	return name, v, true
+}
+
+// FunctionDeletedKey marks a function that was deleted, with the last
+// version it had, so that deploying the name again continues the count
+// (versions are never reused): functions/<name>/deleted.json.
+func FunctionDeletedKey(name string) string { return FunctionPrefix(name) + "deleted.json" }

@@ -42,6 +42,15 @@ func TestKeys(t *testing.T) {
 		{"StagingPrefix trailing slash", layout.StagingPrefix("out/totals//"), "out/totals/_staging/"},
 		{"StagedTxnPrefix", layout.StagedTxnPrefix("out/totals", "job-a2-s1-c1"), "out/totals/_staging/job-a2-s1-c1/"},
 		{"StagedKey", layout.StagedKey("out/totals", "job-a2-s1-c1", "part-1-a2-000000.jsonl"), "out/totals/_staging/job-a2-s1-c1/part-1-a2-000000.jsonl"},
+		{"FunctionsPrefix", layout.FunctionsPrefix, "functions/"},
+		{"FunctionPrefix", layout.FunctionPrefix("zone-stats"), "functions/zone-stats/"},
+		{"ModulesPrefix", layout.ModulesPrefix("zone-stats"), "functions/zone-stats/modules/"},
+		{"ModuleKey", layout.ModuleKey("zone-stats", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+			"functions/zone-stats/modules/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855.wasm"},
+		{"VersionsPrefix", layout.VersionsPrefix("zone-stats"), "functions/zone-stats/versions/"},
+		{"VersionKey", layout.VersionKey("zone-stats", 3), "functions/zone-stats/versions/000003.json"},
+		{"VersionKey long", layout.VersionKey("f", 1234567), "functions/f/versions/1234567.json"},
+		{"FunctionDeletedKey", layout.FunctionDeletedKey("zone-stats"), "functions/zone-stats/deleted.json"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
@@ -136,6 +145,42 @@ func TestValidJobID(t *testing.T) {
 	for _, id := range []string{"", "1j", "-j", "j/k", "j.k", "..", "j k", "a" + strings.Repeat("0", 72)} {
 		if layout.ValidJobID(id) {
 			t.Errorf("ValidJobID(%q) = true", id)
+		}
+	}
+}
+
+func TestParseVersionKey(t *testing.T) {
+	for _, n := range []int{1, 9, 10, 42, 999999, 1000000, 1<<31 - 1} {
+		for _, name := range []string{"f", "zone-stats", "a_b-9"} {
+			got, v, ok := layout.ParseVersionKey(layout.VersionKey(name, n))
+			if !ok || got != name || v != n {
+				t.Errorf("ParseVersionKey(VersionKey(%s, %d)) = %q, %d, %v", name, n, got, v, ok)
+			}
+		}
+	}
+	for _, key := range []string{
+		"", "functions/f/versions/000000.json", "functions/f/versions/1.json", "functions/f/versions/00001.json",
+		"functions/f/versions/0000001.json", "functions/f/versions/-00001.json", "functions/f/versions/+00001.json",
+		"functions/f/versions/00000x.json", "functions/f/versions/000001.json.tmp", "functions/f/versions/000001",
+		"functions/f/versions/2147483648.json", "functions/F/versions/000001.json", "functions/a/b/versions/000001.json",
+		"functions//versions/000001.json", "x/functions/f/versions/000001.json", "functions/f/modules/000001.json",
+		"functions/f/versions/x/000001.json", layout.FunctionDeletedKey("f"), layout.ModuleKey("f", "00"),
+	} {
+		if name, v, ok := layout.ParseVersionKey(key); ok {
+			t.Errorf("ParseVersionKey(%q) = %q, %d, true; want false", key, name, v)
+		}
+	}
+}
+
+func TestValidFunctionName(t *testing.T) {
+	for _, name := range []string{"f", "zone-stats", "surge-multiplier-wasm", "a_1", "a" + strings.Repeat("0", 62)} {
+		if !layout.ValidFunctionName(name) {
+			t.Errorf("ValidFunctionName(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"", "1f", "-f", "_f", "Zone", "zone-Stats", "f@1", "f/g", "f.g", "..", "f g", "a" + strings.Repeat("0", 63)} {
+		if layout.ValidFunctionName(name) {
+			t.Errorf("ValidFunctionName(%q) = true", name)
 		}
 	}
 }

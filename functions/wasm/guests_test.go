@@ -1,0 +1,53 @@
+package wasm
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// The test guests are Go programs in testdata/guests, built here with the
+// standard toolchain for wasip1 (once per test binary).
+var guests struct {
+	sync.Mutex
+	dir   string
+	built map[string][]byte
+}
+
+// guest returns the module built from testdata/guests/name.
+func guest(t testing.TB, name string) []byte {
+	t.Helper()
+	guests.Lock()
+	defer guests.Unlock()
+	if b, ok := guests.built[name]; ok {
+		return b
+	}
+	if guests.dir == "" {
+		d, err := os.MkdirTemp("", "weir-wasm-guests-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		guests.dir = d
+		guests.built = map[string][]byte{}
+	}
+	out := filepath.Join(guests.dir, name+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./testdata/guests/"+name)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build guest %s: %v\n%s", name, err, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guests.built[name] = b
+	return b
+}
+
+func removeGuests() {
+	if guests.dir != "" {
+		_ = os.RemoveAll(guests.dir)
+	}
+}
