@@ -1,0 +1,38 @@
+//go:build wasip1
+
+// Command badversion is a test guest of the host that reports ABI
+// version 2. See README.md.
+package main
+
+//lint:file-ignore U1000 the host calls the exports; staticcheck does not see //go:wasmexport
+
+import "unsafe"
+
+var (
+	in       []byte
+	describe = []byte(`{"input":[{"name":"k","type":"string"}],"output":[{"name":"k","type":"string"}]}`)
+)
+
+//go:wasmexport weir_abi_version
+func abiVersion() int32 { return 2 }
+
+//go:wasmexport weir_alloc
+func alloc(size int32) int32 {
+	if n := max(int(size), 1); cap(in) < n {
+		in = make([]byte, n)
+	}
+	return int32(uintptr(unsafe.Pointer(unsafe.SliceData(in))))
+}
+
+//go:wasmexport weir_describe
+func weirDescribe() int64 {
+	return int64(uintptr(unsafe.Pointer(&describe[0])))<<32 | int64(len(describe))
+}
+
+//go:wasmexport weir_open
+func open(unsafe.Pointer, int32) int32 { return 0 }
+
+//go:wasmexport weir_process
+func process(unsafe.Pointer, int32) int32 { return 0 }
+
+func main() {}
