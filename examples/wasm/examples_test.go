@@ -317,20 +317,10 @@ func windowSchema(t *testing.T, in builtin.Stream, size time.Duration) *arrow.Sc
 }
 
 func TestZoneStatsBadConfig(t *testing.T) {
-	mem := newMem(t)
 	pin, eng := deployed(t, "zone-stats-go")
-	in := ridesStream(t)
 	op := &spec.Operator{Name: "wasm", Input: "rides", KeyBy: []string{"zone"}, Function: pin.Name, Module: pin,
 		Config: map[string]any{"size": "-3s", "slide": 1}}
-	proc, err := builtin.NewProcess(op, in, eng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = proc.Open(&task.Context{MaxParallelism: 128, KeyGroupEnd: 128, Mem: mem, Now: time.Now, Out: &collect{}, Counters: &task.Counters{}})
-	if err == nil {
-		_ = proc.Close()
-		t.Fatal("open succeeded")
-	}
+	err := openError(t, op, ridesStream(t), eng)
 	for _, want := range []string{
 		`size: -3s: want a window length in whole milliseconds, as a number (10000) or a duration ("10s")`,
 		`unknown key "slide": accepted: size`,
@@ -379,12 +369,10 @@ func windowResults(t *testing.T, mem memory.Allocator, schema *arrow.Schema) []s
 	return steps
 }
 
-// TestSurgeMultiplierEqualsGoFunction: the port emits, row for row, what
-// examples/surge (a Go function compiled into weir) emits, with the
-// config of the example job and with others.
-func TestSurgeMultiplierEqualsGoFunction(t *testing.T) {
-	mem := newMem(t)
-	pin, eng := deployed(t, "surge-multiplier")
+// surgeJob returns the surge-pricing job and the stream its surge operator
+// reads (what the sliding window emits).
+func surgeJob(t testing.TB) (*spec.Job, builtin.Stream) {
+	t.Helper()
 	job, err := surge.Job()
 	if err != nil {
 		t.Fatal(err)
@@ -397,6 +385,31 @@ func TestSurgeMultiplierEqualsGoFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return job, in
+}
+
+// openError returns the error of opening op, which must fail.
+func openError(t *testing.T, op *spec.Operator, in builtin.Stream, eng *weirwasm.Engine) error {
+	t.Helper()
+	proc, err := builtin.NewProcess(op, in, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = proc.Open(&task.Context{MaxParallelism: 128, KeyGroupEnd: 128, Mem: newMem(t), Now: time.Now, Out: &collect{}, Counters: &task.Counters{}})
+	if err == nil {
+		_ = proc.Close()
+		t.Fatal("open succeeded")
+	}
+	return err
+}
+
+// TestSurgeMultiplierEqualsGoFunction: the port emits, row for row, what
+// examples/surge (a Go function compiled into weir) emits, with the
+// config of the example job and with others.
+func TestSurgeMultiplierEqualsGoFunction(t *testing.T) {
+	mem := newMem(t)
+	pin, eng := deployed(t, "surge-multiplier")
+	job, in := surgeJob(t)
 	steps := windowResults(t, mem, in.Schema)
 	for _, cfg := range []map[string]any{
 		job.Operators[1].Config,
@@ -439,26 +452,12 @@ func TestSurgeMultiplierEqualsGoFunction(t *testing.T) {
 }
 
 func TestSurgeMultiplierBadConfig(t *testing.T) {
-	mem := newMem(t)
 	pin, eng := deployed(t, "surge-multiplier")
-	job, err := surge.Job()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, _ := connector.SourceSchema(&job.Sources[0])
-	in, _ := builtin.WindowSchema(&job.Operators[0], src)
+	job, in := surgeJob(t)
 	op := job.Operators[1]
 	op.Module = pin
 	op.Config = map[string]any{"history": 2.5, "sensitivity": "high", "maxMultiplier": 0.5, "histroy": 1}
-	proc, err := builtin.NewProcess(&op, in, eng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = proc.Open(&task.Context{MaxParallelism: 128, KeyGroupEnd: 128, Mem: mem, Now: time.Now, Out: &collect{}, Counters: &task.Counters{}})
-	if err == nil {
-		_ = proc.Close()
-		t.Fatal("open succeeded")
-	}
+	err := openError(t, &op, in, eng)
 	// The messages of examples/surge's ParseConfig, in its order.
 	_, goErr := surge.ParseConfig(op.Config)
 	if !strings.Contains(err.Error(), goErr.Error()) {
@@ -471,12 +470,7 @@ func TestSurgeMultiplierBadConfig(t *testing.T) {
 // through the process operator; ns/row compares them.
 func BenchmarkSurgeMultiplier(b *testing.B) {
 	mem := memory.NewGoAllocator()
-	job, err := surge.Job()
-	if err != nil {
-		b.Fatal(err)
-	}
-	src, _ := connector.SourceSchema(&job.Sources[0])
-	in, _ := builtin.WindowSchema(&job.Operators[0], src)
+	job, in := surgeJob(b)
 	bb := arrowfmt.NewBuilder(in.Schema, mem)
 	defer bb.Release()
 	minute := int64(time.Minute / time.Millisecond)
