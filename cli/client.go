@@ -78,8 +78,9 @@ key groups are redistributed over the new subtasks (sources keep theirs).`,
 				return &exitError{code: 2, err: err}
 			}
 			// Validate here first, so problems name this file and its
-			// lines; the coordinator validates again before it stores.
-			if _, err := parseSpec(data, args[0]); err != nil {
+			// lines; the coordinator validates again (and plans the
+			// deployed functions it pins) before it stores.
+			if _, err := checkSpec(data, args[0]); err != nil {
 				return &exitError{code: 2, err: err}
 			}
 			q := url.Values{"file": {args[0]}}
@@ -209,6 +210,7 @@ func (a *app) jobsCmd() *cobra.Command {
 		},
 	})
 	jobs.AddCommand(a.jobActionCmd("stop", "Drain a job: sources end early, the last windows fire, sinks flush, the job FINISHES"))
+	jobs.AddCommand(a.jobsUpgradeCmd())
 	return jobs
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,18 +17,26 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/examples"
+	"github.com/weirstream/weir/examples/surge"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/wasm"
+	"github.com/weirstream/weir/functions/wasm/registry"
 )
 
 func (a *app) demoCmd() *cobra.Command {
 	var duration time.Duration
-	var dir string
+	var dir, wasmFile string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the surge-pricing example in this process with a live view",
 		Long: `Run examples/surge-pricing.yaml on the embedded default (in-process
 exchange, local directory store) with a live terminal view: events per second
 in and out, the watermark, and the latest surge multiplier per zone. It runs
-until the job finishes, Ctrl-C, or --duration.`,
+until the job finishes, Ctrl-C, or --duration.
+
+With --wasm FILE.wasm the surge operator runs a WebAssembly module instead
+of the Go surge-multiplier: FILE is deployed into the demo's store as
+surge-multiplier-wasm (a new version when it changed) and the job pins it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			js, err := parseSpec(examples.SurgePricing, "examples/surge-pricing.yaml")
@@ -44,16 +53,51 @@ until the job finishes, Ctrl-C, or --duration.`,
 			} else {
 				fmt.Fprintf(a.stdout, "weir demo: output files go to %s/output\n", a.v.GetString("store"))
 			}
+			if wasmFile != "" {
+				if err := a.useWasmSurge(cmd.Context(), js, wasmFile); err != nil {
+					return err
+				}
+			}
 			isTTY := false
 			if f, ok := a.stdout.(*os.File); ok {
 				isTTY = term.IsTerminal(int(f.Fd()))
 			}
-			return a.runEmbedded(cmd.Context(), js, duration, newDemoView(a, isTTY))
+			src := specSource{data: examples.SurgePricing, file: "examples/surge-pricing.yaml"}
+			return a.runEmbedded(cmd.Context(), js, src, duration, newDemoView(a, isTTY))
 		},
 	}
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (0: until the job finishes or Ctrl-C)")
 	cmd.Flags().StringVar(&dir, "dir", "weir-demo-output", "local directory for the demo's store when --store is not set")
+	cmd.Flags().StringVar(&wasmFile, "wasm", "", "deploy this WebAssembly module as "+wasmSurge+" and run it instead of the Go "+surge.Name)
 	return cmd
+}
+
+// wasmSurge is the name weir demo --wasm deploys its module under.
+const wasmSurge = "surge-multiplier-wasm"
+
+// useWasmSurge deploys file into the demo's store as wasmSurge and points
+// the operators running the Go surge-multiplier at it.
+func (a *app) useWasmSurge(ctx context.Context, js *spec.Job, file string) error {
+	module, err := os.ReadFile(file)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	b, err := a.openStoreRW(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	v, err := registry.Deploy(ctx, b, wasmSurge, module, wasm.Limits{}, time.Now())
+	if err != nil {
+		return fmt.Errorf("deploy %s from %s: %w", wasmSurge, file, err)
+	}
+	fmt.Fprintf(a.stdout, "weir demo: %s is %s version %d (sha256 %s)\n", file, v.Name, v.Version, v.SHA256)
+	for i := range js.Operators {
+		if js.Operators[i].Function == surge.Name {
+			js.Operators[i].Function = wasmSurge
+		}
+	}
+	return nil
 }
 
 // demoView draws the live terminal view of the surge-pricing demo.

@@ -35,11 +35,11 @@ job exits 130.`,
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			js, err := parseSpec(data, args[0])
+			js, err := checkSpec(data, args[0])
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			return a.runEmbedded(cmd.Context(), js, duration, nil)
+			return a.runEmbedded(cmd.Context(), js, specSource{data: data, file: args[0]}, duration, nil)
 		},
 	}
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop the job after this long (0: run until it ends)")
@@ -62,6 +62,22 @@ func parseSpec(data []byte, file string) (*spec.Job, error) {
 	return js, nil
 }
 
+// specSource is the text a spec was parsed from, for file:line in
+// problems found later.
+type specSource struct {
+	data []byte
+	file string
+}
+
+// planSpec plans a (pinned) spec, with file:line in every problem.
+func planSpec(js *spec.Job, src specSource) (*plan.Plan, error) {
+	p, err := plan.Build(js)
+	if ps, ok := spec.AsProblems(err); ok {
+		return nil, spec.WithLines(ps, src.data, src.file)
+	}
+	return p, err
+}
+
 // view observes an embedded run: it is called once a second with the
 // job's status, and gets the batches written to sinks.
 type view interface {
@@ -69,8 +85,9 @@ type view interface {
 	update(st coordinator.JobStatus, final bool)
 }
 
-// runEmbedded runs one job on an in-process coordinator and worker.
-func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Duration, v view) error {
+// runEmbedded runs one job on an in-process coordinator and worker. The
+// deployed functions the spec names are pinned against the store first.
+func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, duration time.Duration, v view) error {
 	if parent == nil {
 		parent = context.Background()
 	}
@@ -83,7 +100,10 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, duration time.Du
 	}
 	defer e.close()
 
-	p, err := plan.Build(js)
+	if err := pinSpec(sigCtx, e.bucket, js, src); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	p, err := planSpec(js, src)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

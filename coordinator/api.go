@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/wasm/registry"
 )
 
 // APIError is the body of every error response.
@@ -38,6 +39,7 @@ type SavepointResponse struct {
 //	POST /api/v1/jobs/{id}/cancel  cancel a job at once
 //	POST /api/v1/jobs/{id}/stop    drain a job: sources end early, windows fire, sinks flush
 //	GET  /api/v1/workers           live workers
+//	/api/v1/functions...           deployed Wasm functions (functionRoutes in functions.go)
 //	GET  /healthz, GET /metrics
 func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
@@ -112,6 +114,7 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, ws)
 	})
+	c.functionRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -161,8 +164,12 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrEnded):
+	case errors.Is(err, ErrEnded), errors.Is(err, ErrFunctionInUse), errors.Is(err, ErrUpgradeRefused):
 		code = http.StatusConflict
+	case errors.Is(err, registry.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, registry.ErrInvalid):
+		code = http.StatusBadRequest
 	}
 	writeJSON(w, code, APIError{Error: err.Error()})
 }

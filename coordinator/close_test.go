@@ -85,13 +85,21 @@ func TestCloseWaitsForEverything(t *testing.T) {
 	if err := e.c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	// Run must have returned by now: no goroutine may still be in it. (Its
+	// result reaches runDone a moment later, once the goroutine that
+	// called it runs again.)
+	for _, g := range coordinatorGoroutines() {
+		if strings.Contains(g, "(*Coordinator).Run(") {
+			t.Fatalf("Close returned before Run did:\n%s", g)
+		}
+	}
 	select {
 	case err := <-runDone:
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-	default:
-		t.Fatal("Close returned before Run did")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run's result did not arrive within 5s of Close")
 	}
 	poll.UntilNil(t, 5*time.Second, "the waiting savepoint to fail", func() error {
 		select {

@@ -28,7 +28,8 @@
 // machine and manifests), commit.go (sink transactions and the final
 // manifest), janitor.go (staging clean-up and garbage collection),
 // recovery.go (restoring from a checkpoint), savepoint.go (savepoints,
-// stop with savepoint), delete.go.
+// stop with savepoint), delete.go, functions.go (deployed Wasm functions
+// and their API), upgrade.go (moving a job to another version of one).
 package coordinator
 
 import (
@@ -51,6 +52,7 @@ import (
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/wasm/registry"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
@@ -200,9 +202,12 @@ func (j *job) taskID(t lifecycle.Task) control.TaskID {
 	return control.TaskID{Job: j.id, Attempt: j.lc.Attempt(), Vertex: t.Vertex, Subtask: t.Subtask}
 }
 
-// Submit validates a job fully, stores its spec and schedules it. It
-// returns the job id. A spec that does not validate is refused with
-// spec.Problems and nothing is stored.
+// Submit validates a job fully, pins the deployed Wasm functions its
+// operators name (registry.Pin: the stored spec records each module's
+// version and SHA-256), stores its spec and schedules it. It returns the
+// job id. A spec that does not validate, or names a function neither
+// registered nor deployed, is refused with spec.Problems and nothing is
+// stored.
 func (c *Coordinator) Submit(ctx context.Context, js *spec.Job) (string, error) {
 	return c.SubmitWith(ctx, js, SubmitOptions{})
 }
@@ -252,6 +257,11 @@ func (c *Coordinator) SubmitWith(ctx context.Context, js *spec.Job, opts SubmitO
 	// Validate first: a spec that cannot be stored (NaN, say) gets
 	// problems naming the field, not an encoding error.
 	if err := js.Validate(); err != nil {
+		return "", err
+	}
+	// Pin the deployed Wasm functions the operators name, so that the
+	// stored spec says which module every attempt runs.
+	if err := registry.Pin(ctx, c.cfg.Bucket, js); err != nil {
 		return "", err
 	}
 	specJSON, err := json.MarshalIndent(js, "", "  ")

@@ -130,7 +130,7 @@ func TestSubmitInvalid(t *testing.T) {
 	}{
 		{"type error", strings.Replace(evens, "id % 2 == 0", "id + 1", 1), "operators[even]"},
 		{"unknown input", strings.Replace(evens, "input: even,", "input: odd,", 1), "sinks[out].input"},
-		{"unknown function", strings.Replace(evens, "filter: id % 2 == 0", "keyBy: [id], function: nope", 1), "operators[even]"},
+		{"unknown function", strings.Replace(evens, "filter: id % 2 == 0", "keyBy: [id], function: nope", 1), "operators[even].function"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

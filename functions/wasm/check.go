@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tetratelabs/wazero"
+
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 )
@@ -19,10 +21,20 @@ import (
 // checked (known types, unique names, the time column an output
 // timestamp_ms column). The error names what is wrong.
 func Check(ctx context.Context, module []byte, lim Limits) (Description, error) {
+	return check(ctx, module, lim, nil)
+}
+
+// Check is the package's Check with the engine's compilation cache, so a
+// module checked and then run is compiled once.
+func (e *Engine) Check(ctx context.Context, module []byte, lim Limits) (Description, error) {
+	return check(ctx, module, lim, e.cache)
+}
+
+func check(ctx context.Context, module []byte, lim Limits, cache wazero.CompilationCache) (Description, error) {
 	if len(module) < 8 || !bytes.Equal(module[:4], []byte("\x00asm")) {
 		return Description{}, errors.New("not a WebAssembly module (it does not start with \\0asm)")
 	}
-	rt, err := newRuntime(ctx, pagesOf(lim.Memory), nil)
+	rt, err := newRuntime(ctx, pagesOf(lim.Memory), cache)
 	if err != nil {
 		return Description{}, err
 	}

@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,38 @@ func guest(t testing.TB, name string) []byte {
 	return b
 }
 
+// testCache is a compilation cache directory the tests' engines share, so
+// that each guest is compiled once per test binary (slow under -race).
+func testCache(t testing.TB) string {
+	t.Helper()
+	guest(t, "passthrough") // makes guests.dir
+	return filepath.Join(guests.dir, "cache")
+}
+
+var checker struct {
+	sync.Mutex
+	eng *Engine
+}
+
+// checkModule is Check through a shared engine's compilation cache.
+func checkModule(t testing.TB, module []byte, lim Limits) (Description, error) {
+	t.Helper()
+	checker.Lock()
+	defer checker.Unlock()
+	if checker.eng == nil {
+		eng, err := NewEngine(EngineConfig{CacheDir: testCache(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checker.eng = eng
+	}
+	return checker.eng.Check(context.Background(), module, lim)
+}
+
 func removeGuests() {
+	if checker.eng != nil {
+		_ = checker.eng.Close()
+	}
 	if guests.dir != "" {
 		_ = os.RemoveAll(guests.dir)
 	}

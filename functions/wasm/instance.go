@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +111,9 @@ type Instance struct {
 	watermark int64
 	stats     Stats
 	closed    bool
+
+	output   *lineLogger // what the guest wrote to stdout and stderr
+	memLimit int64
 }
 
 type instKey struct{}
@@ -157,6 +161,8 @@ func (m *Module) NewInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 
 func (in *Instance) instantiate(m *Module) error {
 	logw := &lineLogger{log: in.cfg.Logger.With("function", m.pin.Name)}
+	in.output = logw
+	in.memLimit = int64(pagesOf(m.pin.MemoryBytes)) << 16
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions().
@@ -196,6 +202,7 @@ type openDoc struct {
 	Subtask     int            `json:"subtask"`
 	Parallelism int            `json:"parallelism"`
 	KeyColumns  []string       `json:"keyColumns"`
+	KeyTypes    []string       `json:"keyTypes"`
 	TimeColumn  int            `json:"timeColumn"`
 	TimeOffset  int64          `json:"timeOffset"`
 	Config      map[string]any `json:"config"`
@@ -210,10 +217,22 @@ func (in *Instance) open(m *Module) error {
 	if keyCols == nil {
 		keyCols = []string{}
 	}
+	keyTypes := make([]string, len(keyCols))
+	for i, c := range keyCols {
+		idx := in.cfg.Input.FieldIndices(c)
+		if len(idx) == 0 {
+			return fmt.Errorf("key column %q is not an input column", c)
+		}
+		t, err := arrowfmt.TypeOf(in.cfg.Input.Field(idx[0]).Type)
+		if err != nil {
+			return fmt.Errorf("key column %q: %w", c, err)
+		}
+		keyTypes[i] = string(t)
+	}
 	doc, err := json.Marshal(openDoc{
 		Function: m.pin.Name, Version: m.pin.Version, Operator: in.cfg.Operator,
 		Subtask: in.cfg.Subtask, Parallelism: in.cfg.Parallelism,
-		KeyColumns: keyCols, TimeColumn: in.cfg.InputTimeColumn, TimeOffset: in.cfg.InputTimeOffset,
+		KeyColumns: keyCols, KeyTypes: keyTypes, TimeColumn: in.cfg.InputTimeColumn, TimeOffset: in.cfg.InputTimeOffset,
 		Config: cfg,
 	})
 	if err != nil {
@@ -252,6 +271,9 @@ func (in *Instance) call(p phase, f api.Function, what string) error {
 		return errors.New("the instance is closed (an earlier call failed)")
 	}
 	in.phase, in.failMsg, in.failRow, in.hostErr = p, "", -1, nil
+	if in.output != nil {
+		in.output.reset()
+	}
 	ctx, cancel := context.WithTimeout(in.base, in.timeout)
 	start := time.Now()
 	err := f.CallWithStack(ctx, in.stack)
@@ -270,7 +292,10 @@ func (in *Instance) call(p phase, f api.Function, what string) error {
 		case errors.As(err, &exit):
 			return fmt.Errorf("%s: the guest exited with code %d%s", what, exit.ExitCode(), in.guestMessage())
 		}
-		return fmt.Errorf("%s: the guest trapped: %w%s", what, err, in.guestMessage())
+		// wazero's error carries the guest's stack on further lines; the
+		// first says what happened.
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		return fmt.Errorf("%s: the guest trapped%s%s: %s", what, in.trapContext(), in.guestMessage(), msg)
 	}
 	return nil
 }
@@ -296,6 +321,22 @@ func (in *Instance) callStatus(p phase, f api.Function, what string) error {
 		return fmt.Errorf("%s: row %d: %s", what, in.failRow, msg)
 	}
 	return fmt.Errorf("%s: %s", what, msg)
+}
+
+// trapContext says what likely made the guest trap: memory at its limit,
+// and the last lines it wrote (a language runtime's "out of memory" or
+// panic message).
+func (in *Instance) trapContext() string {
+	var b strings.Builder
+	if in.mem != nil && in.memLimit > 0 && int64(in.mem.Size())+1<<20 > in.memLimit {
+		fmt.Fprintf(&b, " with its memory at the limit of %d MiB (--memory)", in.memLimit>>20)
+	}
+	if in.output != nil {
+		if tail := in.output.tail(); tail != "" {
+			fmt.Fprintf(&b, ", after writing %q", tail)
+		}
+	}
+	return b.String()
 }
 
 func (in *Instance) guestMessage() string {
@@ -492,8 +533,26 @@ func (in *Instance) Close() error {
 // lineLogger logs what a guest writes to stdout and stderr, a line at a
 // time, each cut at 4 KiB.
 type lineLogger struct {
-	log *slog.Logger
-	buf []byte
+	log   *slog.Logger
+	buf   []byte
+	first []string // the first lines since reset, for errors: a runtime's message
+	n     int      // lines since reset
+}
+
+// reset forgets the lines kept for errors (a call begins).
+func (l *lineLogger) reset() { l.first, l.n = l.first[:0], 0 }
+
+// tail returns the first lines written since reset, joined.
+func (l *lineLogger) tail() string {
+	lines := l.first
+	if len(l.buf) > 0 && len(lines) < 2 {
+		lines = append(lines[:len(lines):len(lines)], string(l.buf))
+	}
+	s := strings.Join(lines, " | ")
+	if l.n > len(l.first) {
+		s += " | …"
+	}
+	return s
 }
 
 func (l *lineLogger) Write(p []byte) (int, error) {
@@ -520,5 +579,14 @@ func (l *lineLogger) flush() {
 		line = line[:4096]
 	}
 	l.log.Debug("guest output", "line", string(line))
+	if len(bytes.TrimSpace(line)) > 0 {
+		l.n++
+		if len(l.first) < 2 {
+			if len(line) > 200 {
+				line = line[:200]
+			}
+			l.first = append(l.first, string(line))
+		}
+	}
 	l.buf = l.buf[:0]
 }

@@ -28,7 +28,7 @@ type harness struct {
 func newHarness(t testing.TB, module []byte, pin spec.Module, in, out *arrow.Schema, timeCol int, config map[string]any) (*harness, error) {
 	t.Helper()
 	eng, err := NewEngine(EngineConfig{
-		CacheDir: t.TempDir(),
+		CacheDir: testCache(t),
 		Fetch:    func(context.Context, *spec.Module) ([]byte, error) { return module, nil },
 	})
 	if err != nil {
@@ -118,7 +118,7 @@ func schemaOf(t testing.TB, cols ...string) *arrow.Schema {
 
 func TestPassthrough(t *testing.T) {
 	mod := guest(t, "passthrough")
-	d, err := Check(context.Background(), mod, Limits{})
+	d, err := checkModule(t, mod, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,5 +218,174 @@ func TestLoadVerifiesHash(t *testing.T) {
 	_, err = eng.Load(context.Background(), &spec.Module{Name: "p", Version: 2, SHA256: strings.Repeat("0", 64)})
 	if err == nil || !strings.Contains(err.Error(), "the stored module changed") || !strings.Contains(err.Error(), "function p version 2") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// rowsOf lists the rows of batches as value slices.
+func rowsOf(recs []arrow.RecordBatch) [][]any {
+	var rows [][]any
+	for _, r := range recs {
+		for i := range int(r.NumRows()) {
+			row := make([]any, r.NumCols())
+			for c := range row {
+				row[c] = arrowfmt.Value(r.Column(c), i)
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+// TestEchoStateAndTimers runs the echo guest: a ValueState per key, an
+// event-time timer per row, and both survive a snapshot and a restore
+// into a new instance, as after a failure.
+func TestEchoStateAndTimers(t *testing.T) {
+	mod := guest(t, "echo")
+	d, err := checkModule(t, mod, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := schemaOf(t, "k", "string", "v", "int64", "ts", "timestamp_ms")
+	fields := append([]arrowfmt.Field(nil), d.Output...)
+	out, err := arrowfmt.NewSchema(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHarness(t, mod, spec.Module{}, in, out, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := func(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+	rec := batch(t, in, []any{"a", int64(1), ts(100)}, []any{"b", int64(2), ts(200)}, []any{"a", int64(3), ts(300)})
+	defer rec.Release()
+	if err := h.process(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.inst.AdvanceWatermark(250); err != nil {
+		t.Fatal(err)
+	}
+	got := rowsOf(h.out)
+	want := [][]any{
+		{"a", int64(1), ts(100), int64(1)}, {"b", int64(2), ts(200), int64(1)}, {"a", int64(3), ts(300), int64(2)},
+		{"a", int64(-1), ts(100), int64(2)}, {"b", int64(-1), ts(200), int64(1)},
+	}
+	if !sameRows(got, want) {
+		t.Fatalf("rows\n got %v\nwant %v", got, want)
+	}
+
+	// A checkpoint, then a new instance restored from it.
+	snap, err := h.state.Snapshot(memory.DefaultAllocator, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := newHarness(t, mod, spec.Module{}, in, out, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range snap {
+		if err := h2.state.Restore(b); err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+	}
+	h2.inst.RestoreWatermark(250)
+	rec2 := batch(t, in, []any{"a", int64(4), ts(400)})
+	defer rec2.Release()
+	if err := h2.process(rec2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.inst.AdvanceWatermark(1000); err != nil {
+		t.Fatal(err)
+	}
+	got = rowsOf(h2.out)
+	want = [][]any{{"a", int64(4), ts(400), int64(3)}, {"a", int64(-1), ts(300), int64(3)}, {"a", int64(-1), ts(400), int64(3)}}
+	if !sameRows(got, want) {
+		t.Fatalf("after restore\n got %v\nwant %v", got, want)
+	}
+	if calls := h2.inst.Stats().HostCalls.Load(); calls == 0 {
+		t.Error("no host calls counted")
+	}
+}
+
+func sameRows(got, want [][]any) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if len(got[i]) != len(want[i]) {
+			return false
+		}
+		for c := range got[i] {
+			g, w := got[i][c], want[i][c]
+			if gt, ok := g.(time.Time); ok {
+				if wt, ok := w.(time.Time); !ok || !gt.Equal(wt) {
+					return false
+				}
+				continue
+			}
+			if g != w {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestCheckRefusesBadModules: each way a module can misfit the ABI is
+// refused at deploy with a message naming it.
+func TestCheckRefusesBadModules(t *testing.T) {
+	for _, c := range []struct{ guest, want string }{
+		{"badversion", "built for ABI version 2; this weir supports version 1"},
+		{"noexport", "missing export weir_process (i32, i32) -> i32"},
+		{"badimport", "imports weir.no_such_function, which the host does not have"},
+	} {
+		_, err := checkModule(t, guest(t, c.guest), Limits{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.guest, err, c.want)
+		}
+	}
+}
+
+// TestRunawayGuests: a guest that loops, one that allocates past its
+// memory limit and one that traps each fail their call with an error
+// naming the function, version and subtask, and the engine goes on making
+// instances.
+func TestRunawayGuests(t *testing.T) {
+	in := schemaOf(t, "k", "string")
+	for _, c := range []struct {
+		guest  string
+		pin    spec.Module
+		config map[string]any
+		want   string
+	}{
+		{"loop", spec.Module{Timeout: spec.Duration(300 * time.Millisecond)}, nil, "ran longer than its timeout 300ms and was stopped"},
+		{"oom", spec.Module{MemoryBytes: 32 << 20}, nil, "the guest trapped with its memory at the limit of 32 MiB (--memory), after writing \"runtime: out of memory"},
+		{"trap", spec.Module{}, nil, "the guest trapped: wasm error: out of bounds memory access"},
+		{"trap", spec.Module{}, map[string]any{"mode": "panic"}, "the guest trapped, after writing \"panic: trap guest: panic in weir_process"},
+	} {
+		mod := guest(t, c.guest)
+		d, err := checkModule(t, mod, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.guest, err)
+		}
+		out, _ := arrowfmt.NewSchema(d.Output)
+		c.pin.Name, c.pin.Version = c.guest, 7
+		h, err := newHarness(t, mod, c.pin, in, out, -1, c.config)
+		if err != nil {
+			t.Fatalf("%s: %v", c.guest, err)
+		}
+		rec := batch(t, in, []any{"x"})
+		start := time.Now()
+		err = h.process(rec)
+		rec.Release()
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "function "+c.guest+" version 7 (operator op, subtask 0)") {
+			t.Errorf("%s: err = %v, want %q", c.guest, err, c.want)
+		}
+		t.Logf("%s: failed after %v: %v", c.guest, time.Since(start).Round(time.Millisecond), err)
+		rec = batch(t, in, []any{"y"})
+		if err := h.process(rec); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("%s: a call after the failure: %v", c.guest, err)
+		}
+		rec.Release()
 	}
 }
