@@ -20,6 +20,7 @@ type Collector struct {
 	bufs       []colBuf
 	rows       int
 	started    bool // a Set call since the last EndRow
+	set        int  // columns of the current row set so far
 	schemaSent bool
 	enc        *encoder
 }
@@ -43,7 +44,7 @@ func (c *Collector) init(cols []Column) error {
 	c.cols, c.enc = cols, enc
 	c.bufs = make([]colBuf, len(cols))
 	for i := range c.bufs {
-		c.bufs[i].typ = cols[i].Type
+		c.bufs[i].kind = kindOf(cols[i].Type)
 	}
 	c.reset()
 	return nil
@@ -54,7 +55,7 @@ func (c *Collector) reset() {
 	for i := range c.bufs {
 		c.bufs[i].reset()
 	}
-	c.rows, c.started = 0, false
+	c.rows, c.started, c.set = 0, false, 0
 }
 
 // Columns returns the output columns (Description.Output). The slice is
@@ -65,49 +66,53 @@ func (c *Collector) Columns() []Column { return c.cols }
 func (c *Collector) Len() int { return c.rows }
 
 // column returns the buffer of column col after checking it has type
-// want, and starts a row.
-func (c *Collector) column(col int, want Type) *colBuf {
-	if col < 0 || col >= len(c.bufs) || (want != "" && c.bufs[col].typ != want) {
-		c.badColumn(col, want)
+// want (any type for kindNone), and starts a row.
+func (c *Collector) column(col int, want kind) *colBuf {
+	if uint(col) >= uint(len(c.bufs)) || (c.bufs[col].kind != want && want != kindNone) {
+		panic(columnError{c.cols, col, want, "output"})
 	}
 	c.started = true
-	b := &c.bufs[col]
-	b.set, b.curNull = true, false
-	return b
-}
-
-func (c *Collector) badColumn(col int, want Type) {
-	if col < 0 || col >= len(c.cols) {
-		panic(fmt.Sprintf("guest: output has no column #%d (columns: %s)", col, describeColumns(c.cols)))
-	}
-	panic(fmt.Sprintf("guest: output column %q (#%d) is %s, not %s", c.cols[col].Name, col, c.cols[col].Type, want))
+	return &c.bufs[col]
 }
 
 // SetInt64 sets int64 column col of the current row.
-func (c *Collector) SetInt64(col int, v int64) { c.column(col, Int64).cur = uint64(v) }
+func (c *Collector) SetInt64(col int, v int64) {
+	if c.column(col, kindInt64).setFixed(c.rows, uint64(v)) {
+		c.set++
+	}
+}
 
 // SetFloat64 sets float64 column col of the current row.
 func (c *Collector) SetFloat64(col int, v float64) {
-	c.column(col, Float64).cur = math.Float64bits(v)
+	if c.column(col, kindFloat64).setFixed(c.rows, math.Float64bits(v)) {
+		c.set++
+	}
 }
 
 // SetTimestampMs sets timestamp_ms column col of the current row, in
 // milliseconds since the Unix epoch.
-func (c *Collector) SetTimestampMs(col int, ms int64) { c.column(col, TimestampMs).cur = uint64(ms) }
+func (c *Collector) SetTimestampMs(col int, ms int64) {
+	if c.column(col, kindTimestamp).setFixed(c.rows, uint64(ms)) {
+		c.set++
+	}
+}
 
 // SetBool sets bool column col of the current row.
 func (c *Collector) SetBool(col int, v bool) {
-	b := c.column(col, Bool)
-	b.cur = 0
+	var u uint64
 	if v {
-		b.cur = 1
+		u = 1
+	}
+	if c.column(col, kindBool).setFixed(c.rows, u) {
+		c.set++
 	}
 }
 
 // SetString sets string column col of the current row. s is copied.
 func (c *Collector) SetString(col int, s string) {
-	b := c.column(col, String)
-	b.data = append(b.data[:b.rowStart()], s...)
+	if c.column(col, kindString).setString(c.rows, s) {
+		c.set++
+	}
 }
 
 // SetBytes sets string column col of the current row to b (UTF-8). b is
@@ -119,10 +124,8 @@ func (c *Collector) SetBytes(col int, b []byte) {
 // SetNull makes column col of the current row null (as leaving it unset
 // does).
 func (c *Collector) SetNull(col int) {
-	b := c.column(col, "")
-	b.curNull = true
-	if b.typ == String {
-		b.data = b.data[:b.rowStart()]
+	if c.column(col, kindNone).setNull(c.rows) {
+		c.set++
 	}
 }
 
@@ -130,11 +133,15 @@ func (c *Collector) SetNull(col int) {
 // null for the others. The error is the host's refusal of output sent
 // early, to be returned by the function.
 func (c *Collector) EndRow() error {
-	for i := range c.bufs {
-		c.bufs[i].commit(c.rows)
+	if r := c.rows; c.set < len(c.bufs) { // else every column is set
+		for i := range c.bufs {
+			if b := &c.bufs[i]; !b.isSet(r) {
+				b.setNull(r)
+			}
+		}
 	}
 	c.rows++
-	c.started = false
+	c.started, c.set = false, 0
 	if c.rows >= flushRows {
 		return c.flush()
 	}
@@ -162,9 +169,9 @@ func (c *Collector) Emit(values ...any) error {
 	for i, v := range values {
 		if !c.stage(i, v) {
 			for j := range c.bufs {
-				c.bufs[j].discard()
+				c.bufs[j].discard(c.rows)
 			}
-			c.started = false
+			c.started, c.set = false, 0
 			return fmt.Errorf("guest: emit: column %q (#%d) wants %s, got %s", c.cols[i].Name, i, c.cols[i].Type, typeName(v))
 		}
 	}

@@ -51,6 +51,16 @@
 // of types other than int64, float64, string, []byte and bool is encoded
 // with encoding/json, which does; give such state a Codec).
 //
+// # Speed
+//
+// Code compiled by Go's wasm port runs several times slower than native
+// code, and calls and loop iterations are what cost most (more so under a
+// host that checks for its call deadline at every loop header). The SDK's
+// hot paths are written for that; a function helps by reading columns by
+// index (Row.Index once, then Int64At and the like) or by literal names
+// (found by address, not compared), emitting with the typed setters rather
+// than Emit, and giving struct state a Codec of fixed layout.
+//
 // Values stay in the host: a ValueState read returns a decoded copy, and a
 // change is kept only once written back with Update. What a function keeps
 // in its own variables is lost when the task restarts, as for a Go

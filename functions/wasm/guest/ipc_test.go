@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -389,4 +390,48 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestColumnLookup: names find their columns whether literal or built at
+// run time, also after a new schema moved them, and across collisions in
+// the lookup cache.
+func TestColumnLookup(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	var d decoder
+	decode := func(cols []Column) {
+		t.Helper()
+		s := schemaOf(t, cols...)
+		rec := batchOf(t, mem, s, make([]any, len(cols)))
+		defer rec.Release()
+		p, err := arrowfmt.NewEncoder(s, mem).Encode(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.decode(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var many []Column
+	for i := range 40 {
+		many = append(many, Column{Name: fmt.Sprint("c", i), Type: Int64})
+	}
+	for _, cols := range [][]Column{allTypes, {allTypes[3], allTypes[1], allTypes[0]}, many, allTypes} {
+		decode(cols)
+		row := Row{b: &d.batch}
+		for round := range 3 {
+			for want, c := range cols {
+				name := c.Name
+				if round == 1 {
+					name = strings.Clone(name) // same bytes elsewhere
+				}
+				if got := row.Index(name); got != want {
+					t.Fatalf("round %d: Index(%q) = %d, want %d", round, name, got, want)
+				}
+			}
+		}
+		if row.Index("price") != slices.IndexFunc(cols, func(c Column) bool { return c.Name == "price" }) || row.Has("nope") {
+			t.Errorf("literal lookups wrong for %v", cols)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 )
 
 // fbTable is a flatbuffer table at pos in b. Reads are bounds-checked by
@@ -94,8 +95,33 @@ func (t fbTable) str(id int) string {
 
 var errCorrupt = errors.New("corrupt flatbuffer")
 
+// kind is a column type as the hot paths compare it: a byte, where a
+// Type is a string (and comparing strings costs a call in Go's wasm port).
+type kind uint8
+
+const (
+	kindNone kind = iota
+	kindInt64
+	kindFloat64
+	kindString
+	kindBool
+	kindTimestamp
+)
+
+var kindTypes = [...]Type{kindNone: "", kindInt64: Int64, kindFloat64: Float64, kindString: String, kindBool: Bool, kindTimestamp: TimestampMs}
+
+func kindOf(t Type) kind {
+	for k, kt := range kindTypes {
+		if kt == t && k != int(kindNone) {
+			return kind(k)
+		}
+	}
+	return kindNone
+}
+
 // colData is one column of a decoded batch: slices of the payload.
 type colData struct {
+	kind  kind
 	valid []byte // nil when the column has no nulls
 	vals  []byte // 8 bytes per value, a bitmap (bool) or int32 offsets (string)
 	data  []byte // string data
@@ -111,10 +137,35 @@ type batch struct {
 	index map[string]int // for wide schemas; narrow ones are scanned
 	rows  int
 	data  []colData
+	// names remembers where names looked up before are, by the address
+	// of their bytes: a column name in a function is mostly a literal, so
+	// the same lookup finds the same string, and one comparison of
+	// addresses costs less than comparing strings in a loop (loops and
+	// calls are what is dear in Go's wasm port). The pointers keep the
+	// strings alive, so an address is never reused for other bytes while
+	// it is here.
+	names [16]nameSlot
+}
+
+type nameSlot struct {
+	p   *byte
+	n   int
+	idx int
 }
 
 // indexOf returns the index of column name, -1 if there is none.
 func (b *batch) indexOf(name string) int {
+	p := unsafe.StringData(name)
+	s := &b.names[(uint64(uintptr(unsafe.Pointer(p)))*0x9E3779B97F4A7C15)>>60]
+	if s.p == p && s.n == len(name) && p != nil {
+		return s.idx
+	}
+	idx := b.scan(name)
+	*s = nameSlot{p: p, n: len(name), idx: idx}
+	return idx
+}
+
+func (b *batch) scan(name string) int {
 	if b.index != nil {
 		if i, ok := b.index[name]; ok {
 			return i
@@ -225,6 +276,7 @@ func (d *decoder) readSchema(s fbTable) (bool, error) {
 	}
 	d.batch.cols = cols
 	d.batch.index = nil
+	d.batch.names = [16]nameSlot{}
 	if len(cols) >= wideSchema {
 		d.batch.index = make(map[string]int, len(cols))
 		for i := len(cols) - 1; i >= 0; i-- { // the first of equal names wins
@@ -232,6 +284,9 @@ func (d *decoder) readSchema(s fbTable) (bool, error) {
 		}
 	}
 	d.batch.data = make([]colData, len(cols))
+	for i, c := range cols {
+		d.batch.data[i].kind = kindOf(c.Type)
+	}
 	return true, nil
 }
 

@@ -1,6 +1,9 @@
 package guest
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Arrow flatbuffer numbering (format/Message.fbs, format/Schema.fbs).
 const (
@@ -168,15 +171,20 @@ func (e *encoder) encode(withSchema bool, rows int, cols []colBuf) []byte {
 		c := &cols[i]
 		at := meta + e.nodesAt + 16*i
 		le.PutUint64(b[at:], uint64(rows))
-		le.PutUint64(b[at+8:], uint64(c.nulls))
-		if c.nulls > 0 {
-			addBuffer(c.valid)
+		le.PutUint64(b[at+8:], uint64(len(c.nullRows)))
+		if len(c.nullRows) > 0 {
+			addBuffer(c.validity(rows))
 		} else {
 			addBuffer(nil)
 		}
-		addBuffer(c.vals)
-		if c.typ == String {
+		switch c.kind {
+		case kindString:
+			addBuffer(asBytes(c.offs))
 			addBuffer(c.data)
+		case kindBool:
+			addBuffer(c.boolBitmap())
+		default:
+			addBuffer(asBytes(c.vals))
 		}
 	}
 	le.PutUint64(b[meta+e.lengthAt:], uint64(rows))
@@ -185,73 +193,125 @@ func (e *encoder) encode(withSchema bool, rows int, cols []colBuf) []byte {
 	return b
 }
 
-// colBuf is one output column being built: a validity bitmap, the values
-// (8 bytes each, a bitmap for bool, int32 offsets for string) and string
-// data. The current row's value is staged in cur until the row ends.
-type colBuf struct {
-	typ   Type
-	valid []byte
-	nulls int
-	vals  []byte
-	data  []byte
+// asBytes is the memory of v, which the IPC format lays out the same way:
+// WebAssembly (and every platform the tests run on) is little-endian.
+func asBytes[T uint32 | uint64](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(v[0])))
+}
 
-	cur     uint64 // staged int64, float64 bits or bool
-	set     bool   // the current row has a value or an explicit null
-	curNull bool
+// colBuf is one output column being built. A setter writes the current
+// row's value in place (the row is len(vals) - 1, or len(offs) - 2, once
+// set); EndRow pads a column left unset with a null. Nulls are kept as a
+// list of rows and become a validity bitmap only in the payload, so a
+// column without nulls costs nothing for them.
+type colBuf struct {
+	kind     kind
+	vals     []uint64 // int64, float64 bits, timestamp_ms, bool (0 or 1)
+	offs     []uint32 // string: the offsets of the rows so far and the current row's start
+	data     []byte   // string data
+	nullRows []int32  // the null rows, ascending
+
+	bitmap []byte // scratch of validity and boolBitmap
 }
 
 // reset empties the column, keeping its buffers.
 func (c *colBuf) reset() {
-	c.valid, c.vals, c.data = c.valid[:0], c.vals[:0], c.data[:0]
-	c.nulls = 0
-	if c.typ == String {
-		c.vals = le.AppendUint32(c.vals, 0) // offset of row 0
+	c.vals, c.offs, c.data, c.nullRows = c.vals[:0], c.offs[:0], c.data[:0], c.nullRows[:0]
+	if c.kind == kindString {
+		c.offs = append(c.offs, 0) // where row 0 starts
 	}
-	c.set, c.curNull, c.cur = false, false, 0
 }
 
-// rowStart is where the current row's string data begins.
-func (c *colBuf) rowStart() int {
-	return int(le.Uint32(c.vals[len(c.vals)-4:]))
+// setString makes s the value of row r of a string column, and reports
+// whether row r had none before.
+func (c *colBuf) setString(r int, s string) bool {
+	c.unNull(r)
+	c.data = append(c.data[:c.offs[r]], s...)
+	if len(c.offs) == r+1 {
+		c.offs = append(c.offs, uint32(len(c.data)))
+		return true
+	}
+	c.offs[r+1] = uint32(len(c.data))
+	return false
 }
 
-// commit appends the staged value of row r (a null if none was set).
-func (c *colBuf) commit(r int) {
-	valid := c.set && !c.curNull
-	if r%8 == 0 {
-		c.valid = append(c.valid, 0)
+// setFixed makes v the value of row r of a fixed-width column, and
+// reports whether row r had none before.
+func (c *colBuf) setFixed(r int, v uint64) bool {
+	if len(c.vals) == r {
+		c.vals = append(c.vals, v)
+		return true
 	}
-	if valid {
-		c.valid[r/8] |= 1 << (r % 8)
+	c.unNull(r)
+	c.vals[r] = v
+	return false
+}
+
+// setNull makes row r null, and reports whether row r had no value before.
+func (c *colBuf) setNull(r int) bool {
+	var first bool
+	if c.kind == kindString {
+		first = c.setString(r, "")
 	} else {
-		c.nulls++
+		first = c.setFixed(r, 0)
 	}
-	switch c.typ {
-	case String:
-		if !valid {
-			c.data = c.data[:c.rowStart()]
-		}
-		c.vals = le.AppendUint32(c.vals, uint32(len(c.data)))
-	case Bool:
-		if r%8 == 0 {
-			c.vals = append(c.vals, 0)
-		}
-		if valid && c.cur != 0 {
-			c.vals[r/8] |= 1 << (r % 8)
-		}
-	default:
-		if !valid {
-			c.cur = 0
-		}
-		c.vals = le.AppendUint64(c.vals, c.cur)
+	if n := len(c.nullRows); n == 0 || c.nullRows[n-1] != int32(r) {
+		c.nullRows = append(c.nullRows, int32(r))
 	}
-	c.set, c.curNull, c.cur = false, false, 0
+	return first
 }
 
-// discard drops the staged value.
-func (c *colBuf) discard() {
-	if c.typ == String {
-		c.data = c.data[:c.rowStart()]
+// unNull undoes an earlier setNull of row r.
+func (c *colBuf) unNull(r int) {
+	if n := len(c.nullRows); n > 0 && c.nullRows[n-1] == int32(r) {
+		c.nullRows = c.nullRows[:n-1]
 	}
-	c.set, c.curNull, c.cur = false, false, 0
+}
+
+// isSet reports whether row r has a value (or an explicit null).
+func (c *colBuf) isSet(r int) bool {
+	if c.kind == kindString {
+		return len(c.offs) > r+1
+	}
+	return len(c.vals) > r
+}
+
+// discard drops row r.
+func (c *colBuf) discard(r int) {
+	c.unNull(r)
+	if c.kind == kindString {
+		c.offs = c.offs[:r+1]
+		c.data = c.data[:c.offs[r]]
+	} else {
+		c.vals = c.vals[:r]
+	}
+}
+
+// validity returns the validity bitmap of rows rows.
+func (c *colBuf) validity(rows int) []byte {
+	b := c.bitmap[:0]
+	for range (rows + 7) / 8 {
+		b = append(b, 0xff)
+	}
+	for _, r := range c.nullRows {
+		b[r>>3] &^= 1 << (r & 7)
+	}
+	c.bitmap = b
+	return b
+}
+
+// boolBitmap returns the values of a bool column as a bitmap.
+func (c *colBuf) boolBitmap() []byte {
+	b := c.bitmap[:0]
+	for i, v := range c.vals {
+		if i%8 == 0 {
+			b = append(b, 0)
+		}
+		b[i>>3] |= byte(v) << (i & 7)
+	}
+	c.bitmap = b
+	return b
 }

@@ -37,48 +37,71 @@ func (r Row) Has(name string) bool { return r.b.indexOf(name) >= 0 }
 func (r Row) col(name string) int {
 	i := r.b.indexOf(name)
 	if i < 0 {
-		panic(fmt.Sprintf("guest: row has no column %q (columns: %s)", name, describeColumns(r.b.cols)))
+		panic(noColumnError{r.b.cols, name})
 	}
 	return i
 }
 
+type noColumnError struct {
+	cols []Column
+	name string
+}
+
+func (e noColumnError) Error() string {
+	return fmt.Sprintf("guest: row has no column %q (columns: %s)", e.name, describeColumns(e.cols))
+}
+
 // at returns column i after checking that it has type want.
-func (r Row) at(i int, want Type) *colData {
-	if i < 0 || i >= len(r.b.cols) || r.b.cols[i].Type != want {
-		r.badColumn(i, want)
+func (r Row) at(i int, want kind) *colData {
+	if uint(i) >= uint(len(r.b.data)) || r.b.data[i].kind != want {
+		// A panic value formatted only when reported keeps the accessors
+		// small enough to inline: calls are dear in Go's wasm port.
+		panic(columnError{r.b.cols, i, want, "row"})
 	}
 	return &r.b.data[i]
 }
 
-func (r Row) badColumn(i int, want Type) {
-	if i < 0 || i >= len(r.b.cols) {
-		panic(fmt.Sprintf("guest: row has no column #%d (columns: %s)", i, describeColumns(r.b.cols)))
-	}
-	panic(fmt.Sprintf("guest: column %q is %s, not %s", r.b.cols[i].Name, r.b.cols[i].Type, want))
+// columnError is the panic of an accessor or setter given a column that
+// does not exist or has another type.
+type columnError struct {
+	cols  []Column
+	i     int
+	want  kind
+	where string // "row" or "output"
 }
 
-func (r Row) fixed(i int, want Type) uint64 {
+func (e columnError) Error() string {
+	if e.i < 0 || e.i >= len(e.cols) {
+		return fmt.Sprintf("guest: %s has no column #%d (columns: %s)", e.where, e.i, describeColumns(e.cols))
+	}
+	if e.where == "output" {
+		return fmt.Sprintf("guest: output column %q (#%d) is %s, not %s", e.cols[e.i].Name, e.i, e.cols[e.i].Type, kindTypes[e.want])
+	}
+	return fmt.Sprintf("guest: column %q is %s, not %s", e.cols[e.i].Name, e.cols[e.i].Type, kindTypes[e.want])
+}
+
+func (r Row) fixed(i int, want kind) uint64 {
 	c := r.at(i, want)
-	if c.isNull(r.i) {
+	if c.valid != nil && c.valid[r.i>>3]&(1<<(r.i&7)) == 0 {
 		return 0
 	}
 	return le.Uint64(c.vals[8*r.i:])
 }
 
 // Int64At returns the value of int64 column i.
-func (r Row) Int64At(i int) int64 { return int64(r.fixed(i, Int64)) }
+func (r Row) Int64At(i int) int64 { return int64(r.fixed(i, kindInt64)) }
 
 // Float64At returns the value of float64 column i.
-func (r Row) Float64At(i int) float64 { return math.Float64frombits(r.fixed(i, Float64)) }
+func (r Row) Float64At(i int) float64 { return math.Float64frombits(r.fixed(i, kindFloat64)) }
 
 // TimestampMsAt returns the value of timestamp_ms column i in milliseconds
 // since the Unix epoch.
-func (r Row) TimestampMsAt(i int) int64 { return int64(r.fixed(i, TimestampMs)) }
+func (r Row) TimestampMsAt(i int) int64 { return int64(r.fixed(i, kindTimestamp)) }
 
 // StringAt returns the value of string column i (see Row on how long it
 // is valid).
 func (r Row) StringAt(i int) string {
-	c := r.at(i, String)
+	c := r.at(i, kindString)
 	start, end := le.Uint32(c.vals[4*r.i:]), le.Uint32(c.vals[4*r.i+4:])
 	if start == end || c.isNull(r.i) {
 		return ""
@@ -89,7 +112,7 @@ func (r Row) StringAt(i int) string {
 // BytesAt returns the bytes of string column i, like StringAt. Do not
 // change them.
 func (r Row) BytesAt(i int) []byte {
-	c := r.at(i, String)
+	c := r.at(i, kindString)
 	if c.isNull(r.i) {
 		return nil
 	}
@@ -99,14 +122,14 @@ func (r Row) BytesAt(i int) []byte {
 
 // BoolAt returns the value of bool column i.
 func (r Row) BoolAt(i int) bool {
-	c := r.at(i, Bool)
+	c := r.at(i, kindBool)
 	return !c.isNull(r.i) && c.vals[r.i>>3]&(1<<(r.i&7)) != 0
 }
 
 // IsNullAt reports whether column i is null in this row.
 func (r Row) IsNullAt(i int) bool {
-	if i < 0 || i >= len(r.b.cols) {
-		r.badColumn(i, "")
+	if uint(i) >= uint(len(r.b.data)) {
+		panic(columnError{r.b.cols, i, kindNone, "row"})
 	}
 	return r.b.data[i].isNull(r.i)
 }

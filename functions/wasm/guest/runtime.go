@@ -112,6 +112,7 @@ type openDoc struct {
 	Subtask     int            `json:"subtask"`
 	Parallelism int            `json:"parallelism"`
 	KeyColumns  []string       `json:"keyColumns"`
+	KeyTypes    []Type         `json:"keyTypes"`
 	TimeColumn  int            `json:"timeColumn"`
 	TimeOffset  int64          `json:"timeOffset"`
 	Config      map[string]any `json:"config"`
@@ -138,9 +139,17 @@ func (r *runtime) open(doc []byte) (code int32) {
 	if err := r.out.init(r.desc.Output); err != nil {
 		return r.failed(-1, err)
 	}
-	// Until a batch brings the input schema (timers may fire first after a
-	// restore), the key's types come from the declared input.
-	r.keyTypes, r.keyErr = keyTypes(d.KeyColumns, r.desc.Input, "the declared input")
+	// Timers of a restored instance may fire before a batch brings the
+	// input schema: the key's types come with the document (from a host
+	// that predates keyTypes, from the declared input until then).
+	if d.KeyTypes != nil {
+		if err := checkKeyTypes(d.KeyColumns, d.KeyTypes); err != nil {
+			return r.failed(-1, err)
+		}
+		r.keyTypes = d.KeyTypes
+	} else {
+		r.keyTypes, r.keyErr = keyTypes(d.KeyColumns, r.desc.Input, "the declared input")
+	}
 	r.oc.doc = d
 	err := r.fn.Open(&r.oc)
 	r.oc.done = true
@@ -149,6 +158,18 @@ func (r *runtime) open(doc []byte) (code int32) {
 	}
 	r.opened = true
 	return 0
+}
+
+func checkKeyTypes(cols []string, types []Type) error {
+	if len(types) != len(cols) {
+		return fmt.Errorf("the weir_open document has %d keyTypes for %d keyColumns", len(types), len(cols))
+	}
+	for i, t := range types {
+		if kindOf(t) == kindNone {
+			return fmt.Errorf("the weir_open document's keyTypes[%d] (column %q) is %q: want one of %s", i, cols[i], t, typeNames)
+		}
+	}
+	return nil
 }
 
 // keyTypes returns the types of the key columns keys in cols.
@@ -205,9 +226,8 @@ func (r *runtime) bindInput() error {
 			return fmt.Errorf("the weir_open document's timeColumn %d (%q) is %s, not timestamp_ms", r.timeCol, cols[r.timeCol].Name, t)
 		}
 	}
-	var err error
-	if r.keyTypes, err = keyTypes(r.oc.doc.KeyColumns, cols, "the input"); err != nil {
-		r.keyErr = err
+	if r.oc.doc.KeyTypes == nil {
+		r.keyTypes, r.keyErr = keyTypes(r.oc.doc.KeyColumns, cols, "the input")
 	}
 	return nil
 }

@@ -197,17 +197,38 @@ func TestOpenContextAndTime(t *testing.T) {
 }
 
 // TestKeyBeforeAnyBatch: after a restore timers may fire before any
-// batch brought the input schema; the key's types then come from the
+// batch brought the input schema; the key's types then come from
+// keyTypes in the open document or, from a host without them, from the
 // declared input.
 func TestKeyBeforeAnyBatch(t *testing.T) {
+	for _, doc := range []string{
+		kvtsOpen,
+		strings.Replace(kvtsOpen, `"keyColumns":["k"]`, `"keyColumns":["k"],"keyTypes":["string"]`, 1),
+	} {
+		d := newDriver(t, windowed(), nil, nil, doc)
+		d.h.values[slot{0, "\x01\x03abc", "0"}] = le.AppendUint64(nil, 4)
+		d.h.timers[timerID{"\x01\x03abc", EventTime, 9}] = true
+		if code := d.advance(100); code != 0 {
+			t.Fatal(d.h.fails)
+		}
+		requireRows(t, d.h.out, [][]any{{"abc", ms(0), int64(4), "", int64(0)}})
+	}
+
+	// A key column the function does not declare, typed by the document.
+	var got []any
 	fn := windowed()
-	d := newDriver(t, fn, nil, nil, kvtsOpen)
-	d.h.values[slot{0, "\x01\x03abc", "0"}] = le.AppendUint64(nil, 4)
-	d.h.timers[timerID{"\x01\x03abc", EventTime, 9}] = true
-	if code := d.advance(100); code != 0 {
+	fn.onTimer = func(ctx *Context, _ Timer, _ *Collector) error {
+		got = append(got, ctx.Key()...)
+		return nil
+	}
+	d := newDriver(t, fn, nil, nil, `{"keyColumns":["region","k"],"keyTypes":["int64","string"]}`)
+	key := "\x01\x80\x00\x00\x00\x00\x00\x00\x07\x01\x01z"
+	if code := d.fire([]timerID{{key, EventTime, 9}}); code != 0 {
 		t.Fatal(d.h.fails)
 	}
-	requireRows(t, d.h.out, [][]any{{"abc", ms(0), int64(4), "", int64(0)}})
+	if fmt.Sprint(got) != "[7 z]" {
+		t.Errorf("key %v, want [7 z]", got)
+	}
 }
 
 func TestFailures(t *testing.T) {
@@ -336,6 +357,10 @@ func TestOpenFailures(t *testing.T) {
 			return nil
 		}}, `{}`, "open: panic: guest: state used with no current key: only ProcessElement and OnTimer have one"},
 		{"no output", &fnFuncs{}, `{}`, "the description declares no output columns"},
+		{"key types", &fnFuncs{desc: Description{Output: kvts}}, `{"keyColumns":["k"],"keyTypes":["int"]}`,
+			`the weir_open document's keyTypes[0] (column "k") is "int": want one of int64, float64, string, bool, timestamp_ms`},
+		{"key types count", &fnFuncs{desc: Description{Output: kvts}}, `{"keyColumns":["k"],"keyTypes":[]}`,
+			"the weir_open document has 0 keyTypes for 1 keyColumns"},
 		{"bad type", &fnFuncs{desc: Description{Output: []Column{{Name: "x", Type: "int"}}}}, `{}`, `output column "x": unknown type "int"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

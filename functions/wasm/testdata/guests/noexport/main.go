@@ -6,28 +6,14 @@ package main
 
 //lint:file-ignore U1000 the host calls the exports; staticcheck does not see //go:wasmexport
 
-import "unsafe"
+import (
+	"unsafe"
 
-var (
-	in       []byte
-	describe = []byte(`{"input":[{"name":"k","type":"string"}],"output":[{"name":"k","type":"string"}]}`)
+	_ "github.com/weirstream/weir/functions/wasm/testdata/guests/internal/bare"
 )
 
 //go:wasmexport weir_abi_version
 func abiVersion() int32 { return 1 }
-
-//go:wasmexport weir_alloc
-func alloc(size int32) int32 {
-	if n := max(int(size), 1); cap(in) < n {
-		in = make([]byte, n)
-	}
-	return int32(uintptr(unsafe.Pointer(unsafe.SliceData(in))))
-}
-
-//go:wasmexport weir_describe
-func weirDescribe() int64 {
-	return int64(uintptr(unsafe.Pointer(&describe[0])))<<32 | int64(len(describe))
-}
 
 //go:wasmexport weir_open
 func open(unsafe.Pointer, int32) int32 { return 0 }

@@ -10,29 +10,14 @@ package main
 import (
 	"encoding/json"
 	"unsafe"
+
+	_ "github.com/weirstream/weir/functions/wasm/testdata/guests/internal/bare"
 )
 
-var (
-	in       []byte
-	describe = []byte(`{"input":[{"name":"k","type":"string"}],"output":[{"name":"k","type":"string"}],"doc":"test guest: weir_process traps"}`)
-	mode     string
-)
+var mode string
 
 //go:wasmexport weir_abi_version
 func abiVersion() int32 { return 1 }
-
-//go:wasmexport weir_alloc
-func alloc(size int32) int32 {
-	if n := max(int(size), 1); cap(in) < n {
-		in = make([]byte, n)
-	}
-	return int32(uintptr(unsafe.Pointer(unsafe.SliceData(in))))
-}
-
-//go:wasmexport weir_describe
-func weirDescribe() int64 {
-	return int64(uintptr(unsafe.Pointer(&describe[0])))<<32 | int64(len(describe))
-}
 
 //go:wasmexport weir_open
 func open(p unsafe.Pointer, n int32) int32 {
