@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/weirstream/weir/coordinator/internal/lifecycle"
@@ -214,6 +215,13 @@ func (c *Coordinator) handleDeployFunction(w http.ResponseWriter, r *http.Reques
 			problems = append(problems, "timeout: "+err.Error())
 		}
 		lim.Timeout = d.D()
+	}
+	if s := q.Get("trusted"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			problems = append(problems, "trusted: "+err.Error())
+		}
+		lim.Trusted = b
 	}
 	if len(problems) > 0 {
 		writeJSON(w, http.StatusBadRequest, APIError{Error: strings.Join(problems, "; ")})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,7 +115,8 @@ sinks:
 }
 
 // BenchmarkWasmFunction runs the same keyed function (zone-stats) as a Go
-// SDK function, built for Wasm from Go and from C, over benchEvents events
+// SDK function, built for Wasm from Go and from C (each also deployed
+// --trusted: without deadline checks), over benchEvents events
 // embedded (coordinator, worker and in-process exchange in this process),
 // and reports events per CPU-second of the process and the time inside the
 // guest. It also reports a module's first start (fetch and compile) and a
@@ -127,8 +129,9 @@ func BenchmarkWasmFunction(b *testing.B) {
 		_, _ = fmt.Sscan(s, &events)
 	}
 	modules := map[string]string{"zone-stats-go": wasmExample(b, "zone-stats-go"), "zone-stats-c": wasmExample(b, "zone-stats-c")}
-	for _, fn := range []string{"zone-stats-sdk", "zone-stats-go", "zone-stats-c"} {
-		b.Run(fn, func(b *testing.B) {
+	for _, run := range []string{"zone-stats-sdk", "zone-stats-go", "zone-stats-c", "zone-stats-go-trusted", "zone-stats-c-trusted"} {
+		fn, trusted := strings.CutSuffix(run, "-trusted")
+		b.Run(run, func(b *testing.B) {
 			js, err := spec.Parse([]byte(wasmBenchSpec(events, fn)), "bench-wasm.yaml")
 			if err != nil {
 				b.Fatal(err)
@@ -140,7 +143,7 @@ func BenchmarkWasmFunction(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := registry.Deploy(context.Background(), bucket, fn, mod, wasm.Limits{}, time.Now()); err != nil {
+					if _, err := registry.Deploy(context.Background(), bucket, fn, mod, wasm.Limits{Trusted: trusted}, time.Now()); err != nil {
 						b.Fatal(err)
 					}
 				}

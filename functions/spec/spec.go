@@ -418,6 +418,9 @@ type Module struct {
 	// call of an export.
 	MemoryBytes int64    `json:"memoryBytes"`
 	Timeout     Duration `json:"timeout"`
+	// Trusted modules run without the checks that let a call be stopped
+	// at its deadline (faster; a runaway call cannot be interrupted).
+	Trusted bool `json:"trusted,omitempty"`
 	// Input are the columns the function reads, Output the columns it
 	// emits, in order; TimeColumn the output column carrying event time.
 	Input      []ModuleColumn `json:"input"`

@@ -24,6 +24,12 @@ type Limits struct {
 	// Timeout is the deadline of one call of an export (default
 	// DefaultTimeout).
 	Timeout time.Duration
+	// Trusted compiles the module without the checks at every loop that
+	// let wazero stop a call at its deadline: Go guests run about 2× as
+	// fast, C guests somewhat faster, but a call that never returns can
+	// then only be ended by stopping the worker. For modules the
+	// cluster's operators wrote themselves.
+	Trusted bool
 }
 
 // Description is what a module declares through weir_describe.

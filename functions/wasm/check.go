@@ -34,7 +34,7 @@ func check(ctx context.Context, module []byte, lim Limits, cache wazero.Compilat
 	if len(module) < 8 || !bytes.Equal(module[:4], []byte("\x00asm")) {
 		return Description{}, errors.New("not a WebAssembly module (it does not start with \\0asm)")
 	}
-	rt, err := newRuntime(ctx, pagesOf(lim.Memory), cache)
+	rt, err := newRuntime(ctx, runtimeKey{pages: pagesOf(lim.Memory), trusted: lim.Trusted}, cache)
 	if err != nil {
 		return Description{}, err
 	}

@@ -41,7 +41,7 @@ type Engine struct {
 
 	mu struct {
 		sync.Mutex
-		runtimes map[uint32]*runtime // by memory limit in pages
+		runtimes map[runtimeKey]*runtime
 		modules  map[moduleKey]*Module
 		loading  map[moduleKey]*loadCall
 		closed   bool
@@ -49,8 +49,15 @@ type Engine struct {
 }
 
 type moduleKey struct {
-	sha   string
-	pages uint32
+	sha string
+	rt  runtimeKey
+}
+
+// runtimeKey is what wazero fixes per runtime: the memory limit, and
+// whether calls can be stopped at their deadline.
+type runtimeKey struct {
+	pages   uint32
+	trusted bool
 }
 
 // loadCall is a Load in progress that later callers of the same module
@@ -64,8 +71,9 @@ type loadCall struct {
 // runtime is a wazero runtime with the host module and WASI in it; one per
 // memory limit, since wazero sets the limit per runtime.
 type runtime struct {
-	r    wazero.Runtime
-	wasi map[string]api.FunctionDefinition
+	r       wazero.Runtime
+	wasi    map[string]api.FunctionDefinition
+	trusted bool // calls cannot be stopped at their deadline
 }
 
 // NewEngine returns an engine. With a CacheDir it creates the directory.
@@ -87,7 +95,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	} else {
 		e.cache = wazero.NewCompilationCache()
 	}
-	e.mu.runtimes = map[uint32]*runtime{}
+	e.mu.runtimes = map[runtimeKey]*runtime{}
 	e.mu.modules = map[moduleKey]*Module{}
 	e.mu.loading = map[moduleKey]*loadCall{}
 	return e, nil
@@ -109,23 +117,23 @@ func pagesOf(memory int64) uint32 {
 	return uint32(p)
 }
 
-// runtimeLocked returns the runtime for a memory limit, making it.
-func (e *Engine) runtimeLocked(ctx context.Context, pages uint32) (*runtime, error) {
-	if rt, ok := e.mu.runtimes[pages]; ok {
+// runtimeLocked returns the runtime for k, making it.
+func (e *Engine) runtimeLocked(ctx context.Context, k runtimeKey) (*runtime, error) {
+	if rt, ok := e.mu.runtimes[k]; ok {
 		return rt, nil
 	}
-	rt, err := newRuntime(ctx, pages, e.cache)
+	rt, err := newRuntime(ctx, k, e.cache)
 	if err != nil {
 		return nil, err
 	}
-	e.mu.runtimes[pages] = rt
+	e.mu.runtimes[k] = rt
 	return rt, nil
 }
 
-func newRuntime(ctx context.Context, pages uint32, cache wazero.CompilationCache) (*runtime, error) {
+func newRuntime(ctx context.Context, k runtimeKey, cache wazero.CompilationCache) (*runtime, error) {
 	cfg := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(pages).
-		WithCloseOnContextDone(true)
+		WithMemoryLimitPages(k.pages).
+		WithCloseOnContextDone(!k.trusted)
 	if cache != nil {
 		cfg = cfg.WithCompilationCache(cache)
 	}
@@ -143,7 +151,7 @@ func newRuntime(ctx context.Context, pages uint32, cache wazero.CompilationCache
 		_ = r.Close(ctx)
 		return nil, err
 	}
-	return &runtime{r: r, wasi: compiled.ExportedFunctions()}, nil
+	return &runtime{r: r, wasi: compiled.ExportedFunctions(), trusted: k.trusted}, nil
 }
 
 // Module is a compiled, checked module ready for instances.
@@ -158,7 +166,7 @@ type Module struct {
 // on first use (at most once at a time per module), and checking it
 // against the ABI and the pin's hash.
 func (e *Engine) Load(ctx context.Context, pin *spec.Module) (*Module, error) {
-	key := moduleKey{sha: pin.SHA256, pages: pagesOf(pin.MemoryBytes)}
+	key := moduleKey{sha: pin.SHA256, rt: runtimeKey{pages: pagesOf(pin.MemoryBytes), trusted: pin.Trusted}}
 	e.mu.Lock()
 	if e.mu.closed {
 		e.mu.Unlock()
@@ -182,7 +190,7 @@ func (e *Engine) Load(ctx context.Context, pin *spec.Module) (*Module, error) {
 	}
 	c := &loadCall{done: make(chan struct{})}
 	e.mu.loading[key] = c
-	rt, err := e.runtimeLocked(ctx, key.pages)
+	rt, err := e.runtimeLocked(ctx, key.rt)
 	e.mu.Unlock()
 
 	if err == nil {

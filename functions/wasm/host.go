@@ -79,11 +79,12 @@ func init() {
 func u32(v uint64) uint32 { return api.DecodeU32(v) }
 func i32v(v uint64) int32 { return api.DecodeI32(v) }
 
-// read returns guest memory [ptr, ptr+n), trapping when it is outside.
-func (in *Instance) read(ptr, n uint32, what string) []byte {
+// read returns guest memory [ptr, ptr+n), the argument arg of host
+// function fn, trapping when it is outside.
+func (in *Instance) read(ptr, n uint32, fn, arg string) []byte {
 	b, ok := in.mem.Read(ptr, n)
 	if !ok {
-		in.trap("%s: range [%d, %d) is outside the guest's %d bytes of memory", what, ptr, uint64(ptr)+uint64(n), in.mem.Size())
+		in.trap("weir.%s %s: range [%d, %d) is outside the guest's %d bytes of memory", fn, arg, ptr, uint64(ptr)+uint64(n), in.mem.Size())
 	}
 	return b
 }
@@ -127,14 +128,14 @@ func (in *Instance) copyOut(v []byte, out, capacity uint32, what string) int32 {
 func (in *Instance) scope(stack []uint64, kind int32, what string) (*stateTable, int, string, []byte) {
 	t := in.table(i32v(stack[0]), kind, what)
 	kg, key := in.handle(i32v(stack[1]), what)
-	ns := in.read(u32(stack[2]), u32(stack[3]), "weir."+what+" namespace")
+	ns := in.read(u32(stack[2]), u32(stack[3]), what, "namespace")
 	return t, kg, key, ns
 }
 
 var hostFuncs = map[string]func(in *Instance, stack []uint64){
 	"fail": func(in *Instance, stack []uint64) {
 		in.failRow = int(i32v(stack[0]))
-		in.failMsg = string(in.read(u32(stack[1]), u32(stack[2]), "weir.fail message"))
+		in.failMsg = string(in.read(u32(stack[1]), u32(stack[2]), "fail", "message"))
 	},
 	"log": func(in *Instance, stack []uint64) {
 		level := slog.LevelInfo
@@ -146,14 +147,14 @@ var hostFuncs = map[string]func(in *Instance, stack []uint64){
 		case 3:
 			level = slog.LevelError
 		}
-		msg := in.read(u32(stack[1]), u32(stack[2]), "weir.log message")
+		msg := in.read(u32(stack[1]), u32(stack[2]), "log", "message")
 		in.cfg.Logger.Log(context.Background(), level, string(msg), "function", in.what)
 	},
 	"emit": func(in *Instance, stack []uint64) {
 		if in.phase != phaseProcess && in.phase != phaseTimers {
 			in.trap("weir.emit called outside weir_process and weir_timers")
 		}
-		b := in.read(u32(stack[0]), u32(stack[1]), "weir.emit payload")
+		b := in.read(u32(stack[0]), u32(stack[1]), "emit", "payload")
 		if err := in.emitPayload(b); err != nil {
 			in.hostErr = err
 			stack[0] = api.EncodeI32(1)
@@ -163,7 +164,7 @@ var hostFuncs = map[string]func(in *Instance, stack []uint64){
 	},
 	"state": func(in *Instance, stack []uint64) {
 		kind := i32v(stack[0])
-		name := string(in.read(u32(stack[1]), u32(stack[2]), "weir.state name"))
+		name := string(in.read(u32(stack[1]), u32(stack[2]), "state", "name"))
 		if in.phase != phaseOpen {
 			in.trap("weir.state(%q) called outside weir_open: declare state in weir_open", name)
 		}
@@ -215,7 +216,7 @@ var hostFuncs = map[string]func(in *Instance, stack []uint64){
 	},
 	"value_put": func(in *Instance, stack []uint64) {
 		t, kg, key, ns := in.scope(stack, kindValue, "value_put")
-		v := in.read(u32(stack[4]), u32(stack[5]), "weir.value_put value")
+		v := in.read(u32(stack[4]), u32(stack[5]), "value_put", "value")
 		t.value.Put(kg, key, string(ns), string(v))
 	},
 	"value_delete": func(in *Instance, stack []uint64) {
@@ -238,7 +239,7 @@ var hostFuncs = map[string]func(in *Instance, stack []uint64){
 	},
 	"list_add": func(in *Instance, stack []uint64) {
 		t, kg, key, ns := in.scope(stack, kindList, "list_add")
-		v := in.read(u32(stack[4]), u32(stack[5]), "weir.list_add value")
+		v := in.read(u32(stack[4]), u32(stack[5]), "list_add", "value")
 		t.list.Add(kg, key, string(ns), string(v))
 	},
 	"list_clear": func(in *Instance, stack []uint64) {
@@ -247,7 +248,7 @@ var hostFuncs = map[string]func(in *Instance, stack []uint64){
 	},
 	"map_get": func(in *Instance, stack []uint64) {
 		t, kg, key, ns := in.scope(stack, kindMap, "map_get")
-		k := in.read(u32(stack[4]), u32(stack[5]), "weir.map_get key")
+		k := in.read(u32(stack[4]), u32(stack[5]), "map_get", "key")
 		v, ok := t.mp.Get(kg, key, view(ns), view(k))
 		if !ok {
 			stack[0] = api.EncodeI32(-1)
@@ -257,13 +258,13 @@ var hostFuncs = map[string]func(in *Instance, stack []uint64){
 	},
 	"map_put": func(in *Instance, stack []uint64) {
 		t, kg, key, ns := in.scope(stack, kindMap, "map_put")
-		k := in.read(u32(stack[4]), u32(stack[5]), "weir.map_put key")
-		v := in.read(u32(stack[6]), u32(stack[7]), "weir.map_put value")
+		k := in.read(u32(stack[4]), u32(stack[5]), "map_put", "key")
+		v := in.read(u32(stack[6]), u32(stack[7]), "map_put", "value")
 		t.mp.Put(kg, key, string(ns), string(k), string(v))
 	},
 	"map_delete": func(in *Instance, stack []uint64) {
 		t, kg, key, ns := in.scope(stack, kindMap, "map_delete")
-		k := in.read(u32(stack[4]), u32(stack[5]), "weir.map_delete key")
+		k := in.read(u32(stack[4]), u32(stack[5]), "map_delete", "key")
 		t.mp.Delete(kg, key, view(ns), view(k))
 	},
 	"map_entries": func(in *Instance, stack []uint64) {

@@ -60,6 +60,8 @@ type Version struct {
 	// number of 64 KiB pages); Timeout bounds one call of an export.
 	Memory  int64         `json:"memory"`
 	Timeout spec.Duration `json:"timeout"`
+	// Trusted: calls run without deadline checks (wasm.Limits.Trusted).
+	Trusted bool `json:"trusted,omitempty"`
 	// Describe is what the module declared through weir_describe.
 	Describe Description `json:"describe"`
 	Created  time.Time   `json:"created"`
@@ -78,14 +80,14 @@ func (v Version) Ref() string { return v.Name + "@" + strconv.Itoa(v.Version) }
 
 // Limits are the limits the version was deployed with.
 func (v Version) Limits() wasm.Limits {
-	return wasm.Limits{Memory: v.Memory, Timeout: v.Timeout.D()}
+	return wasm.Limits{Memory: v.Memory, Timeout: v.Timeout.D(), Trusted: v.Trusted}
 }
 
 // Pin returns what a function operator running this version records in
 // the stored job spec (spec.Operator.Module).
 func (v Version) Pin() *spec.Module {
 	return &spec.Module{Name: v.Name, Version: v.Version, SHA256: v.SHA256,
-		MemoryBytes: v.Memory, Timeout: v.Timeout,
+		MemoryBytes: v.Memory, Timeout: v.Timeout, Trusted: v.Trusted,
 		Input: slices.Clone(v.Describe.Input), Output: slices.Clone(v.Describe.Output), TimeColumn: v.Describe.TimeColumn}
 }
 
@@ -181,7 +183,7 @@ func deploy(ctx context.Context, b blob.Bucket, name string, module []byte, lim 
 	}
 	sum := sha256.Sum256(module)
 	v := Version{Name: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(module)), ABI: wasm.ABIVersion,
-		Memory: lim.Memory, Timeout: spec.Duration(lim.Timeout), Describe: describe(desc), Created: now.UTC()}
+		Memory: lim.Memory, Timeout: spec.Duration(lim.Timeout), Trusted: lim.Trusted, Describe: describe(desc), Created: now.UTC()}
 	createdModule := false
 	fail := func(err error) (Version, error) {
 		if createdModule {
@@ -194,7 +196,7 @@ func deploy(ctx context.Context, b blob.Bucket, name string, module []byte, lim 
 		if err != nil {
 			return fail(err)
 		}
-		if latest != nil && latest.SHA256 == v.SHA256 && latest.Memory == v.Memory && latest.Timeout == v.Timeout && latest.ABI == v.ABI {
+		if latest != nil && latest.SHA256 == v.SHA256 && latest.Memory == v.Memory && latest.Timeout == v.Timeout && latest.Trusted == v.Trusted && latest.ABI == v.ABI {
 			return *latest, nil
 		}
 		if !createdModule {

@@ -7,10 +7,12 @@
  *     window: {type: tumbling, size: 10s}
  *     aggregate: {n: count(), total: sum(fare)}
  *
- * Per key and window [start, start+size) it keeps in keyed value state,
- * under the window start as namespace (8 bytes, little-endian), the row
- * count ("count", int64) and, once a row with a fare came, the sum of
- * fares ("sum", float64), both 8 bytes little-endian. A row is late, and
+ * Per key and window [start, start+size) it keeps one keyed value ("acc"),
+ * under the window start as namespace (8 bytes, little-endian): the row
+ * count (int64), the sum of fares (float64), both 8 bytes little-endian,
+ * and a byte saying whether a row with a fare came (sum(fare) is null
+ * otherwise) — one value, so a row costs one read and one write of state.
+ * A row is late, and
  * dropped, when its window's last millisecond is at or before the
  * watermark; a row without event time (the input's time column, plus its
  * offset) is dropped too. An event-time timer
@@ -46,7 +48,42 @@ static const weir_field output[] = {
 };
 
 static int64_t size = 10000;
-static int32_t count_state, sum_state;
+static int32_t acc_state;
+
+/* acc is a window's accumulator as stored: n, total, has_total. */
+typedef struct {
+	int64_t n;
+	double total;
+	int has_total;
+} acc;
+
+enum { ACC_BYTES = 17 };
+
+/* acc_read reads the window's accumulator: 1 found, 0 absent, -1 bad. */
+static int acc_read(int32_t h, const uint8_t ns[8], acc *a)
+{
+	const uint8_t *v;
+	int32_t n = weir_value_read(acc_state, h, ns, 8, &v);
+	if (n == -1) {
+		*a = (acc){0};
+		return 0;
+	}
+	if (n != ACC_BYTES)
+		return -1;
+	memcpy(&a->n, v, 8); /* wasm32 is little-endian */
+	memcpy(&a->total, v + 8, 8);
+	a->has_total = v[16] != 0;
+	return 1;
+}
+
+static void acc_write(int32_t h, const uint8_t ns[8], const acc *a)
+{
+	uint8_t v[ACC_BYTES];
+	memcpy(v, &a->n, 8);
+	memcpy(v + 8, &a->total, 8);
+	v[16] = (uint8_t)(a->has_total != 0);
+	weir_value_put(acc_state, h, ns, 8, v, sizeof v);
+}
 
 /* The fare column of the current input schema. */
 static uint32_t schema_id;
@@ -72,8 +109,7 @@ static int zs_open(const weir_open_info *info)
 			   info->nkey_columns ? info->key_columns[0] : "");
 		return 1;
 	}
-	count_state = weir_state(WEIR_VALUE_STATE, "count");
-	sum_state = weir_state(WEIR_VALUE_STATE, "sum");
+	acc_state = weir_state(WEIR_VALUE_STATE, "acc");
 	return 0;
 }
 
@@ -118,20 +154,17 @@ static int zs_process(const weir_batch *in, int32_t row, weir_builder *out)
 
 	uint8_t ns[8];
 	ns_of(start, ns);
-	int64_t n = 0;
-	if (weir_value_get_i64(count_state, row, ns, 8, &n) < 0) {
-		weir_fail(row, "zone-stats: state count is not 8 bytes");
+	acc a;
+	if (acc_read(row, ns, &a) < 0) {
+		weir_fail(row, "zone-stats: state acc is not 17 bytes");
 		return 1;
 	}
-	weir_value_put_i64(count_state, row, ns, 8, n + 1);
+	a.n++;
 	if (!weir_is_null(in, fare_col, row)) {
-		double total = 0;
-		if (weir_value_get_f64(sum_state, row, ns, 8, &total) < 0) {
-			weir_fail(row, "zone-stats: state sum is not 8 bytes");
-			return 1;
-		}
-		weir_value_put_f64(sum_state, row, ns, 8, total + weir_float64(in, fare_col, row));
+		a.total += weir_float64(in, fare_col, row);
+		a.has_total = 1;
 	}
+	acc_write(row, ns, &a);
 	weir_timer_register(row, WEIR_EVENT_TIME, last);
 	return 0;
 }
@@ -143,15 +176,13 @@ static int zs_timer(int32_t h, int64_t ts, int domain, weir_builder *out)
 	int64_t end = ts + 1, start = end - size;
 	uint8_t ns[8];
 	ns_of(start, ns);
-	int64_t n;
-	double total;
-	int has_n = weir_value_get_i64(count_state, h, ns, 8, &n);
-	int has_total = weir_value_get_f64(sum_state, h, ns, 8, &total);
-	if (has_n < 0 || has_total < 0) {
-		weir_fail(h, "zone-stats: state count or sum is not 8 bytes");
+	acc a;
+	int found = acc_read(h, ns, &a);
+	if (found < 0) {
+		weir_fail(h, "zone-stats: state acc is not 17 bytes");
 		return 1;
 	}
-	if (!has_n)
+	if (!found)
 		return 0; /* nothing counted in this window */
 	static const weir_type key_types[] = {WEIR_STRING};
 	weir_value zone;
@@ -161,13 +192,12 @@ static int zs_timer(int32_t h, int64_t ts, int domain, weir_builder *out)
 	weir_set_timestamp(out, OUT_END, end);
 	if (!zone.is_null)
 		weir_set_string(out, OUT_ZONE, zone.s.ptr, zone.s.len);
-	weir_set_int64(out, OUT_N, n);
-	if (has_total) /* like sum(fare): null when no row had a fare */
-		weir_set_float64(out, OUT_TOTAL, total);
+	weir_set_int64(out, OUT_N, a.n);
+	if (a.has_total) /* like sum(fare): null when no row had a fare */
+		weir_set_float64(out, OUT_TOTAL, a.total);
 	if (weir_builder_row(out))
 		return 1;
-	weir_value_delete(count_state, h, ns, 8);
-	weir_value_delete(sum_state, h, ns, 8);
+	weir_value_delete(acc_state, h, ns, 8);
 	return 0;
 }
 

@@ -1881,7 +1881,19 @@ void weir_logf(int level, const char *fmt, ...)
 	weir_log(level, msg);
 }
 
-int64_t weir_watermark(void) { return weir_host_watermark(); }
+/* The watermark does not move during an export call: it is read from the
+ * host once per call (wm_valid is cleared when a call begins). */
+static int wm_valid;
+static int64_t wm;
+
+int64_t weir_watermark(void)
+{
+	if (!wm_valid) {
+		wm = weir_host_watermark();
+		wm_valid = 1;
+	}
+	return wm;
+}
 int64_t weir_processing_time(void) { return weir_host_processing_time(); }
 
 int32_t weir_state(int kind, const char *name) { return weir_host_state(kind, name, len32(strlen(name))); }
@@ -2165,6 +2177,7 @@ WEIR_EXPORT(weir_process) int32_t weir_process(const uint8_t *p, int32_t len)
 {
 	weir_batch b;
 	sdk.failed = 0;
+	wm_valid = 0;
 	if (!sdk.opened) {
 		weir_fail(WEIR_NO_HANDLE, "weir_process before weir_open");
 		return 1;
@@ -2186,6 +2199,7 @@ WEIR_EXPORT(weir_process) int32_t weir_process(const uint8_t *p, int32_t len)
 WEIR_EXPORT(weir_timers) int32_t weir_timers(const uint8_t *p, int32_t len)
 {
 	sdk.failed = 0;
+	wm_valid = 0;
 	if (!sdk.opened) {
 		weir_fail(WEIR_NO_HANDLE, "weir_timers before weir_open");
 		return 1;
