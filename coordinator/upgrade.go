@@ -82,7 +82,7 @@ func (c *Coordinator) Upgrade(ctx context.Context, id, ref string) (UpgradeRespo
 			continue
 		}
 		old := op.Module
-		if !slices.Equal(old.Output, v.Describe.Output) || old.TimeColumn != v.Describe.TimeColumn {
+		if !slices.Equal(old.Output, v.Describe.Output) || old.TimeColumn != v.Describe.TimeColumn || old.TimeOffset != v.Describe.TimeOffset {
 			return refuse("%s emits %s, but operators[%s] runs %s@%d, which emits %s: the operators downstream are planned against that",
 				v.Ref(), columnsOf(v.Describe.Output, v.Describe.TimeColumn), op.Name, old.Name, old.Version, columnsOf(old.Output, old.TimeColumn))
 		}

@@ -166,7 +166,9 @@ func (cfg *processConfig) moduleSchema(p string, m *spec.Module) []error {
 	for i, c := range m.Output {
 		fields[i] = arrowfmt.Field{Name: c.Name, Type: arrowfmt.Type(c.Type)}
 	}
-	return append(errs, cfg.setOutput(fp, fields, m.TimeColumn)...)
+	errs = append(errs, cfg.setOutput(fp, fields, m.TimeColumn)...)
+	cfg.out.TimeOffset = m.TimeOffset
+	return errs
 }
 
 // setOutput sets the output stream from the function's columns and time

@@ -426,6 +426,9 @@ type Module struct {
 	Input      []ModuleColumn `json:"input"`
 	Output     []ModuleColumn `json:"output"`
 	TimeColumn string         `json:"timeColumn,omitempty"`
+	// TimeOffset is added to TimeColumn's value to get an output row's
+	// event time (a window result's last millisecond is window_end - 1).
+	TimeOffset int64 `json:"timeOffset,omitempty"`
 }
 
 // ModuleColumn is a column a module declares: its name and weir type.

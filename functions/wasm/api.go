@@ -42,6 +42,10 @@ type Description struct {
 	// TimeColumn names the timestamp_ms output column that carries the
 	// output's event time, "" for none.
 	TimeColumn string
+	// TimeOffset is added to the time column's value to get an output
+	// row's event time, in milliseconds (-1 for a window's window_end, as
+	// the built-in windows do; usually 0).
+	TimeOffset int64
 	// Doc is one line on what it does.
 	Doc string
 }

@@ -76,6 +76,7 @@ type describeDoc struct {
 	Input      []spec.ModuleColumn `json:"input"`
 	Output     []spec.ModuleColumn `json:"output"`
 	TimeColumn string              `json:"timeColumn"`
+	TimeOffset int64               `json:"timeOffset"`
 	Doc        string              `json:"doc"`
 }
 
@@ -86,7 +87,7 @@ func ParseDescription(doc []byte) (Description, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return Description{}, fmt.Errorf("weir_describe: decode %q: %w (the fields are input, output, timeColumn, doc)", truncate(doc), err)
+		return Description{}, fmt.Errorf("weir_describe: decode %q: %w (the fields are input, output, timeColumn, timeOffset, doc)", truncate(doc), err)
 	}
 	var errs []error
 	in, err := columns("input", d.Input)
@@ -95,6 +96,9 @@ func ParseDescription(doc []byte) (Description, error) {
 	errs = append(errs, err)
 	if len(d.Output) == 0 {
 		errs = append(errs, errors.New("output: no columns: a function emits at least one"))
+	}
+	if d.TimeOffset != 0 && d.TimeColumn == "" {
+		errs = append(errs, fmt.Errorf("timeOffset: %d without a timeColumn", d.TimeOffset))
 	}
 	if d.TimeColumn != "" {
 		found := false
@@ -113,7 +117,7 @@ func ParseDescription(doc []byte) (Description, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Description{}, fmt.Errorf("weir_describe: %w", err)
 	}
-	return Description{Input: in, Output: out, TimeColumn: d.TimeColumn, Doc: d.Doc}, nil
+	return Description{Input: in, Output: out, TimeColumn: d.TimeColumn, TimeOffset: d.TimeOffset, Doc: d.Doc}, nil
 }
 
 func columns(what string, cols []spec.ModuleColumn) ([]arrowfmt.Field, error) {

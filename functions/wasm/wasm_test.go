@@ -173,14 +173,15 @@ func TestParseDescription(t *testing.T) {
 		{`{"output":[{"name":"a","type":"int64"}],"timeColumn":"a"}`, `timeColumn: "a" is int64, want timestamp_ms`},
 		{`{"output":[{"name":"a","type":"int64"}],"timeColumn":"b"}`, `timeColumn: "b" is not an output column`},
 		{`{"input":[{"name":"","type":"int64"}],"output":[{"name":"a","type":"int64"}]}`, `input[0]: empty name`},
+		{`{"output":[{"name":"a","type":"int64"}],"timeOffset":-1}`, `timeOffset: -1 without a timeColumn`},
 	} {
 		_, err := ParseDescription([]byte(c.doc))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.doc, err, c.want)
 		}
 	}
-	d, err := ParseDescription([]byte(`{"input":[{"name":"ts","type":"timestamp_ms"}],"output":[{"name":"end","type":"timestamp_ms"}],"timeColumn":"end","doc":"x"}`))
-	if err != nil || d.TimeColumn != "end" || d.Doc != "x" || d.Input[0].Type != arrowfmt.TimestampMs {
+	d, err := ParseDescription([]byte(`{"input":[{"name":"ts","type":"timestamp_ms"}],"output":[{"name":"end","type":"timestamp_ms"}],"timeColumn":"end","timeOffset":-1,"doc":"x"}`))
+	if err != nil || d.TimeColumn != "end" || d.TimeOffset != -1 || d.Doc != "x" || d.Input[0].Type != arrowfmt.TimestampMs {
 		t.Fatalf("%+v %v", d, err)
 	}
 }

@@ -33,6 +33,10 @@ type Description struct {
 	// TimeColumn names the timestamp_ms output column that carries the
 	// output rows' event time, "" for none.
 	TimeColumn string `json:"timeColumn,omitempty"`
+	// TimeOffset is added to TimeColumn's value to get an output row's
+	// event time: -1 when TimeColumn is a window_end (the window's last
+	// millisecond is its event time, as for weir's built-in windows).
+	TimeOffset int64 `json:"timeOffset,omitempty"`
 	// Doc says in a line what the function does.
 	Doc string `json:"doc,omitempty"`
 }

@@ -72,6 +72,7 @@ type Description struct {
 	Input      []spec.ModuleColumn `json:"input"`
 	Output     []spec.ModuleColumn `json:"output"`
 	TimeColumn string              `json:"timeColumn,omitempty"`
+	TimeOffset int64               `json:"timeOffset,omitempty"`
 	Doc        string              `json:"doc,omitempty"`
 }
 
@@ -88,7 +89,7 @@ func (v Version) Limits() wasm.Limits {
 func (v Version) Pin() *spec.Module {
 	return &spec.Module{Name: v.Name, Version: v.Version, SHA256: v.SHA256,
 		MemoryBytes: v.Memory, Timeout: v.Timeout, Trusted: v.Trusted,
-		Input: slices.Clone(v.Describe.Input), Output: slices.Clone(v.Describe.Output), TimeColumn: v.Describe.TimeColumn}
+		Input: slices.Clone(v.Describe.Input), Output: slices.Clone(v.Describe.Output), TimeColumn: v.Describe.TimeColumn, TimeOffset: v.Describe.TimeOffset}
 }
 
 // Function is one deployed function: its newest version and how many it
@@ -229,7 +230,7 @@ func describe(d wasm.Description) Description {
 		}
 		return out
 	}
-	return Description{Input: cols(d.Input), Output: cols(d.Output), TimeColumn: d.TimeColumn, Doc: d.Doc}
+	return Description{Input: cols(d.Input), Output: cols(d.Output), TimeColumn: d.TimeColumn, TimeOffset: d.TimeOffset, Doc: d.Doc}
 }
 
 // putModule stores a module at its content address and reports whether

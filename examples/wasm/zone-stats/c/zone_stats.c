@@ -34,7 +34,7 @@ static const char describe[] =
 	" {\"name\": \"zone\", \"type\": \"string\"},"
 	" {\"name\": \"n\", \"type\": \"int64\"},"
 	" {\"name\": \"total\", \"type\": \"float64\"}],"
-	" \"timeColumn\": \"window_end\","
+	" \"timeColumn\": \"window_end\", \"timeOffset\": -1,"
 	" \"doc\": \"count and sum of fare per zone and event-time window (config size: ms or a duration, default 10s)\"}";
 
 enum { OUT_START, OUT_END, OUT_ZONE, OUT_N, OUT_TOTAL };

@@ -73,6 +73,7 @@ func (z *zoneStats) Describe() guest.Description {
 			{Name: "total", Type: guest.Float64},
 		},
 		TimeColumn: "window_end",
+		TimeOffset: -1, // a window's event time is its last millisecond, as for the built-in window
 		Doc:        "count and sum of fare per zone and tumbling event-time window (config size: ms or a duration, default 10s)",
 	}
 }
