@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 15m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: wasm-examples all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
+.PHONY: wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -64,7 +64,7 @@ unit:
 test: deps vet staticcheck unit
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
-bench: deps bench-exchange bench-rows bench-e2e bench-checkpoints
+bench: deps bench-exchange bench-rows bench-e2e bench-checkpoints bench-wasm
 
 bench-exchange:
 	$(GO) test -run '^$$' -bench 'Throughput' -benchtime 2s -count 1 ./exchange/ | tee .bench-exchange.txt
@@ -74,6 +74,12 @@ bench-rows:
 
 bench-e2e:
 	$(GO) test -run '^$$' -bench 'EndToEnd' -benchtime 1x -count 2 -timeout 30m ./integration/ | tee .bench-e2e.txt
+
+# A keyed function as a Go SDK function, Go-on-Wasm and C-on-Wasm (with
+# and without deadline checks), 10M events each, and a module's first and
+# cached start.
+bench-wasm:
+	$(GO) test -run '^$$' -bench 'WasmFunction' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee .bench-wasm.txt
 
 # Checkpoint overhead (off / 10s / 1s, state in MinIO) and recovery time
 # after kill -9 of a worker.

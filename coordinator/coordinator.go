@@ -134,6 +134,8 @@ type Coordinator struct {
 	// idle runs asynchronous work started while no Run runs; Close waits
 	// for it.
 	idle errgroup.Group
+	// wasm opens submitted jobs' Wasm functions to check their config.
+	wasm wasmChecker
 }
 
 type runGroup struct {
@@ -276,6 +278,9 @@ func (c *Coordinator) SubmitWith(ctx context.Context, js *spec.Job, opts SubmitO
 	}
 	p, err := plan.Build(js)
 	if err != nil {
+		return "", err
+	}
+	if err := c.checkFunctions(ctx, p); err != nil {
 		return "", err
 	}
 	if from != nil && from.MaxParallelism != p.Job.MaxParallelism {
@@ -440,6 +445,7 @@ func (c *Coordinator) Close() error {
 	for _, j := range c.mu.jobs {
 		errs = append(errs, j.ck.closeSinks())
 	}
+	errs = append(errs, c.wasm.close())
 	return errors.Join(errs...)
 }
 

@@ -387,3 +387,24 @@ func TestUpgrade(t *testing.T) {
 	}
 	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@3", "", http.StatusConflict, nil)
 }
+
+// TestSubmitChecksFunctionConfig: a Wasm function that refuses its config
+// in weir_open makes the submit fail with its message, and nothing is
+// stored.
+func TestSubmitChecksFunctionConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	t.Parallel()
+	e, api, mod := functionsEnv(t)
+	api.deploy("", mod)
+	refusing := strings.Replace(slowPass, "function: pass}", "function: pass, config: {refuse: true}}", 1)
+	var apiErr coordinator.APIError
+	api.call("POST", "/api/v1/jobs", refusing, http.StatusBadRequest, &apiErr)
+	if !strings.Contains(apiErr.Error, "operators[p].config") || !strings.Contains(apiErr.Error, "passthrough: config refuse: this guest refuses it") {
+		t.Fatalf("submit error %q", apiErr.Error)
+	}
+	if specs, err := e.bucket.List(context.Background(), "jobs/"); err != nil || len(specs) != 0 {
+		t.Fatalf("a refused submit stored %d objects (%v)", len(specs), err)
+	}
+}

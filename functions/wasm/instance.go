@@ -155,7 +155,7 @@ func (m *Module) NewInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	}
 	if err := in.open(m); err != nil {
 		_ = in.Close()
-		return nil, fmt.Errorf("%s: open: %w", in.what, err)
+		return nil, fmt.Errorf("%s: %w", in.what, err)
 	}
 	return in, nil
 }

@@ -2,10 +2,14 @@
 
 // Command passthrough is a guest without the SDK: it emits every input
 // payload back unchanged (its output schema is its input's), to test the
-// host apart from any SDK.
+// host apart from any SDK. A config naming "refuse" fails weir_open, for
+// the tests of config checks.
 package main
 
-import "unsafe"
+import (
+	"bytes"
+	"unsafe"
+)
 
 //go:wasmimport weir emit
 func emit(ptr, n uint32) int32
@@ -34,8 +38,17 @@ func describe() uint64 {
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(desc))))<<32 | uint64(len(desc))
 }
 
+var refused = []byte("passthrough: config refuse: this guest refuses it")
+
 //go:wasmexport weir_open
-func open(p, n uint32) int32 { return 0 }
+func open(p, n uint32) int32 {
+	doc := unsafe.Slice((*byte)(unsafe.Pointer(uintptr(p))), n)
+	if bytes.Contains(doc, []byte(`"refuse"`)) {
+		fail(-1, uint32(uintptr(unsafe.Pointer(unsafe.SliceData(refused)))), uint32(len(refused)))
+		return 1
+	}
+	return 0
+}
 
 //go:wasmexport weir_process
 func process(p, n uint32) int32 {
