@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/poll"
 )
 
 // The Wasm examples, built once per test binary by their build scripts
@@ -84,6 +88,38 @@ func TestWasmZoneStatsUnderKills(t *testing.T) {
 	const specPath = "testdata/wasm-zones.yaml"
 	id := c.deploy(specPath)
 	c.waitState(id, coordinator.JobRunning, time.Minute)
+	// The functions' counters reach the status and the metrics.
+	poll.UntilNil(t, 30*time.Second, "function counters in the metrics", func() error {
+		resp, err := httpClient.Get(c.api + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		for _, op := range []string{"wasm-go", "wasm-c"} {
+			for _, family := range []string{"weir_function_invocations_total", "weir_function_rows_in_total", "weir_function_rows_out_total", "weir_function_guest_seconds_total", "weir_function_host_calls_total", "weir_function_memory_bytes"} {
+				m := regexp.MustCompile(family + `\{[^}]*operator="` + op + `"[^}]*\} (\S+)`).FindSubmatch(body)
+				if m == nil {
+					return fmt.Errorf("no %s for operator %s yet", family, op)
+				}
+				if v, err := strconv.ParseFloat(string(m[1]), 64); err != nil || v <= 0 {
+					return fmt.Errorf("%s of operator %s is %s", family, op, m[1])
+				}
+			}
+		}
+		return nil
+	})
+	if st, err := c.status(id); err == nil {
+		for _, v := range st.Vertices {
+			for _, f := range v.Totals.Functions {
+				t.Logf("%s (%s): %d calls, %d rows in, %d out, %.2f s in the guest, %d host calls, %d bytes of memory",
+					f.Operator, f.Function, f.Calls, f.RowsIn, f.RowsOut, f.GuestSeconds, f.HostCalls, f.MemoryBytes)
+			}
+		}
+	}
 	for kill := 0; kill < 2; kill++ {
 		time.Sleep(6 * time.Second)
 		ws := c.workersWithTasks(id)
