@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/wasm"
 	"github.com/weirstream/weir/functions/wasm/registry"
 	"github.com/weirstream/weir/functions/wasm/registry/registrytest"
 	"github.com/weirstream/weir/statestore/blob"
@@ -296,7 +298,7 @@ checkpoint: {interval: 200ms}
 sources:
   - name: gen
     type: datagen
-    rate: 400
+    rate: 1500
     count: 6000
     schema: {k: string, v: int64}
     datagen: {fields: {k: {cardinality: 16}}}
@@ -406,5 +408,94 @@ func TestSubmitChecksFunctionConfig(t *testing.T) {
 	}
 	if specs, err := e.bucket.List(context.Background(), "jobs/"); err != nil || len(specs) != 0 {
 		t.Fatalf("a refused submit stored %d objects (%v)", len(specs), err)
+	}
+}
+
+// echoSpec runs the echo test guest (functions/wasm/testdata/guests/echo)
+// over count rows of 20 keys: every row comes out with seen, the number
+// of rows its key has had, kept in the guest's ValueState.
+func echoSpec(path string, count int) string {
+	src := fmt.Sprintf(`  - name: gen
+    type: datagen
+    rate: 1500
+    count: %d
+    schema: {k: string, v: int64, ts: timestamp_ms}
+    datagen: {seed: 5, fields: {k: {cardinality: 20}}}`, count)
+	return fmt.Sprintf(`job: echo
+parallelism: 2
+checkpoint: {interval: 300ms}
+sources:
+%s
+operators:
+  - {name: e, input: gen, keyBy: [k], function: echo}
+sinks:
+  - {name: out, input: e, type: files, path: %s/, format: jsonl}
+`, src, path)
+}
+
+// TestWasmStateRescales stops a job of the echo guest with a savepoint and
+// resumes it at parallelism 3 and 1: the guest's keyed state moves with
+// its key groups, so every key's seen counter goes on from where it was,
+// each value exactly once across the jobs.
+func TestWasmStateRescales(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	t.Parallel()
+	e, _, _ := functionsEnv(t)
+	mod, err := os.ReadFile(registrytest.Guest(t, "echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	id := e.submitSpec(echoSpec("first", 6000), coordinator.SubmitOptions{})
+	e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
+		return st.Checkpoints != nil && st.Checkpoints.Completed >= 2
+	})
+	key, err := e.c.StopWithSavepoint(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.wait(id, 20*time.Second); st.State != coordinator.JobCanceled {
+		t.Fatalf("stopped job is %s, want CANCELED", st.State)
+	}
+	first := e.readJSONL("first/")
+	if len(first) == 0 || len(first) >= 6000 {
+		t.Fatalf("%d rows before the savepoint", len(first))
+	}
+	for _, p := range []int{3, 1} {
+		path := fmt.Sprintf("p%d", p)
+		rid := e.submitSpec(echoSpec(path, 6000), coordinator.SubmitOptions{FromSavepoint: key, Parallelism: p})
+		if st := e.wait(rid, time.Minute); st.State != coordinator.JobFinished {
+			t.Fatalf("restore at parallelism %d: %s %s", p, st.State, st.Error)
+		}
+		seen := map[string][]int64{}
+		rows := 0
+		for _, r := range append(slices.Clone(first), e.readJSONL(path+"/")...) {
+			if v, _ := r["v"].(json.Number); v == "-1" {
+				continue // a timer's row
+			}
+			k, _ := r["k"].(string)
+			n, err := r["seen"].(json.Number).Int64()
+			if err != nil {
+				t.Fatalf("row %v: seen: %v", r, err)
+			}
+			seen[k] = append(seen[k], n)
+			rows++
+		}
+		if rows != 6000 {
+			t.Errorf("parallelism %d: %d rows, want 6000", p, rows)
+		}
+		for k, ns := range seen {
+			slices.Sort(ns)
+			for i, n := range ns {
+				if n != int64(i+1) {
+					t.Fatalf("parallelism %d: key %s: seen values %v... are not 1..%d once each", p, k, ns[max(0, i-3):min(len(ns), i+3)], len(ns))
+				}
+			}
+		}
+		t.Logf("savepoint after %d rows, resumed at parallelism %d: %d keys, each counted 1..n exactly once", len(first), p, len(seen))
 	}
 }
