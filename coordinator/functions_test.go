@@ -298,12 +298,12 @@ checkpoint: {interval: 200ms}
 sources:
   - name: gen
     type: datagen
-    rate: 1500
+    rate: 500
     count: 6000
     schema: {k: string, v: int64}
     datagen: {fields: {k: {cardinality: 16}}}
 operators:
-  - {name: p, input: gen, keyBy: [k], function: pass}
+  - {name: p, input: gen, keyBy: [k], function: pass@1}
 sinks:
   - {name: out, input: p, type: files, path: out/up/, format: jsonl}
 `
@@ -315,7 +315,13 @@ func TestUpgrade(t *testing.T) {
 	t.Parallel()
 	e, api, mod := functionsEnv(t)
 
+	// Version 1, a version 2 of other output, and version 3 (the same
+	// module with another memory limit) are deployed before the job (which
+	// names pass@1) starts, so that no slow compile under -race happens
+	// while the job runs towards its end.
 	api.deploy("", mod)
+	registrytest.Store(t, e.bucket, "pass", 2, "other output", registry.Description{Output: []spec.ModuleColumn{{Name: "id", Type: "int64"}}})
+	api.deploy("?memory=16MiB", mod)
 	var sub coordinator.SubmitResponse
 	api.call("POST", "/api/v1/jobs", upgradable, http.StatusCreated, &sub)
 	e.waitFor(sub.ID, "a checkpoint and rows out", func(st coordinator.JobStatus) bool {
@@ -323,7 +329,6 @@ func TestUpgrade(t *testing.T) {
 	})
 
 	// Refused before anything stops.
-	registrytest.Store(t, e.bucket, "pass", 2, "other output", registry.Description{Output: []spec.ModuleColumn{{Name: "id", Type: "int64"}}})
 	var apiErr coordinator.APIError
 	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@2", "", http.StatusConflict, &apiErr)
 	if !strings.Contains(apiErr.Error, "pass@2 emits (id int64), but operators[p] runs pass@1, which emits (k string, v int64)") {
@@ -334,7 +339,7 @@ func TestUpgrade(t *testing.T) {
 		t.Errorf("upgrade to the running version: %q", apiErr.Error)
 	}
 	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@9", "", http.StatusNotFound, &apiErr)
-	if !strings.Contains(apiErr.Error, `function "pass" has no version 9 (versions: 1, 2)`) {
+	if !strings.Contains(apiErr.Error, `function "pass" has no version 9 (versions: 1, 2, 3)`) {
 		t.Errorf("upgrade to a missing version: %q", apiErr.Error)
 	}
 	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade", "", http.StatusBadRequest, nil)
@@ -343,7 +348,6 @@ func TestUpgrade(t *testing.T) {
 		t.Fatalf("a refused upgrade left the job %s", st.State)
 	}
 
-	api.deploy("?memory=16MiB", mod)
 	var up coordinator.UpgradeResponse
 	api.call("POST", "/api/v1/jobs/"+sub.ID+"/upgrade?function=pass@3", "", http.StatusOK, &up)
 	if up.Job == "" || up.Job == sub.ID || up.Savepoint == "" || up.Function != "pass" || up.Version != 3 || !slices.Equal(up.Operators, []string{"p"}) {
@@ -414,10 +418,10 @@ func TestSubmitChecksFunctionConfig(t *testing.T) {
 // echoSpec runs the echo test guest (functions/wasm/testdata/guests/echo)
 // over count rows of 20 keys: every row comes out with seen, the number
 // of rows its key has had, kept in the guest's ValueState.
-func echoSpec(path string, count int) string {
+func echoSpec(path string, count int, function string) string {
 	src := fmt.Sprintf(`  - name: gen
     type: datagen
-    rate: 1500
+    rate: 800
     count: %d
     schema: {k: string, v: int64, ts: timestamp_ms}
     datagen: {seed: 5, fields: {k: {cardinality: 20}}}`, count)
@@ -427,10 +431,10 @@ checkpoint: {interval: 300ms}
 sources:
 %s
 operators:
-  - {name: e, input: gen, keyBy: [k], function: echo}
+  - {name: e, input: gen, keyBy: [k], function: %s}
 sinks:
   - {name: out, input: e, type: files, path: %s/, format: jsonl}
-`, src, path)
+`, src, function, path)
 }
 
 // TestWasmStateRescales stops a job of the echo guest with a savepoint and
@@ -450,7 +454,7 @@ func TestWasmStateRescales(t *testing.T) {
 	if _, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	id := e.submitSpec(echoSpec("first", 6000), coordinator.SubmitOptions{})
+	id := e.submitSpec(echoSpec("first", 6000, "echo"), coordinator.SubmitOptions{})
 	e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
 		return st.Checkpoints != nil && st.Checkpoints.Completed >= 2
 	})
@@ -467,35 +471,84 @@ func TestWasmStateRescales(t *testing.T) {
 	}
 	for _, p := range []int{3, 1} {
 		path := fmt.Sprintf("p%d", p)
-		rid := e.submitSpec(echoSpec(path, 6000), coordinator.SubmitOptions{FromSavepoint: key, Parallelism: p})
+		rid := e.submitSpec(echoSpec(path, 6000, "echo"), coordinator.SubmitOptions{FromSavepoint: key, Parallelism: p})
 		if st := e.wait(rid, time.Minute); st.State != coordinator.JobFinished {
 			t.Fatalf("restore at parallelism %d: %s %s", p, st.State, st.Error)
 		}
-		seen := map[string][]int64{}
-		rows := 0
-		for _, r := range append(slices.Clone(first), e.readJSONL(path+"/")...) {
-			if v, _ := r["v"].(json.Number); v == "-1" {
-				continue // a timer's row
-			}
-			k, _ := r["k"].(string)
-			n, err := r["seen"].(json.Number).Int64()
-			if err != nil {
-				t.Fatalf("row %v: seen: %v", r, err)
-			}
-			seen[k] = append(seen[k], n)
-			rows++
-		}
-		if rows != 6000 {
-			t.Errorf("parallelism %d: %d rows, want 6000", p, rows)
-		}
-		for k, ns := range seen {
-			slices.Sort(ns)
-			for i, n := range ns {
-				if n != int64(i+1) {
-					t.Fatalf("parallelism %d: key %s: seen values %v... are not 1..%d once each", p, k, ns[max(0, i-3):min(len(ns), i+3)], len(ns))
-				}
-			}
-		}
-		t.Logf("savepoint after %d rows, resumed at parallelism %d: %d keys, each counted 1..n exactly once", len(first), p, len(seen))
+		seenOnce(t, fmt.Sprintf("savepoint after %d rows, resumed at parallelism %d", len(first), p), append(slices.Clone(first), e.readJSONL(path+"/")...), 6000)
 	}
+}
+
+// seenOnce checks the echo guest's output rows: every key's seen counter
+// takes each value 1..n exactly once, over want rows in all.
+func seenOnce(t *testing.T, what string, rows []map[string]any, want int) {
+	t.Helper()
+	seen := map[string][]int64{}
+	n := 0
+	for _, r := range rows {
+		if v, _ := r["v"].(json.Number); v == "-1" {
+			continue // a timer's row
+		}
+		k, _ := r["k"].(string)
+		c, err := r["seen"].(json.Number).Int64()
+		if err != nil {
+			t.Fatalf("%s: row %v: seen: %v", what, r, err)
+		}
+		seen[k] = append(seen[k], c)
+		n++
+	}
+	if n != want {
+		t.Errorf("%s: %d rows, want %d", what, n, want)
+	}
+	for k, cs := range seen {
+		slices.Sort(cs)
+		for i, c := range cs {
+			if c != int64(i+1) {
+				t.Fatalf("%s: key %s: seen values %v... are not 1..%d once each", what, k, cs[max(0, i-3):min(len(cs), i+3)], len(cs))
+			}
+		}
+	}
+	t.Logf("%s: %d keys, each counted 1..n exactly once", what, len(seen))
+}
+
+// TestWasmUpgradeKeepsState upgrades a running job of the echo guest to
+// another version of it: the new job starts from the old one's savepoint
+// with the new pin, and every key's counter goes on where it was.
+func TestWasmUpgradeKeepsState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a guest")
+	}
+	t.Parallel()
+	e, _, _ := functionsEnv(t)
+	mod, err := os.ReadFile(registrytest.Guest(t, "echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Version 2: the same code with a larger memory limit, deployed before
+	// the job (on echo@1) starts, so no compile delays the upgrade.
+	v2, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{Memory: 128 << 20}, time.Now())
+	if err != nil || v2.Version != 2 {
+		t.Fatalf("deploy version 2: %+v %v", v2, err)
+	}
+	id := e.submitSpec(echoSpec("old", 6000, "echo@1"), coordinator.SubmitOptions{})
+	e.waitFor(id, "checkpoints", func(st coordinator.JobStatus) bool {
+		return st.Checkpoints != nil && st.Checkpoints.Completed >= 2
+	})
+	up, err := e.c.Upgrade(e.ctx, id, "echo@2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.wait(up.Job, time.Minute)
+	if st.State != coordinator.JobFinished {
+		t.Fatalf("upgraded job: %s %s", st.State, st.Error)
+	}
+	stored, err := e.bucket.Get(e.ctx, layout.SpecKey(up.Job))
+	if err != nil || !strings.Contains(string(stored), `"version": 2`) {
+		t.Fatalf("the upgraded job's spec does not pin version 2 (%v): %s", err, stored)
+	}
+	// One sink path: the new job's rows land beside the old job's.
+	seenOnce(t, "old and upgraded job", e.readJSONL("old/"), 6000)
 }
