@@ -87,6 +87,7 @@ func (a *app) serveCoordinator(ctx context.Context, listen string, ready chan<- 
 func (a *app) workerCmd() *cobra.Command {
 	var slots int
 	var id string
+	var heartbeat time.Duration
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker that offers --slots task slots to the coordinator (through Redis)",
@@ -100,12 +101,15 @@ func (a *app) workerCmd() *cobra.Command {
 			}
 			defer e.close()
 			w := worker.New(worker.Config{ID: id, Slots: slots, Plane: e.plane, Transport: e.transport,
-				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger(), WasmCache: a.wasmCache()})
+				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger(), WasmCache: a.wasmCache(),
+				HeartbeatTTL: heartbeat})
 			return w.Run(ctx)
 		},
 	}
 	cmd.Flags().IntVar(&slots, "slots", 4, "subtasks this worker runs at once")
 	cmd.Flags().StringVar(&id, "id", "", "worker id (default <host>-<pid>)")
+	cmd.Flags().DurationVar(&heartbeat, "heartbeat-timeout", worker.DefaultHeartbeatTimeout,
+		"how long a slow or paused worker stays live without a heartbeat (a worker whose process dies is noticed within a second)")
 	return cmd
 }
 

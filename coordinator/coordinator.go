@@ -106,7 +106,11 @@ type Config struct {
 const (
 	tickInterval     = 50 * time.Millisecond
 	scheduleInterval = time.Second
-	eventWait        = 100 * time.Millisecond
+	// workerCheckInterval is how often the live workers are listed: a
+	// worker whose process died is noticed within it (Redis drops its
+	// named connection at once).
+	workerCheckInterval = 250 * time.Millisecond
+	eventWait           = 100 * time.Millisecond
 )
 
 // Coordinator manages jobs.
@@ -393,7 +397,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}()
 	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
-	lastSchedule := c.now()
+	lastSchedule, lastWorkerCheck := c.now(), c.now()
 	for {
 		evs, err := c.cfg.Plane.Events(ctx, eventWait)
 		if ctx.Err() != nil || c.dead.Load() {
@@ -419,10 +423,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		if want {
 			c.schedule(ctx)
 		}
+		if now := c.now(); now.Sub(lastWorkerCheck) >= workerCheckInterval {
+			lastWorkerCheck = now
+			c.checkWorkers(ctx)
+		}
 		if now := c.now(); now.Sub(lastSchedule) >= scheduleInterval {
 			lastSchedule = now
 			c.schedule(ctx)
-			c.checkWorkers(ctx)
 		}
 	}
 }

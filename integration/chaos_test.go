@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -242,5 +243,77 @@ func TestChaosMinIOOutage(t *testing.T) {
 		if !strings.HasSuffix(o.Key, "/manifest.json") {
 			t.Errorf("unexpected object %s", o.Key)
 		}
+	}
+}
+
+// TestWorkerCrashDetection kills a worker running tasks with SIGKILL up to
+// ten times, each once the job runs again, and measures from the kill to
+// the coordinator noticing (its recovery's Detected) and to every task
+// running again. A dead worker's named Redis connection closes at once,
+// so detection does not wait for the heartbeat timeout (30 s).
+func TestWorkerCrashDetection(t *testing.T) {
+	c := startCluster(t, 3, 3)
+	var detect, running []time.Duration
+	st := chaosRun(t, c, func(ctx context.Context, id string) {
+		for len(detect) < 10 {
+			// Wait until the job runs with every task placed.
+			var ws []string
+			for len(ws) == 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(300 * time.Millisecond):
+				}
+				st, err := c.status(id)
+				if err != nil || st.State != coordinator.JobRunning || len(st.Recoveries) != len(detect) ||
+					len(st.Recoveries) > 0 && st.Recoveries[len(st.Recoveries)-1].Running.IsZero() {
+					continue
+				}
+				c.mu.Lock()
+				for _, w := range c.workersWithTasks(id) {
+					if c.procs[w] != nil {
+						ws = append(ws, w)
+					}
+				}
+				c.mu.Unlock()
+			}
+			killed := time.Now()
+			c.kill(ws[0])
+			c.addWorker(3)
+			// Wait for the recovery this kill caused to run.
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				st, err := c.status(id)
+				if err != nil || len(st.Recoveries) <= len(detect) {
+					continue
+				}
+				r := st.Recoveries[len(detect)]
+				if r.Running.IsZero() {
+					continue
+				}
+				detect = append(detect, r.Detected.Sub(killed))
+				running = append(running, r.Running.Sub(killed))
+				t.Logf("kill -9 %s: detected after %v, running again after %v (%s)", ws[0], detect[len(detect)-1].Round(time.Millisecond), running[len(running)-1].Round(time.Millisecond), r.Reason)
+				break
+			}
+		}
+	})
+	if len(detect) < 5 {
+		t.Fatalf("only %d kills measured while the job ran", len(detect))
+	}
+	p50 := func(ds []time.Duration) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	t.Logf("%d kills: detection p50 %v max %v; running again p50 %v max %v; %d recoveries in all",
+		len(detect), p50(detect).Round(time.Millisecond), slices.Max(detect).Round(time.Millisecond),
+		p50(running).Round(time.Millisecond), slices.Max(running).Round(time.Millisecond), len(st.Recoveries))
+	if m := slices.Max(detect); m > 2*time.Second {
+		t.Errorf("a crash was noticed only after %v: the dead worker's connection should have told at once", m)
 	}
 }

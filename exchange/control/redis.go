@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,11 @@ const (
 	keyEvents  = "weir:ctl:events"  // stream of task events
 	maxEvents  = 100000             // approximate cap of the event stream
 	fieldEvent = "e"
+	// presenceName + id names the connection a worker holds open while it
+	// lives (CLIENT SETNAME): when the worker's process dies, Redis drops
+	// the connection at once, and the coordinator sees the worker gone
+	// without waiting for its heartbeat to lapse.
+	presenceName = "weir-worker:"
 )
 
 // RedisOptions locate the Redis server of the control plane.
@@ -36,6 +42,12 @@ type redisPlane struct {
 	mu  struct {
 		sync.Mutex
 		lastEvent string
+		// presence holds, per worker registered through this plane, the
+		// named connection that says it lives.
+		presence map[string]*redis.Conn
+		// noClientList is set once CLIENT LIST was refused (a managed
+		// Redis may disable it): liveness is the heartbeat alone then.
+		noClientList bool
 	}
 	closeOnce sync.Once
 }
@@ -51,7 +63,68 @@ func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
 	}
 	p := &redisPlane{rdb: rdb}
 	p.mu.lastEvent = "$"
+	p.mu.presence = map[string]*redis.Conn{}
 	return p, nil
+}
+
+// holdPresence opens worker id's named connection, unless one is open and
+// answers. It is opened before the worker's keys are written, so that no
+// one sees a registered worker without it.
+func (p *redisPlane) holdPresence(ctx context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.mu.presence[id]; c != nil {
+		if c.Ping(ctx).Err() == nil {
+			return nil
+		}
+		_ = c.Close()
+		delete(p.mu.presence, id)
+	}
+	c := p.rdb.Conn()
+	if err := c.ClientSetName(ctx, presenceName+id).Err(); err != nil {
+		_ = c.Close()
+		return fmt.Errorf("name the presence connection of worker %s: %w", id, err)
+	}
+	p.mu.presence[id] = c
+	return nil
+}
+
+func (p *redisPlane) dropPresence(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.mu.presence[id]; c != nil {
+		_ = c.Close()
+		delete(p.mu.presence, id)
+	}
+}
+
+// present returns the workers whose named connection Redis has open, and
+// false when it cannot tell (CLIENT LIST refused).
+func (p *redisPlane) present(ctx context.Context) (map[string]bool, bool) {
+	p.mu.Lock()
+	off := p.mu.noClientList
+	p.mu.Unlock()
+	if off {
+		return nil, false
+	}
+	list, err := p.rdb.ClientList(ctx).Result()
+	if err != nil {
+		if ctx.Err() == nil && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+			p.mu.Lock()
+			p.mu.noClientList = true
+			p.mu.Unlock()
+		}
+		return nil, false
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(list, "\n") {
+		for _, f := range strings.Fields(line) {
+			if name, ok := strings.CutPrefix(f, "name="+presenceName); ok && name != "" {
+				out[name] = true
+			}
+		}
+	}
+	return out, true
 }
 
 var _ Plane = (*redisPlane)(nil)
@@ -60,6 +133,9 @@ func (p *redisPlane) Register(ctx context.Context, w WorkerInfo, ttl time.Durati
 	b, err := json.Marshal(w)
 	if err != nil {
 		return err
+	}
+	if err := p.holdPresence(ctx, w.ID); err != nil {
+		return fmt.Errorf("register worker %s: %w", w.ID, err)
 	}
 	_, err = p.rdb.TxPipelined(ctx, func(pp redis.Pipeliner) error {
 		pp.HSet(ctx, keyWorkers, w.ID, b)
@@ -80,6 +156,9 @@ func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration
 	if !ok {
 		return fmt.Errorf("heartbeat %s: %w", id, ErrUnknownWorker)
 	}
+	if err := p.holdPresence(ctx, id); err != nil {
+		return fmt.Errorf("heartbeat %s: %w", id, err)
+	}
 	if err := p.rdb.Set(ctx, keyAlive+id, 1, ttl).Err(); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", id, err)
 	}
@@ -87,6 +166,7 @@ func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration
 }
 
 func (p *redisPlane) Deregister(ctx context.Context, id string) error {
+	defer p.dropPresence(id)
 	_, err := p.rdb.TxPipelined(ctx, func(pp redis.Pipeliner) error {
 		pp.HDel(ctx, keyWorkers, id)
 		pp.Del(ctx, keyAlive+id, keyInbox+id)
@@ -119,12 +199,16 @@ func (p *redisPlane) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
+	present, known := p.present(ctx)
 	var out []WorkerInfo
 	for i, id := range ids {
-		if alive[i] == nil {
-			// Heartbeat lapsed: the worker is gone.
+		if alive[i] == nil || known && !present[id] {
+			// Heartbeat lapsed, or the worker's process is gone (its
+			// named connection closed): the worker is gone. If it lives
+			// after all, its next heartbeat finds it unknown and it
+			// registers again, fenced from its old tasks.
 			p.rdb.HDel(ctx, keyWorkers, id)
-			p.rdb.Del(ctx, keyInbox+id)
+			p.rdb.Del(ctx, keyAlive+id, keyInbox+id)
 			continue
 		}
 		var w WorkerInfo
@@ -229,6 +313,14 @@ func (p *redisPlane) Events(ctx context.Context, wait time.Duration) ([]Event, e
 
 func (p *redisPlane) Close() error {
 	var err error
-	p.closeOnce.Do(func() { err = p.rdb.Close() })
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		for id, c := range p.mu.presence {
+			_ = c.Close()
+			delete(p.mu.presence, id)
+		}
+		p.mu.Unlock()
+		err = p.rdb.Close()
+	})
 	return err
 }

@@ -111,3 +111,55 @@ func TestRedisServerGone(t *testing.T) {
 		t.Errorf("Report with Redis down = %v, want an error naming the task", err)
 	}
 }
+
+// A worker whose process dies drops its named connection: the coordinator
+// stops listing it at once, long before its heartbeat would lapse. A live
+// worker that lost that connection (and so was dropped) is told it is
+// unknown at its next heartbeat, and registers again.
+func TestRedisNoticesADeadWorkerAtOnce(t *testing.T) {
+	r := testenv.StartRedis(t)
+	coord := openRedis(t, r.Addr)
+	ctx := ctxT(t)
+
+	dying, err := control.NewRedis(ctx, control.RedisOptions{Addr: r.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(t, dying, info("w1", 2), time.Minute)
+	if ids := workerIDs(t, coord); !reflect.DeepEqual(ids, []string{"w1"}) {
+		t.Fatalf("coordinator sees workers %v", ids)
+	}
+	dying.Close() // as when the process dies: its connections close
+	deadline := time.Now().Add(2 * time.Second)
+	for len(workerIDs(t, coord)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a worker whose connections closed is still listed after 2s (its heartbeat has a minute left)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("a closed worker left the list within %v", 2*time.Second-time.Until(deadline))
+
+	live := openRedis(t, r.Addr)
+	register(t, live, info("w2", 2), time.Minute)
+	if _, err := r.Do("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator's own connections were killed too; it reconnects.
+	for range 50 {
+		if ids, err := coord.Workers(ctx); err == nil && len(ids) == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ids := workerIDs(t, coord); len(ids) != 0 {
+		t.Fatalf("workers %v listed after their connections were killed", ids)
+	}
+	err = live.Heartbeat(ctx, "w2", time.Minute)
+	if !errors.Is(err, control.ErrUnknownWorker) {
+		t.Fatalf("heartbeat of a dropped worker: %v, want ErrUnknownWorker", err)
+	}
+	register(t, live, info("w2", 2), time.Minute)
+	if ids := workerIDs(t, coord); !reflect.DeepEqual(ids, []string{"w2"}) {
+		t.Fatalf("after registering again the coordinator sees %v", ids)
+	}
+}

@@ -39,7 +39,11 @@ type Config struct {
 	Bucket    blob.Bucket
 	RedisAddr string
 	// HeartbeatTTL is how long the worker stays live without a heartbeat
-	// (default 3s; it heartbeats every third of it).
+	// (default DefaultHeartbeatTimeout): the time a slow or paused worker
+	// is given before it is declared lost. A worker whose process dies is
+	// noticed sooner where the plane can tell (Redis: its named
+	// connection closes). It heartbeats every third of it, at most every
+	// second.
 	HeartbeatTTL time.Duration
 	// WasmCache is the directory where compiled Wasm functions are kept
 	// between runs ("" keeps them in memory only).
@@ -51,6 +55,10 @@ type Config struct {
 	// Tap is passed to every task (see task.Config.Tap).
 	Tap func(sink string, b arrow.RecordBatch)
 }
+
+// DefaultHeartbeatTimeout is how long a worker stays live without a
+// heartbeat unless configured otherwise (Flink's is 50 s).
+const DefaultHeartbeatTimeout = 30 * time.Second
 
 // Worker runs tasks.
 type Worker struct {
@@ -81,7 +89,7 @@ func New(cfg Config) *Worker {
 		cfg.Slots = 4
 	}
 	if cfg.HeartbeatTTL <= 0 {
-		cfg.HeartbeatTTL = 3 * time.Second
+		cfg.HeartbeatTTL = DefaultHeartbeatTimeout
 	}
 	if cfg.StatsInterval <= 0 {
 		cfg.StatsInterval = time.Second
@@ -127,7 +135,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = w.cfg.Plane.Deregister(dctx, w.cfg.ID)
 	}()
 
-	hb := time.NewTicker(w.cfg.HeartbeatTTL / 3)
+	hb := time.NewTicker(min(w.cfg.HeartbeatTTL/3, time.Second))
 	defer hb.Stop()
 	stats := time.NewTicker(w.cfg.StatsInterval)
 	defer stats.Stop()
