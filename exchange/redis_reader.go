@@ -229,7 +229,11 @@ func (r *redisReader) roundTrip(ctx context.Context, fetch bool, block time.Dura
 		}
 	}
 	if exists.Val() != int64(len(r.keys)) {
-		return 0, fmt.Errorf("read %s: %d of its %d stream and credit keys are missing: %w",
+		// Either the coordinator ended this attempt and deleted its keys
+		// (this task is fenced: a newer attempt does its work, nothing is
+		// lost), or Redis lost its data (the job restarts from its latest
+		// checkpoint). The reader cannot tell which; say both.
+		return 0, fmt.Errorf("read %s: %d of its %d stream and credit keys are gone: this attempt was ended by the coordinator (the task is fenced; a newer attempt has its work) or Redis lost its data (the job restarts from its latest checkpoint): %w",
 			r.name, int64(len(r.keys))-exists.Val(), len(r.keys), ErrChannelLost)
 	}
 	for _, s := range r.sets {
