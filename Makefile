@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 15m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
+.PHONY: chaos wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -62,6 +62,12 @@ unit:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 test: deps vet staticcheck unit
+
+# The fault and load tests at length: worker kills, coordinator and Redis
+# restarts, MinIO outages, crash detection over ten kills, and 8 jobs beside
+# CPU burners for 3 minutes (make test runs the last for 20 s).
+chaos: deps
+	WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery)'
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
 bench: deps bench-exchange bench-rows bench-e2e bench-checkpoints bench-wasm
@@ -127,4 +133,4 @@ wasm-examples: deps
 	@ls -l $(WASM_OUT)/*.wasm
 
 clean:
-	rm -rf bin weir-data weir-demo-output .bench-*.txt examples/wasm/build
+	rm -rf bin weir-data weir-demo-output .bench-*.txt .chaos.txt examples/wasm/build
