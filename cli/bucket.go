@@ -15,7 +15,7 @@ func (a *app) bucketCmd() *cobra.Command {
 		Short: "Create the --store bucket if it does not exist (S3/MinIO); a no-op for a directory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.openEnv(cmd.Context(), false)
+			e, err := a.openEnv(cmd.Context(), embedded)
 			if err != nil {
 				return err
 			}

@@ -29,16 +29,21 @@ func (a *app) demoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the surge-pricing example in this process with a live view",
-		Long: `Run examples/surge-pricing.yaml on the embedded default (in-process
-exchange, local directory store) with a live terminal view: events per second
-in and out, the watermark, and the latest surge multiplier per zone. It runs
-until the job finishes, Ctrl-C, or --duration.
+		Long: `Run examples/surge-pricing.yaml embedded (in-process exchange and control
+plane, a local directory store unless --store says otherwise) with a live
+terminal view: events per second in and out, the watermark, and the latest
+surge multiplier per zone. It runs until the job finishes, Ctrl-C, or
+--duration. It never joins a cluster: WEIR_REDIS_ADDR is ignored and
+--redis-addr refused.
 
 With --wasm FILE.wasm the surge operator runs a WebAssembly module instead
 of the Go surge-multiplier: FILE is deployed into the demo's store as
 surge-multiplier-wasm (a new version when it changed) and the job pins it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseCluster(cmd); err != nil {
+				return err
+			}
 			js, err := parseSpec(examples.SurgePricing, "examples/surge-pricing.yaml")
 			if err != nil {
 				return err

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/cobra"
+
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/statestore/blob"
@@ -27,11 +29,24 @@ type env struct {
 	storeDesc string
 }
 
-// openEnv opens the store, and either Redis (exchange and control plane)
-// when --redis-addr is set, or the in-process ones when requireRedis is
-// false.
-func (a *app) openEnv(ctx context.Context, requireRedis bool) (*env, error) {
-	e := &env{redisAddr: a.v.GetString("redis-addr")}
+// envMode says which exchange and control plane a command gets.
+type envMode int
+
+const (
+	// embedded is the in-process exchange and control plane, whatever
+	// --redis-addr, WEIR_REDIS_ADDR or a config file say: weir run and
+	// weir demo must not join a cluster because of the environment.
+	embedded envMode = iota
+	// cluster is Redis at --redis-addr; without one it is an error.
+	cluster
+)
+
+// openEnv opens the store, and the exchange and control plane of mode.
+func (a *app) openEnv(ctx context.Context, mode envMode) (*env, error) {
+	e := &env{}
+	if mode == cluster {
+		e.redisAddr = a.v.GetString("redis-addr")
+	}
 	storeURL := a.v.GetString("store")
 	if storeURL == "" {
 		abs, err := filepath.Abs(defaultStore)
@@ -46,14 +61,14 @@ func (a *app) openEnv(ctx context.Context, requireRedis bool) (*env, error) {
 	}
 	e.bucket = b
 	e.storeDesc = b.Describe()
-	if e.redisAddr == "" {
-		if requireRedis {
-			e.close()
-			return nil, errors.New("this command needs Redis: set --redis-addr or WEIR_REDIS_ADDR (make dev-up starts one on 127.0.0.1:6379)")
-		}
+	if mode == embedded {
 		e.transport = exchange.NewLocal()
 		e.plane = control.NewLocal()
 		return e, nil
+	}
+	if e.redisAddr == "" {
+		e.close()
+		return nil, errors.New("this command needs Redis: set --redis-addr or WEIR_REDIS_ADDR (make dev-up starts one on 127.0.0.1:6379)")
 	}
 	password := os.Getenv("WEIR_REDIS_PASSWORD")
 	e.transport, err = exchange.NewRedis(exchange.RedisOptions{Addr: e.redisAddr, Password: password})
@@ -67,6 +82,16 @@ func (a *app) openEnv(ctx context.Context, requireRedis bool) (*env, error) {
 		return nil, fmt.Errorf("open control plane: %w", err)
 	}
 	return e, nil
+}
+
+// refuseCluster fails an embedded command (weir run, weir demo) given
+// --redis-addr on its command line: it would otherwise run alone in this
+// process while the user meant a cluster.
+func refuseCluster(cmd *cobra.Command) error {
+	if f := cmd.Flags().Lookup("redis-addr"); f != nil && f.Changed {
+		return &exitError{code: 2, err: fmt.Errorf("weir %s runs embedded (in-process exchange and control plane) and takes no --redis-addr %s; weir deploy runs a job on a cluster", cmd.Name(), f.Value)}
+	}
+	return nil
 }
 
 func (e *env) close() error {

@@ -7,8 +7,9 @@
 //	}
 //
 // Configuration comes from flags, then WEIR_* environment variables, then a
-// config file (--config, or ./weir.yaml, or ~/.config/weir/config.yaml),
-// then defaults.
+// config file (--config or WEIR_CONFIG, else the first of ./weir.yaml,
+// ./weir.yml, ./weir.json, ~/.config/weir/config.yaml), then defaults. A
+// config file sets only the keys in configKeys; any other is an error.
 package cli
 
 import (
@@ -18,10 +19,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+
+	"github.com/weirstream/weir/functions/spec"
 )
 
 // Version is set at build time with -ldflags "-X github.com/weirstream/weir/cli.Version=...".
@@ -81,16 +85,16 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.String("config", "", "config file (default ./weir.yaml or ~/.config/weir/config.yaml)")
+	pf.String("config", "", "config file (default ./weir.yaml, ./weir.yml, ./weir.json or ~/.config/weir/config.yaml)")
 	pf.String("store", "", "object store URL: s3://bucket/prefix or file:///path (default file://./weir-data)")
 	pf.String("s3-endpoint", "", "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO (default: AWS_ENDPOINT_URL or AWS)")
 	pf.String("s3-region", "", "S3 region (default: the AWS chain's, else us-east-1)")
-	pf.String("redis-addr", "", "Redis address host:port (default: none; embedded exchange)")
+	pf.String("redis-addr", "", "Redis address host:port of the cluster, for up, coordinator and worker (weir run and demo are always embedded)")
 	pf.String("coordinator", "http://127.0.0.1:8081", "coordinator URL for client commands")
 	pf.StringP("output", "o", "text", "output format of read commands: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
 	pf.String("wasm-cache", "", "directory for compiled Wasm functions (default <user cache dir>/weir/wasm)")
-	for _, name := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "coordinator", "output", "log-level", "wasm-cache"} {
+	for _, name := range configKeys {
 		_ = a.v.BindPFlag(name, pf.Lookup(name))
 	}
 	root.AddCommand(
@@ -103,6 +107,22 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
+// configKeys are the settings viper carries: the persistent flags bound to
+// it, and so the only keys a config file may set. A command that binds
+// another flag adds it here.
+var configKeys = []string{"store", "s3-endpoint", "s3-region", "redis-addr", "coordinator", "output", "log-level", "wasm-cache"}
+
+// configCandidates are the config files read when neither --config nor
+// WEIR_CONFIG names one, first found wins. They are named in full: a bare
+// "weir" in the working directory is usually the binary itself.
+func configCandidates() []string {
+	files := []string{"weir.yaml", "weir.yml", "weir.json"}
+	if home, err := os.UserHomeDir(); err == nil {
+		files = append(files, filepath.Join(home, ".config", "weir", "config.yaml"))
+	}
+	return files
+}
+
 func (a *app) loadConfig(cmd *cobra.Command) error {
 	a.v.SetEnvPrefix("WEIR")
 	a.v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
@@ -111,26 +131,55 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	if file == "" {
 		file = os.Getenv("WEIR_CONFIG")
 	}
-	if file != "" {
-		a.v.SetConfigFile(file)
-	} else {
-		a.v.SetConfigName("weir")
-		a.v.SetConfigType("yaml")
-		a.v.AddConfigPath(".")
-		if home, err := os.UserHomeDir(); err == nil {
-			a.v.AddConfigPath(home + "/.config/weir")
+	if file == "" {
+		for _, f := range configCandidates() {
+			if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
+				file = f
+				break
+			}
 		}
 	}
-	if err := a.v.ReadInConfig(); err != nil {
-		var nf viper.ConfigFileNotFoundError
-		if file != "" || !errors.As(err, &nf) {
-			return fmt.Errorf("read config %s: %w", a.v.ConfigFileUsed(), err)
+	if file != "" {
+		if err := a.readConfigFile(file); err != nil {
+			return err
 		}
 	}
 	switch o := a.v.GetString("output"); o {
 	case "text", "json":
 	default:
 		return fmt.Errorf("--output %q: want text or json", o)
+	}
+	return nil
+}
+
+// readConfigFile reads file (its format from its extension) into the
+// config layer, refusing keys that no setting has.
+func (a *app) readConfigFile(file string) error {
+	fv := viper.New()
+	fv.SetConfigFile(file)
+	if err := fv.ReadInConfig(); err != nil {
+		return fmt.Errorf("read config %s: %w", file, err)
+	}
+	accepted := slices.Sorted(slices.Values(configKeys))
+	var unknown []string
+	for _, k := range fv.AllKeys() { // nested keys come as "a.b", never accepted
+		if slices.Contains(configKeys, k) {
+			continue
+		}
+		msg := fmt.Sprintf("unknown key %q", k)
+		if top, _, _ := strings.Cut(k, "."); slices.Contains(configKeys, top) {
+			msg += fmt.Sprintf(" (%s takes a single value, not a mapping)", top)
+		} else if s := spec.Suggest(k, configKeys); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		unknown = append(unknown, msg)
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return fmt.Errorf("read config %s: %s; accepted: %s", file, strings.Join(unknown, ", "), strings.Join(accepted, ", "))
+	}
+	if err := a.v.MergeConfigMap(fv.AllSettings()); err != nil {
+		return fmt.Errorf("read config %s: %w", file, err)
 	}
 	return nil
 }

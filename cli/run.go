@@ -24,13 +24,18 @@ func (a *app) runCmd() *cobra.Command {
 		Use:   "run SPEC.yaml",
 		Short: "Run one job in this process until it finishes (exit 0), fails (exit 1) or is interrupted",
 		Long: `Run one job in this process: a coordinator and a worker share it, with the
-in-process exchange and the local store unless --redis-addr / --store say
-otherwise. Ctrl-C or --duration drains the job (sources end early, the last
+in-process exchange and control plane, and the local store unless --store
+says otherwise. It never joins a cluster: WEIR_REDIS_ADDR and redis-addr in a
+config file are ignored, and --redis-addr is refused (weir deploy runs a job
+on a cluster). Ctrl-C or --duration drains the job (sources end early, the last
 windows fire, sinks flush); a second Ctrl-C, or a drain that takes over 30s,
 cancels it. The exit status tells FINISHED (0) from FAILED (1); a cancelled
 job exits 130.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseCluster(cmd); err != nil {
+				return err
+			}
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return &exitError{code: 2, err: err}
@@ -85,7 +90,8 @@ type view interface {
 	update(st coordinator.JobStatus, final bool)
 }
 
-// runEmbedded runs one job on an in-process coordinator and worker. The
+// runEmbedded runs one job on an in-process coordinator and worker, with
+// the in-process exchange and control plane whatever redis-addr says. The
 // deployed functions the spec names are pinned against the store first.
 func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, duration time.Duration, v view) error {
 	if parent == nil {
@@ -94,7 +100,7 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 	sigCtx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	log := a.logger()
-	e, err := a.openEnv(sigCtx, false)
+	e, err := a.openEnv(sigCtx, embedded)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func (a *app) coordinatorCmd() *cobra.Command {
 // ready, if set, gets the address it listens on.
 func (a *app) serveCoordinator(ctx context.Context, listen string, ready chan<- string) error {
 	log := a.logger()
-	e, err := a.openEnv(ctx, true)
+	e, err := a.openEnv(ctx, cluster)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (a *app) workerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			e, err := a.openEnv(ctx, true)
+			e, err := a.openEnv(ctx, cluster)
 			if err != nil {
 				return err
 			}
