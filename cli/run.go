@@ -92,6 +92,10 @@ type view interface {
 
 // runEmbedded runs one job on an in-process coordinator and worker, with
 // the in-process exchange and control plane whatever redis-addr says. The
+
+// embeddedHeartbeat is the embedded worker's heartbeat timeout.
+const embeddedHeartbeat = 24 * time.Hour
+
 // deployed functions the spec names are pinned against the store first.
 func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, duration time.Duration, v view) error {
 	if parent == nil {
@@ -120,8 +124,12 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 	svcCtx, stopSvcs := context.WithCancel(context.Background())
 	defer stopSvcs()
 	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log})
+	// The embedded worker lives exactly as long as this process and its
+	// coordinator: it cannot be lost, however starved of CPU the machine
+	// is, so its heartbeat never lapses in practice.
 	wcfg := worker.Config{ID: "embedded", Slots: slots, Plane: e.plane, Transport: e.transport,
-		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log, WasmCache: a.wasmCache()}
+		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log, WasmCache: a.wasmCache(),
+		HeartbeatTTL: embeddedHeartbeat}
 	if v != nil {
 		wcfg.Tap = v.tap
 	}
