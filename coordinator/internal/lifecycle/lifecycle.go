@@ -139,8 +139,9 @@ const (
 	StartCheckpoints
 	// StopTriggering: a source finished; trigger no new checkpoints.
 	StopTriggering
-	// AbortCheckpoints: the attempt failed; abort the checkpoint in
-	// flight (its manifest may still be being written) and forget acks.
+	// AbortCheckpoints: the attempt failed (Message says how, naming the
+	// subtask if one failed) or finishes; abort the checkpoint in flight
+	// (its manifest may still be being written) and forget acks.
 	AbortCheckpoints
 	// FailSavepoints: the savepoints callers wait for failed: Reason.
 	FailSavepoints
@@ -166,7 +167,7 @@ type Decision struct {
 	Tasks   []Placed       // CancelTasks, CancelStragglers
 	Bad     map[int64]bool // Recover: checkpoints known unusable
 	State   string         // End
-	Message string         // End, FailSavepoints (the reason)
+	Message string         // End, FailSavepoints, AbortCheckpoints (the reason)
 }
 
 // Placed is a task of an attempt and the worker it was deployed to ("" if
@@ -199,8 +200,10 @@ func (d Decision) String() string {
 		if d.Message != "" {
 			b.WriteString(": " + d.Message)
 		}
-	case FailSavepoints:
-		b.WriteString(": " + d.Message)
+	case FailSavepoints, AbortCheckpoints:
+		if d.Message != "" {
+			b.WriteString(": " + d.Message)
+		}
 	}
 	return b.String()
 }
@@ -540,7 +543,7 @@ func (j *Job) Tick(now time.Time) []Decision {
 		return j.end(now, Canceled, "workers did not confirm the cancel in time")
 	case j.finalizing && !j.finishing && j.writing == 0 && !now.Before(j.retryAt):
 		j.finishing = true
-		return []Decision{{Kind: AbortCheckpoints}, {Kind: Finalize}}
+		return []Decision{{Kind: AbortCheckpoints, Message: "the job finishes with its final manifest"}, {Kind: Finalize}}
 	}
 	return nil
 }
@@ -634,7 +637,7 @@ func (j *Job) failOrRestart(now time.Time, task *Task, msg string, corrupt int64
 	}
 	j.except(Exception{Time: now, Attempt: j.attempt, Task: task, Error: msg})
 	j.total++
-	ds := []Decision{{Kind: AbortCheckpoints}, {Kind: FailSavepoints, Message: msg}}
+	ds := []Decision{{Kind: AbortCheckpoints, Message: msg}, {Kind: FailSavepoints, Message: msg}}
 	j.state, j.errMsg = Restarting, ""
 	j.recovered, j.deploy, j.finalizing = false, false, false
 	j.restartAt = now.Add(j.backoff)
