@@ -236,9 +236,21 @@ func (a *app) jobActionCmd(action, short string) *cobra.Command {
 
 func (a *app) printStatus(st coordinator.JobStatus) {
 	w := a.stdout
-	fmt.Fprintf(w, "job %s (%s): %s, attempt %d\n", st.ID, st.Name, st.State, st.Attempt)
+	fmt.Fprintf(w, "job %s (%s): %s, attempt %d, restarts %d\n", st.ID, st.Name, st.State, st.Attempt, st.Restarts)
 	if st.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", st.Error)
+	}
+	if st.Message != "" {
+		fmt.Fprintf(w, "ended: %s\n", st.Message)
+	}
+	// The newest few failures, newest first; -o json has them all.
+	if n := len(st.Exceptions); n > 0 {
+		const shown = 3
+		fmt.Fprintf(w, "exceptions (newest %d of %d):\n", min(n, shown), n)
+		for i := n - 1; i >= max(n-shown, 0); i-- {
+			e := st.Exceptions[i] // its error names the task, if one failed
+			fmt.Fprintf(w, "  %s attempt %d: %s\n", e.Time.UTC().Format(time.RFC3339), e.Attempt, e.Error)
+		}
 	}
 	fmt.Fprintf(w, "events in %d, rows to sinks %d, dead letters %d, late %d (dropped %d)\n",
 		st.Totals.RecordsIn, st.Totals.SinkIn, st.Totals.DeadLetters, st.Totals.LateSide+st.Totals.LateDropped, st.Totals.LateDropped)

@@ -84,9 +84,6 @@ type pendingTxn struct {
 
 const maxHistory = 200
 
-// checkpointTask is the checkpoint machine's name for a subtask.
-type checkpointTask = checkpoint.Task
-
 func newCkpt(js *spec.Job) *ckpt {
 	k := &ckpt{txns: map[string]pendingTxn{}, retained: map[int64]*manifest.Manifest{},
 		acks: map[int64]map[checkpoint.Task]control.Ack{}, sinks: map[string]task.TwoPhaseSink{}}

@@ -194,7 +194,7 @@ func (j *job) lifecycleConfig(cancelTimeout time.Duration) lifecycle.Config {
 	r := j.spec.EffectiveRestart()
 	cfg := lifecycle.Config{Checkpointing: j.ck.cfg != nil, CancelTimeout: cancelTimeout,
 		Restart: lifecycle.Restart{Attempts: r.Attempts, Backoff: time.Duration(r.Backoff),
-			MaxBackoff: time.Duration(r.MaxBackoff), ResetAfter: time.Duration(r.ResetAfter)}}
+			MaxBackoff: time.Duration(r.MaxBackoff), ResetAfter: time.Duration(r.ResetAfter), Immediate: r.Immediate}}
 	for _, v := range j.plan.Vertices {
 		for s := 0; s < v.Parallelism; s++ {
 			cfg.Tasks = append(cfg.Tasks, lifecycle.Task{Vertex: v.Name, Subtask: s})
@@ -348,7 +348,12 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		if st, err := c.cfg.Bucket.Get(ctx, layout.StatusKey(id)); err == nil {
 			var s JobStatus
 			if json.Unmarshal(st, &s) == nil {
-				stored = lifecycle.Stored{State: s.State, Message: s.Error, Attempt: s.Attempt, Started: s.Started, Ended: s.Ended}
+				msg := s.Error // FAILED's; another end's is in Message
+				if msg == "" {
+					msg = s.Message
+				}
+				stored = lifecycle.Stored{State: s.State, Message: msg, Attempt: s.Attempt, Started: s.Started, Ended: s.Ended,
+					Restarts: s.Restarts, Exceptions: s.Exceptions}
 				j.created = s.Created
 			}
 		}

@@ -92,7 +92,7 @@ func (c *Coordinator) exec(ctx context.Context, j *job, ds []lifecycle.Decision)
 		case lifecycle.AbortCheckpoints:
 			if k.sm != nil {
 				if _, ok := k.sm.InFlight(); ok {
-					c.execLocked(ctx, j, k.sm.TaskFailed(c.now(), checkpointTask{}))
+					c.execLocked(ctx, j, k.sm.Abort(c.now(), d.Message))
 				}
 				k.sm = nil
 			}

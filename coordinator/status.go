@@ -2,31 +2,46 @@ package coordinator
 
 import (
 	"fmt"
-	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"sort"
 	"time"
 
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/plan"
 )
 
 // JobStatus is what the API returns about a job.
 type JobStatus struct {
-	ID       string         `json:"id"`
-	Name     string         `json:"name"`
-	State    string         `json:"state"`
-	Attempt  int            `json:"attempt"`
-	Created  time.Time      `json:"created"`
-	Started  time.Time      `json:"started,omitzero"`
-	Ended    time.Time      `json:"ended,omitzero"`
-	Error    string         `json:"error,omitempty"`
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	State   string    `json:"state"`
+	Attempt int       `json:"attempt"`
+	Created time.Time `json:"created"`
+	Started time.Time `json:"started,omitzero"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// Error is why the job FAILED; it is set only in that state (a failure
+	// the job restarted from is in Exceptions).
+	Error string `json:"error,omitempty"`
+	// Message is why a job that ended otherwise did (canceled: stopped
+	// with a savepoint, or the cancel timed out).
+	Message  string         `json:"message,omitempty"`
 	Vertices []VertexStatus `json:"vertices,omitempty"`
 	Totals   control.Stats  `json:"totals"`
 	// Checkpoints summarises the job's checkpoints (nil when off).
 	Checkpoints *CheckpointSummary `json:"checkpoints,omitempty"`
 	// Recoveries lists the job's restarts, oldest first.
 	Recoveries []Recovery `json:"recoveries,omitempty"`
+	// Restarts counts the job's restarts since it was submitted.
+	Restarts int `json:"restarts"`
+	// LastFailure is the newest of Exceptions (nil if it never failed).
+	LastFailure *Exception `json:"lastFailure,omitempty"`
+	// Exceptions are the job's newest failures (at most
+	// lifecycle.ExceptionHistory), oldest first.
+	Exceptions []Exception `json:"exceptions,omitempty"`
 }
+
+// Exception is one failure of a job, one that restarted or failed it.
+type Exception = lifecycle.Exception
 
 // CheckpointSummary counts a job's checkpoints.
 type CheckpointSummary struct {
@@ -79,7 +94,17 @@ func (c *Coordinator) List() []JobStatus {
 func (c *Coordinator) statusLocked(j *job) JobStatus {
 	lc := j.lc
 	st := JobStatus{ID: j.id, Name: j.spec.Name, State: lc.State(), Attempt: lc.Attempt(),
-		Created: j.created, Started: lc.Started(), Ended: lc.Ended(), Error: lc.Message(), Recoveries: lc.Recoveries()}
+		Created: j.created, Started: lc.Started(), Ended: lc.Ended(), Recoveries: lc.Recoveries(),
+		Restarts: lc.Restarts(), Exceptions: lc.Exceptions()}
+	if lc.State() == JobFailed {
+		st.Error = lc.Message()
+	} else {
+		st.Message = lc.Message()
+	}
+	if n := len(st.Exceptions); n > 0 {
+		last := st.Exceptions[n-1]
+		st.LastFailure = &last
+	}
 	if k := j.ck; k != nil {
 		if k.cfg != nil {
 			sum := &CheckpointSummary{Latest: k.latest}

@@ -45,48 +45,74 @@ type Checkpoint struct {
 }
 
 // Restart is the restart strategy: exponential backoff with a limit.
+// Missing fields take the defaults of the job's kind (DefaultCheckpointed
+// for a job with a checkpoint section, DefaultUncheckpointed otherwise).
 type Restart struct {
-	// Attempts is how many restarts are allowed before the job fails
-	// (default 10; 0 with a restart section means the default).
+	// Attempts is how many restarts are allowed, counted since the job
+	// last ran stably, before the job fails; UnlimitedAttempts (-1)
+	// restarts for ever; 0 means the default (unlimited with checkpoints,
+	// 10 without).
 	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty"`
-	// Backoff is the delay before the first restart (default 1s); each
-	// restart doubles it up to MaxBackoff (default 30s).
+	// Backoff is the delay before the first restart; each restart doubles
+	// it up to MaxBackoff. Left out on a job with checkpoints, the first
+	// restart after a stable run is immediate, the next waits 100ms, then
+	// 200ms, and so on up to MaxBackoff (10s by default).
 	Backoff    Duration `yaml:"backoff,omitempty" json:"backoff,omitempty"`
 	MaxBackoff Duration `yaml:"maxBackoff,omitempty" json:"maxBackoff,omitempty"`
-	// ResetAfter: a job that ran this long since its last restart starts
-	// again from Backoff (default 1m).
+	// ResetAfter: a job that ran this long since its last restart counts
+	// its restarts from zero and backs off from the start (default 1m).
 	ResetAfter Duration `yaml:"resetAfter,omitempty" json:"resetAfter,omitempty"`
+	// Immediate is set by EffectiveRestart, never in a spec: the first
+	// restart after a stable run does not wait, Backoff applies from the
+	// second.
+	Immediate bool `yaml:"-" json:"-"`
 }
 
-// Restart defaults.
-const (
-	DefaultRestartAttempts = 10
-	DefaultBackoff         = Duration(time.Second)
-	DefaultMaxBackoff      = Duration(30 * time.Second)
-	DefaultResetAfter      = Duration(time.Minute)
+// UnlimitedAttempts as restart.attempts restarts a job for ever.
+const UnlimitedAttempts = -1
+
+// Unlimited reports whether the strategy restarts for ever.
+func (r Restart) Unlimited() bool { return r.Attempts == UnlimitedAttempts }
+
+// Restart defaults. A job with checkpoints restores its state and output
+// exactly once, so restarting it is cheap and safe: it restarts for ever,
+// at once and then quickly. A job without checkpoints and without a
+// restart section does not restart; with a section it gets the
+// uncheckpointed defaults.
+var (
+	DefaultCheckpointed   = Restart{Attempts: UnlimitedAttempts, MaxBackoff: Duration(10 * time.Second), Backoff: Duration(100 * time.Millisecond), ResetAfter: Duration(time.Minute), Immediate: true}
+	DefaultUncheckpointed = Restart{Attempts: 10, Backoff: Duration(time.Second), MaxBackoff: Duration(30 * time.Second), ResetAfter: Duration(time.Minute)}
 )
 
 // EffectiveRestart returns the restart strategy with defaults filled in.
 // A job without checkpoints and without a restart section does not
 // restart (Attempts 0).
 func (j *Job) EffectiveRestart() Restart {
-	r := Restart{}
-	if j.Restart != nil {
-		r = *j.Restart
-	} else if j.Checkpoint == nil {
-		return r
+	def := DefaultUncheckpointed
+	if j.Checkpoint != nil {
+		def = DefaultCheckpointed
 	}
+	if j.Restart == nil {
+		if j.Checkpoint == nil {
+			return Restart{}
+		}
+		return def
+	}
+	r := *j.Restart
+	r.Immediate = false
 	if r.Attempts == 0 {
-		r.Attempts = DefaultRestartAttempts
+		r.Attempts = def.Attempts
 	}
 	if r.Backoff == 0 {
-		r.Backoff = DefaultBackoff
+		// The default sequence, immediate first, comes with the default
+		// backoff only: a backoff the user set is the first delay.
+		r.Backoff, r.Immediate = def.Backoff, def.Immediate
 	}
 	if r.MaxBackoff == 0 {
-		r.MaxBackoff = max(DefaultMaxBackoff, r.Backoff)
+		r.MaxBackoff = max(def.MaxBackoff, r.Backoff)
 	}
 	if r.ResetAfter == 0 {
-		r.ResetAfter = DefaultResetAfter
+		r.ResetAfter = def.ResetAfter
 	}
 	return r
 }

@@ -243,8 +243,8 @@ func (j *Job) Validate() error {
 		}
 	}
 	if r := j.Restart; r != nil {
-		if r.Attempts < 0 {
-			add("restart.attempts", "%d is negative", r.Attempts)
+		if r.Attempts < UnlimitedAttempts {
+			add("restart.attempts", "%d: want a number of restarts, 0 for the default or -1 for unlimited", r.Attempts)
 		}
 		if r.Backoff < 0 || r.MaxBackoff < 0 || r.ResetAfter < 0 {
 			add("restart", "backoff, maxBackoff and resetAfter must not be negative")

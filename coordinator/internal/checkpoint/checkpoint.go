@@ -301,6 +301,16 @@ func (c *Coordinator) TaskFailed(now time.Time, t Task) []Decision {
 	return []Decision{c.abort(now, fmt.Sprintf("%s failed", t))}
 }
 
+// Abort aborts the checkpoint in flight for reason (the job restarts or
+// ends anyway): the reason names the failure, such as which subtask
+// failed.
+func (c *Coordinator) Abort(now time.Time, reason string) []Decision {
+	if c.pending == nil {
+		return nil
+	}
+	return []Decision{c.abort(now, reason)}
+}
+
 // ManifestWritten reports the outcome of a WriteManifest decision. Only a
 // written manifest completes the checkpoint; a failed write aborts it.
 func (c *Coordinator) ManifestWritten(now time.Time, id int64, err error) []Decision {

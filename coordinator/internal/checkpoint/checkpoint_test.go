@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 //	ack ID TASK @T
 //	decline ID TASK reason... @T
 //	fail TASK @T
+//	abort reason... @T  (the job's failure, as the lifecycle states it)
 //	written ID ok|error-text @T
 //	savepoint @T
 //	stop
@@ -74,6 +75,8 @@ func run(cp **Coordinator, cmd string, args []string) (string, error) {
 		ds = c.Decline(now, id, parseTask(args[1]), strings.Join(args[2:], " "))
 	case "fail":
 		ds = c.TaskFailed(now, parseTask(args[0]))
+	case "abort":
+		ds = c.Abort(now, strings.Join(args, " "))
 	case "written":
 		id, _ := strconv.ParseInt(args[0], 10, 64)
 		var werr error

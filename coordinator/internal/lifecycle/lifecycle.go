@@ -53,20 +53,52 @@ const retryDelay = time.Second
 
 // Task names one subtask.
 type Task struct {
-	Vertex  string
-	Subtask int
+	Vertex  string `json:"vertex"`
+	Subtask int    `json:"subtask"`
 }
 
 func (t Task) String() string { return fmt.Sprintf("%s[%d]", t.Vertex, t.Subtask) }
 
-// Restart is the restart strategy: up to Attempts restarts, the n-th after
-// Backoff·2ⁿ⁻¹ (at most MaxBackoff); a job that ran for ResetAfter counts
-// from zero again.
+// Restart is the restart strategy: up to Attempts restarts (for ever if
+// Attempts is negative), the n-th after Backoff·2ⁿ⁻¹ (at most
+// MaxBackoff), or with Immediate the first at once and the n-th after
+// Backoff·2ⁿ⁻²; a job that ran for ResetAfter counts from zero again.
 type Restart struct {
 	Attempts   int
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	ResetAfter time.Duration
+	Immediate  bool
+}
+
+// Unlimited reports whether the strategy restarts for ever.
+func (r Restart) Unlimited() bool { return r.Attempts < 0 }
+
+// first is the delay before the first restart after a stable run.
+func (r Restart) first() time.Duration {
+	if r.Immediate {
+		return 0
+	}
+	return r.Backoff
+}
+
+// next is the delay after d.
+func (r Restart) next(d time.Duration) time.Duration {
+	if d == 0 {
+		return min(r.Backoff, r.MaxBackoff)
+	}
+	return min(2*d, r.MaxBackoff)
+}
+
+// ExceptionHistory is how many failures a job remembers.
+const ExceptionHistory = 16
+
+// Exception is one failure of a job: one that restarted it or failed it.
+type Exception struct {
+	Time    time.Time `json:"time"`
+	Attempt int       `json:"attempt"`        // the attempt that failed
+	Task    *Task     `json:"task,omitempty"` // the subtask that failed, if one did
+	Error   string    `json:"error"`
 }
 
 // Config describes a job to the machine.
@@ -107,8 +139,9 @@ const (
 	StartCheckpoints
 	// StopTriggering: a source finished; trigger no new checkpoints.
 	StopTriggering
-	// AbortCheckpoints: the attempt failed; abort the checkpoint in
-	// flight (its manifest may still be being written) and forget acks.
+	// AbortCheckpoints: the attempt failed (Message says how, naming the
+	// subtask if one failed) or finishes; abort the checkpoint in flight
+	// (its manifest may still be being written) and forget acks.
 	AbortCheckpoints
 	// FailSavepoints: the savepoints callers wait for failed: Reason.
 	FailSavepoints
@@ -134,7 +167,7 @@ type Decision struct {
 	Tasks   []Placed       // CancelTasks, CancelStragglers
 	Bad     map[int64]bool // Recover: checkpoints known unusable
 	State   string         // End
-	Message string         // End, FailSavepoints (the reason)
+	Message string         // End, FailSavepoints, AbortCheckpoints (the reason)
 }
 
 // Placed is a task of an attempt and the worker it was deployed to ("" if
@@ -167,8 +200,10 @@ func (d Decision) String() string {
 		if d.Message != "" {
 			b.WriteString(": " + d.Message)
 		}
-	case FailSavepoints:
-		b.WriteString(": " + d.Message)
+	case FailSavepoints, AbortCheckpoints:
+		if d.Message != "" {
+			b.WriteString(": " + d.Message)
+		}
 	}
 	return b.String()
 }
@@ -192,8 +227,12 @@ type Job struct {
 	// deployed.
 	tasks map[Task]*taskState
 
-	// Restarts.
+	// Restarts: restarts counts those since the last stable run, total
+	// every one (carried through Resume); exceptions are the newest
+	// ExceptionHistory failures, oldest first.
 	restarts   int
+	total      int
+	exceptions []Exception
 	backoff    time.Duration
 	restartAt  time.Time
 	recovering bool // a Recover is under way
@@ -219,7 +258,7 @@ type Job struct {
 // New returns the lifecycle of a submitted job: CREATED, attempt 1,
 // waiting to be deployed.
 func New(cfg Config) *Job {
-	return &Job{cfg: cfg, state: Created, attempt: 1, deploy: true, bad: map[int64]bool{}, backoff: cfg.Restart.Backoff}
+	return &Job{cfg: cfg, state: Created, attempt: 1, deploy: true, bad: map[int64]bool{}, backoff: cfg.Restart.first()}
 }
 
 // Stored is what the bucket keeps of a job's lifecycle (its status).
@@ -227,6 +266,8 @@ type Stored struct {
 	State, Message string
 	Attempt        int
 	Started, Ended time.Time
+	Restarts       int
+	Exceptions     []Exception
 }
 
 // Resume returns the lifecycle of a job a restarted coordinator found in
@@ -235,16 +276,21 @@ type Stored struct {
 // FAILED); an ended one stays as it was.
 func Resume(cfg Config, now time.Time, st Stored) *Job {
 	j := &Job{cfg: cfg, state: st.State, errMsg: st.Message, attempt: max(st.Attempt, 1), started: st.Started, ended: st.Ended,
-		bad: map[int64]bool{}, backoff: cfg.Restart.Backoff}
+		bad: map[int64]bool{}, backoff: cfg.Restart.first(), total: st.Restarts}
+	for _, e := range st.Exceptions {
+		j.except(e)
+	}
 	if Terminal(j.state) && !(j.state == Failed && j.errMsg == RestartedMessage) {
 		return j
 	}
+	j.except(Exception{Time: now, Attempt: j.attempt, Error: RestartedMessage})
 	if cfg.Restart.Attempts == 0 {
 		j.state, j.errMsg = Failed, RestartedMessage
 		return j
 	}
-	j.state, j.errMsg = Restarting, RestartedMessage
-	j.recoveries = append(j.recoveries, Recovery{Attempt: j.attempt + 1, Reason: j.errMsg, Detected: now})
+	j.state, j.errMsg = Restarting, ""
+	j.total++
+	j.recover(Recovery{Attempt: j.attempt + 1, Reason: RestartedMessage, Detected: now})
 	// The old attempt's tasks may still run somewhere: they are canceled
 	// everywhere once recovery is done.
 	j.tasks = map[Task]*taskState{}
@@ -254,9 +300,35 @@ func Resume(cfg Config, now time.Time, st Stored) *Job {
 	return j
 }
 
-// State is the job's state; Message why it failed or ended (if it did).
+// State is the job's state; Message why it failed or ended, once it did
+// (a failure it restarted from is in Exceptions, not here).
 func (j *Job) State() string   { return j.state }
 func (j *Job) Message() string { return j.errMsg }
+
+// Restarts is how many times the job restarted since it was submitted.
+func (j *Job) Restarts() int { return j.total }
+
+// Exceptions lists the newest ExceptionHistory failures, oldest first.
+func (j *Job) Exceptions() []Exception { return slices.Clone(j.exceptions) }
+
+// except records a failure in the bounded history.
+func (j *Job) except(e Exception) {
+	if len(j.exceptions) == ExceptionHistory {
+		j.exceptions = slices.Delete(j.exceptions, 0, 1)
+	}
+	j.exceptions = append(j.exceptions, e)
+}
+
+// maxRecoveries bounds the recoveries a job lists: with unlimited
+// restarts they would grow for ever.
+const maxRecoveries = 100
+
+func (j *Job) recover(r Recovery) {
+	if len(j.recoveries) == maxRecoveries {
+		j.recoveries = slices.Delete(j.recoveries, 0, 1)
+	}
+	j.recoveries = append(j.recoveries, r)
+}
 
 // Attempt is the current attempt.
 func (j *Job) Attempt() int { return j.attempt }
@@ -333,7 +405,7 @@ func (j *Job) Deployed(now time.Time, placement map[Task]string) []Decision {
 
 // DeployFailed: a deploy command could not be sent.
 func (j *Job) DeployFailed(now time.Time, msg string) []Decision {
-	return j.failOrRestart(now, msg, 0)
+	return j.failOrRestart(now, nil, msg, 0)
 }
 
 // TaskState records a current task's report. corrupt names the checkpoint
@@ -349,11 +421,11 @@ func (j *Job) TaskState(now time.Time, t Task, state, msg, worker string, corrup
 	}
 	switch {
 	case state == Failed && !Terminal(j.state) && j.state != Canceling:
-		return j.failOrRestart(now, fmt.Sprintf("%s on worker %s: %s", t, worker, msg), corrupt)
+		return j.failOrRestart(now, &t, fmt.Sprintf("%s on worker %s: %s", t, worker, msg), corrupt)
 	case state == Canceled && !Terminal(j.state) && j.state != Canceling:
 		// Nobody asked: the worker is shutting down, and the job cannot
 		// complete without the task.
-		return j.failOrRestart(now, fmt.Sprintf("%s was stopped by worker %s (shutting down)", t, worker), 0)
+		return j.failOrRestart(now, &t, fmt.Sprintf("%s was stopped by worker %s (shutting down)", t, worker), 0)
 	case j.state == Canceling:
 		if j.allTerminal() {
 			return j.end(now, Canceled, "")
@@ -414,7 +486,7 @@ func (j *Job) WorkersLost(now time.Time, live func(worker string) bool) []Decisi
 			ts.state = Canceled
 			continue
 		}
-		ds = j.failOrRestart(now, fmt.Sprintf("worker %s running %s was lost (heartbeat expired)", ts.worker, p.Task), 0)
+		ds = j.failOrRestart(now, &p.Task, fmt.Sprintf("worker %s running %s was lost (heartbeat expired)", ts.worker, p.Task), 0)
 		break
 	}
 	if j.state == Canceling && j.allTerminal() {
@@ -471,7 +543,7 @@ func (j *Job) Tick(now time.Time) []Decision {
 		return j.end(now, Canceled, "workers did not confirm the cancel in time")
 	case j.finalizing && !j.finishing && j.writing == 0 && !now.Before(j.retryAt):
 		j.finishing = true
-		return []Decision{{Kind: AbortCheckpoints}, {Kind: Finalize}}
+		return []Decision{{Kind: AbortCheckpoints, Message: "the job finishes with its final manifest"}, {Kind: Finalize}}
 	}
 	return nil
 }
@@ -510,6 +582,7 @@ func (j *Job) RecoveryFailed(now time.Time, msg string, fatal bool) []Decision {
 		return nil
 	}
 	if fatal {
+		j.except(Exception{Time: now, Attempt: j.attempt, Error: msg})
 		return j.fail(now, msg)
 	}
 	j.restartAt = now.Add(retryDelay)
@@ -531,18 +604,24 @@ func (j *Job) Finalized(now time.Time, ok bool) []Decision {
 	return j.end(now, Finished, "")
 }
 
-// failOrRestart handles a failure of the current attempt: a restart after
-// a backoff if the strategy allows one, else FAILED.
-func (j *Job) failOrRestart(now time.Time, msg string, corrupt int64) []Decision {
+// failOrRestart handles a failure of the current attempt (of task, if one
+// failed): a restart after a backoff if the strategy allows one, else
+// FAILED. Either way the failure goes into the history; one while a
+// restart is pending already belongs to that restart and does not.
+func (j *Job) failOrRestart(now time.Time, task *Task, msg string, corrupt int64) []Decision {
 	r := j.cfg.Restart
-	if r.Attempts == 0 {
+	failed := func(msg string) []Decision {
+		j.except(Exception{Time: now, Attempt: j.attempt, Task: task, Error: msg})
 		return j.fail(now, msg)
+	}
+	if r.Attempts == 0 {
+		return failed(msg)
 	}
 	if corrupt > 0 {
 		if corrupt <= j.committed {
 			// Its output is visible: restoring an older checkpoint would
 			// produce it again.
-			return j.fail(now, fmt.Sprintf("%s; checkpoint %d's output is committed, so no older checkpoint can replace it", msg, corrupt))
+			return failed(fmt.Sprintf("%s; checkpoint %d's output is committed, so no older checkpoint can replace it", msg, corrupt))
 		}
 		j.bad[corrupt] = true
 	}
@@ -550,18 +629,20 @@ func (j *Job) failOrRestart(now time.Time, msg string, corrupt int64) []Decision
 		return nil // a restart is pending already
 	}
 	if j.state == Running && now.Sub(j.started) >= r.ResetAfter {
-		j.backoff, j.restarts = r.Backoff, 0
+		j.backoff, j.restarts = r.first(), 0
 	}
 	j.restarts++
-	if j.restarts > r.Attempts {
-		return j.fail(now, fmt.Sprintf("%s (gave up after %d restarts)", msg, r.Attempts))
+	if !r.Unlimited() && j.restarts > r.Attempts {
+		return failed(fmt.Sprintf("%s (gave up after %d restarts)", msg, r.Attempts))
 	}
-	ds := []Decision{{Kind: AbortCheckpoints}, {Kind: FailSavepoints, Message: msg}}
-	j.state, j.errMsg = Restarting, msg
+	j.except(Exception{Time: now, Attempt: j.attempt, Task: task, Error: msg})
+	j.total++
+	ds := []Decision{{Kind: AbortCheckpoints, Message: msg}, {Kind: FailSavepoints, Message: msg}}
+	j.state, j.errMsg = Restarting, ""
 	j.recovered, j.deploy, j.finalizing = false, false, false
 	j.restartAt = now.Add(j.backoff)
-	j.backoff = min(2*j.backoff, r.MaxBackoff)
-	j.recoveries = append(j.recoveries, Recovery{Attempt: j.attempt + 1, Reason: msg, Detected: now})
+	j.backoff = r.next(j.backoff)
+	j.recover(Recovery{Attempt: j.attempt + 1, Reason: msg, Detected: now})
 	return append(ds, j.cancelTasks()...)
 }
 

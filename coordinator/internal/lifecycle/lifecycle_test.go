@@ -15,22 +15,29 @@ import (
 // TestTraces runs the scripted traces in testdata/ (go test -rewrite
 // rewrites their expected output). Commands:
 //
-//	new tasks=v/0,w/1 [checkpointing] [restart=attempts,backoff,max,reset] [cancel-timeout=10s]
+//	new tasks=v/0,w/1 [checkpointing] [restart=attempts,backoff,max,reset] [immediate] [cancel-timeout=10s]
 //	resume <state> attempt=N [msg=...|msg=restarted] @ms  (a restarted coordinator; and the args of new)
 //	deploy @ms v/0=w1 w/1=w2 | deploy-failed @ms msg=...
 //	task v/0 <STATE> @ms [worker=w1] [msg=...] [corrupt=N]
 //	lost w1 [w2...] @ms | tick @ms | cancel @ms | stop-savepoint key @ms
 //	writing | written N ok|failed [committed] @ms
 //	recovered N [final] @ms | recovery-failed [fatal] msg=... @ms | finalized ok|failed @ms
+//	restart-coordinator @ms  (this job's status stored, and resumed by a new coordinator)
+//	exceptions  (the job's exception history)
 //
-// Each prints the decisions, then the job's state (summary has no blank
-// line, which would end a block).
+// Each prints the decisions, a failure it recorded in the exception
+// history, then the job's state (summary has no blank line, which would
+// end a block).
 func TestTraces(t *testing.T) {
 	tracetest.Run(t, "testdata", func(t *testing.T) tracetest.Func {
 		var j *Job
 		return func(t *testing.T, d *datadriven.TestData) (string, error) {
 			a := parseArgs(t, d)
 			var ds []Decision
+			var before []Exception
+			if j != nil {
+				before = j.Exceptions()
+			}
 			switch d.Cmd {
 			case "new":
 				j = New(a.config(t))
@@ -42,6 +49,16 @@ func TestTraces(t *testing.T) {
 				}
 				j = Resume(a.config(t), a.now, Stored{State: a.word(t, 0), Message: msg, Attempt: a.int(t, "attempt")})
 				return j.summary(), nil
+			case "restart-coordinator":
+				j = Resume(j.cfg, a.now, Stored{State: j.State(), Message: j.Message(), Attempt: j.Attempt(),
+					Started: j.Started(), Ended: j.Ended(), Restarts: j.Restarts(), Exceptions: j.Exceptions()})
+				return j.summary(), nil
+			case "exceptions":
+				var b strings.Builder
+				for _, e := range j.Exceptions() {
+					b.WriteString(e.line() + "\n")
+				}
+				return b.String() + j.summary(), nil
 			case "deploy":
 				placement := map[Task]string{}
 				for _, w := range a.words {
@@ -90,6 +107,9 @@ func TestTraces(t *testing.T) {
 			for _, d := range ds {
 				b.WriteString(d.String() + "\n")
 			}
+			if ex := j.Exceptions(); len(ex) > 0 && (len(before) == 0 || ex[len(ex)-1] != before[len(before)-1]) {
+				b.WriteString("exception " + ex[len(ex)-1].line() + "\n")
+			}
 			return b.String() + j.summary(), nil
 		}
 	})
@@ -101,6 +121,9 @@ func (j *Job) summary() string {
 	if j.errMsg != "" {
 		s += " (" + j.errMsg + ")"
 	}
+	if j.total > 0 {
+		s += fmt.Sprintf(", restarts %d", j.total)
+	}
 	if j.WantsDeploy() {
 		s += ", waits to deploy"
 	}
@@ -108,6 +131,15 @@ func (j *Job) summary() string {
 		s += ", finalizing"
 	}
 	return s + "\n"
+}
+
+// line is an exception as a trace shows it: @ms attempt N [task]: error.
+func (e Exception) line() string {
+	s := fmt.Sprintf("@%d attempt %d", e.Time.UnixMilli(), e.Attempt)
+	if e.Task != nil {
+		s += " " + e.Task.String()
+	}
+	return s + ": " + e.Error
 }
 
 type args struct {
@@ -170,6 +202,7 @@ func (a args) intOr(t *testing.T, k string, def int) int {
 
 func (a args) config(t *testing.T) Config {
 	cfg := Config{Checkpointing: a.has("checkpointing"), CancelTimeout: 10 * time.Second}
+	cfg.Restart.Immediate = a.has("immediate")
 	for _, s := range strings.Split(a.kv["tasks"], ",") {
 		cfg.Tasks = append(cfg.Tasks, parseTask(t, s))
 	}
@@ -182,7 +215,7 @@ func (a args) config(t *testing.T) Config {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Restart = Restart{Attempts: n, Backoff: dur(t, p[1]), MaxBackoff: dur(t, p[2]), ResetAfter: dur(t, p[3])}
+		cfg.Restart = Restart{Attempts: n, Backoff: dur(t, p[1]), MaxBackoff: dur(t, p[2]), ResetAfter: dur(t, p[3]), Immediate: cfg.Restart.Immediate}
 	}
 	if v := a.kv["cancel-timeout"]; v != "" {
 		cfg.CancelTimeout = dur(t, v)

@@ -16,7 +16,9 @@ import (
 //   - a terminal state comes with one End decision, and an ended job
 //     decides nothing more;
 //   - the attempt only grows, by one per recovery;
-//   - a job never goes on after more restarts than its strategy allows.
+//   - a job never goes on after more restarts than its strategy allows;
+//   - the message is set only once the job ended, the restart count only
+//     grows, and the exception history holds at most ExceptionHistory.
 func TestRandomInvariants(t *testing.T) {
 	tasks := []Task{{"src", 0}, {"src", 1}, {"win", 0}, {"sink", 0}}
 	workers := []string{"w1", "w2", "w3"}
@@ -24,7 +26,8 @@ func TestRandomInvariants(t *testing.T) {
 	for seed := uint64(0); seed < 500; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		cfg := Config{Tasks: tasks, Checkpointing: rng.IntN(2) == 0, CancelTimeout: time.Second,
-			Restart: Restart{Attempts: rng.IntN(4), Backoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond, ResetAfter: 2 * time.Second}}
+			Restart: Restart{Attempts: rng.IntN(5) - 1, Backoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond, ResetAfter: 2 * time.Second,
+				Immediate: rng.IntN(2) == 0}}
 		var j *Job
 		now := time.UnixMilli(0)
 		if rng.IntN(3) == 0 {
@@ -45,7 +48,7 @@ func TestRandomInvariants(t *testing.T) {
 		}
 		for step := 0; step < 200; step++ {
 			now = now.Add(time.Duration(rng.IntN(300)) * time.Millisecond)
-			attempt := j.Attempt()
+			attempt, restarts := j.Attempt(), j.Restarts()
 			var ds []Decision
 			switch r := rng.IntN(12); {
 			case r < 4 && len(j.tasks) > 0:
@@ -126,7 +129,16 @@ func TestRandomInvariants(t *testing.T) {
 			if Terminal(j.State()) && !ended {
 				fail(step, "state %s without an End decision", j.State())
 			}
-			if j.restarts > cfg.Restart.Attempts && !Terminal(j.State()) {
+			if j.Restarts() < restarts {
+				fail(step, "restart count went back from %d to %d", restarts, j.Restarts())
+			}
+			if j.Message() != "" && !Terminal(j.State()) {
+				fail(step, "message %q while %s", j.Message(), j.State())
+			}
+			if n := len(j.Exceptions()); n > ExceptionHistory {
+				fail(step, "%d exceptions kept", n)
+			}
+			if !cfg.Restart.Unlimited() && j.restarts > cfg.Restart.Attempts && !Terminal(j.State()) {
 				fail(step, "%d restarts with a strategy of %d, and still %s", j.restarts, cfg.Restart.Attempts, j.State())
 			}
 		}
