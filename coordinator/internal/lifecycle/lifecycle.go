@@ -486,7 +486,7 @@ func (j *Job) WorkersLost(now time.Time, live func(worker string) bool) []Decisi
 			ts.state = Canceled
 			continue
 		}
-		ds = j.failOrRestart(now, &p.Task, fmt.Sprintf("worker %s running %s was lost (heartbeat expired)", ts.worker, p.Task), 0)
+		ds = j.failOrRestart(now, &p.Task, fmt.Sprintf("worker %s running %s was lost (its connection to Redis closed or its heartbeat lapsed)", ts.worker, p.Task), 0)
 		break
 	}
 	if j.state == Canceling && j.allTerminal() {
