@@ -71,12 +71,12 @@ func (a *app) openEnv(ctx context.Context, mode envMode) (*env, error) {
 		return nil, errors.New("this command needs Redis: set --redis-addr or WEIR_REDIS_ADDR (make dev-up starts one on 127.0.0.1:6379)")
 	}
 	password := os.Getenv("WEIR_REDIS_PASSWORD")
-	e.transport, err = exchange.NewRedis(exchange.RedisOptions{Addr: e.redisAddr, Password: password})
+	e.transport, err = exchange.NewRedis(exchange.RedisOptions{Addr: e.redisAddr, Password: password, Cluster: a.v.GetString("cluster")})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("open exchange: %w", err)
 	}
-	e.plane, err = control.NewRedis(ctx, control.RedisOptions{Addr: e.redisAddr, Password: password})
+	e.plane, err = control.NewRedis(ctx, control.RedisOptions{Addr: e.redisAddr, Password: password, Cluster: a.v.GetString("cluster")})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("open control plane: %w", err)

@@ -25,6 +25,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/weirstream/weir/exchange"
+
 	"github.com/weirstream/weir/functions/spec"
 )
 
@@ -93,6 +95,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("coordinator", "http://127.0.0.1:8081", "coordinator URL for client commands")
 	pf.StringP("output", "o", "text", "output format of read commands: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
+	pf.String("cluster", exchange.DefaultCluster, "cluster id: prefixes every Redis key, so clusters can share one Redis")
 	pf.String("wasm-cache", "", "directory for compiled Wasm functions (default <user cache dir>/weir/wasm)")
 	for _, name := range configKeys {
 		_ = a.v.BindPFlag(name, pf.Lookup(name))
@@ -110,7 +113,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 // configKeys are the settings viper carries: the persistent flags bound to
 // it, and so the only keys a config file may set. A command that binds
 // another flag adds it here.
-var configKeys = []string{"store", "s3-endpoint", "s3-region", "redis-addr", "coordinator", "output", "log-level", "wasm-cache"}
+var configKeys = []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "coordinator", "output", "log-level", "wasm-cache"}
 
 // configCandidates are the config files read when neither --config nor
 // WEIR_CONFIG names one, first found wins. They are named in full: a bare

@@ -156,7 +156,7 @@ between them; the store (--store) is shared. Stop with Ctrl-C.`,
 // childEnv passes this process's effective configuration to child workers.
 func (a *app) childEnv() []string {
 	env := os.Environ()
-	for _, k := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "log-level"} {
+	for _, k := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "log-level", "wasm-cache"} {
 		if v := a.v.GetString(k); v != "" {
 			env = append(env, "WEIR_"+strings.ToUpper(strings.ReplaceAll(k, "-", "_"))+"="+v)
 		}

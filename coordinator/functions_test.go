@@ -185,7 +185,7 @@ func functionsEnv(t *testing.T) (*env, apiClient, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t)
+	e := newEnvWithin(t, 4*time.Minute)
 	e.startWorker("w1", 4, workerOpts{})
 	srv := httptest.NewServer(e.c.Handler(nil))
 	t.Cleanup(srv.Close)

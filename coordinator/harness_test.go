@@ -37,12 +37,20 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWithin(t, 60*time.Second)
+}
+
+// newEnvWithin is newEnv whose e.ctx, bounding the test's calls, lasts
+// within (tests that build and compile Wasm guests under -race need more
+// than a minute on a busy machine).
+func newEnvWithin(t *testing.T, within time.Duration) *env {
+	t.Helper()
 	bucket, err := blob.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, plane: control.NewLocal(), xch: exchange.NewLocal(), bucket: bucket}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	e.ctx = ctx
 	e.c = coordinator.New(coordinator.Config{Plane: e.plane, Bucket: bucket, Transport: e.xch, CancelTimeout: 5 * time.Second})
 	runCtx, stop := context.WithCancel(context.Background())

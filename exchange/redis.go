@@ -19,6 +19,9 @@ import (
 type RedisOptions struct {
 	// Addr is the server's host:port. Required.
 	Addr string
+	// Cluster is the cluster id whose channels these are (KeyPrefix);
+	// "" is DefaultCluster.
+	Cluster string
 	// Username and Password authenticate: an ACL user, or Password alone
 	// for a server with requirepass.
 	Username string
@@ -82,6 +85,9 @@ func (o RedisOptions) Validate() error {
 	var errs []error
 	if o.Addr == "" {
 		errs = append(errs, errors.New("field Addr is empty, want host:port"))
+	}
+	if err := ValidateCluster(o.Cluster); err != nil {
+		errs = append(errs, fmt.Errorf("field Cluster: %w", err))
 	}
 	if o.DB < 0 {
 		errs = append(errs, fmt.Errorf("field DB is %d, want >= 0", o.DB))
@@ -206,7 +212,7 @@ func NewRedis(opts RedisOptions) (Transport, error) {
 	if err := checkServer(ctx, client); err != nil {
 		return nil, errors.Join(fmt.Errorf("connect to redis at %s: %w", opts.Addr, err), client.Close())
 	}
-	return &redisTransport{client: client, opts: opts}, nil
+	return &redisTransport{client: client, opts: opts, prefix: KeyPrefix(opts.Cluster)}, nil
 }
 
 // checkServer checks that the server answers and has the commands the
@@ -236,6 +242,7 @@ func checkServer(ctx context.Context, client *redis.Client) error {
 type redisTransport struct {
 	client *redis.Client
 	opts   RedisOptions
+	prefix string // KeyPrefix(opts.Cluster)
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -267,7 +274,7 @@ func (t *redisTransport) NewWriter(ch Channel) (Writer, error) {
 		return nil, ErrClosed
 	}
 	w := &redisWriter{t: t, ch: ch}
-	w.stream, w.credit = channelKeys(ch)
+	w.stream, w.credit = channelKeys(t.prefix, ch)
 	return w, nil
 }
 
@@ -302,7 +309,7 @@ func (t *redisTransport) NewReader(ctx context.Context, inputs []Channel, opts R
 	pipe := t.client.Pipeline()
 	created := make([]*redis.BoolCmd, n)
 	for i, ch := range inputs {
-		r.streams[i], r.credits[i] = channelKeys(ch)
+		r.streams[i], r.credits[i] = channelKeys(t.prefix, ch)
 		r.index[r.streams[i]] = i
 		r.wins[i] = newConsumerWindow(opts.Credits, max(1, opts.Credits/4))
 		pipe.XGroupCreateMkStream(ctx, r.streams[i], initGroup, "$")
@@ -334,7 +341,7 @@ func (t *redisTransport) DeleteAttempt(ctx context.Context, job string, attempt 
 	if t.closed.Load() {
 		return ErrClosed
 	}
-	err := t.scan(ctx, attemptPattern(job, attempt), func(keys []string) error {
+	err := t.scan(ctx, attemptPattern(t.prefix, job, attempt), func(keys []string) error {
 		return t.client.Unlink(ctx, keys...).Err()
 	})
 	if err != nil {
@@ -347,7 +354,7 @@ func (t *redisTransport) DeleteAttempt(ctx context.Context, job string, attempt 
 // attempt). Tests use it to check DeleteAttempt.
 func (t *redisTransport) CountKeys(ctx context.Context, job string, attempt int) (int, error) {
 	n := 0
-	err := t.scan(ctx, attemptPattern(job, attempt), func(keys []string) error {
+	err := t.scan(ctx, attemptPattern(t.prefix, job, attempt), func(keys []string) error {
 		n += len(keys)
 		return nil
 	})
@@ -412,9 +419,9 @@ func escapeName(s string) string {
 	return string(b)
 }
 
-// channelKeys returns the stream and credit keys of ch.
-func channelKeys(ch Channel) (stream, credit string) {
-	base := "weir:{" + escapeName(ch.Job) + ":" + strconv.Itoa(ch.Attempt) + ":" +
+// channelKeys returns the stream and credit keys of ch, below prefix.
+func channelKeys(prefix string, ch Channel) (stream, credit string) {
+	base := prefix + "{" + escapeName(ch.Job) + ":" + strconv.Itoa(ch.Attempt) + ":" +
 		escapeName(ch.ConsumerVertex) + ":" + strconv.Itoa(ch.Consumer) + "}:"
 	tail := escapeName(ch.Edge) + ":" + strconv.Itoa(ch.Producer)
 	return base + "ch:" + tail, base + "cr:" + tail
@@ -422,11 +429,11 @@ func channelKeys(ch Channel) (stream, credit string) {
 
 // attemptPattern matches every key of a job's attempt (attempt < 0: of
 // every attempt) and nothing else.
-func attemptPattern(job string, attempt int) string {
+func attemptPattern(prefix, job string, attempt int) string {
 	if attempt < 0 {
-		return "weir:{" + escapeName(job) + ":*"
+		return prefix + "{" + escapeName(job) + ":*"
 	}
-	return "weir:{" + escapeName(job) + ":" + strconv.Itoa(attempt) + ":*"
+	return prefix + "{" + escapeName(job) + ":" + strconv.Itoa(attempt) + ":*"
 }
 
 func consumerName(ch Channel) string {

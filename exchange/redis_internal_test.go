@@ -21,7 +21,7 @@ func TestChannelKeys(t *testing.T) {
 			"weir:{a%3Ab%7Bc%7D:0:%25v%20%C3%BC:0}:cr:x%2Ay%3F:0",
 		},
 	} {
-		stream, credit := channelKeys(tc.ch)
+		stream, credit := channelKeys("weir:", tc.ch)
 		if stream != tc.stream || credit != tc.credit {
 			t.Errorf("keys of %s = %s, %s; want %s, %s", tc.ch, stream, credit, tc.stream, tc.credit)
 		}
@@ -42,7 +42,7 @@ func TestKeysShareHashTag(t *testing.T) {
 		for p := range 3 {
 			ch := base
 			ch.Edge, ch.Producer = edge, p
-			s, c := channelKeys(ch)
+			s, c := channelKeys("weir:", ch)
 			tags = append(tags, tag(s), tag(c))
 		}
 	}
@@ -54,10 +54,10 @@ func TestKeysShareHashTag(t *testing.T) {
 }
 
 func TestAttemptPattern(t *testing.T) {
-	if got, want := attemptPattern("a*b", 2), "weir:{a%2Ab:2:*"; got != want {
+	if got, want := attemptPattern("weir:", "a*b", 2), "weir:{a%2Ab:2:*"; got != want {
 		t.Errorf("pattern = %s, want %s", got, want)
 	}
-	if got, want := attemptPattern("job", -1), "weir:{job:*"; got != want {
+	if got, want := attemptPattern("weir:", "job", -1), "weir:{job:*"; got != want {
 		t.Errorf("pattern = %s, want %s", got, want)
 	}
 }

@@ -289,3 +289,52 @@ func TestRedisUnreachable(t *testing.T) {
 		t.Fatal("no error connecting to a closed port")
 	}
 }
+
+// Two clusters on one Redis: the same channel of the same job is a
+// different stream in each, and deleting one cluster's attempt leaves the
+// other's alone.
+func TestRedisClustersShareARedis(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := context.Background()
+	ch := exchange.Channel{Job: "same", Edge: "src", Producer: 0, ConsumerVertex: "sink"}
+	readers := map[string]exchange.Reader{}
+	transports := map[string]exchange.Transport{}
+	for _, cluster := range []string{"blue", "green"} {
+		tr, err := exchange.NewRedis(exchange.RedisOptions{Addr: srv.Addr, Cluster: cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		transports[cluster], readers[cluster] = tr, r
+	}
+	for cluster, tr := range transports {
+		w, err := tr.NewWriter(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte(cluster)})
+		w.Close()
+	}
+	if err := transports["blue"].DeleteAttempt(ctx, "same", 0); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		_, e, ok, err := readers["green"].Read(ctx, 300*time.Millisecond)
+		if err != nil {
+			t.Fatalf("green's reader after blue deleted its attempt: %v", err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, string(e.Payload))
+	}
+	if len(got) != 1 || got[0] != "green" {
+		t.Fatalf("green read %v, want only its own entry", got)
+	}
+}

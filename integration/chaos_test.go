@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 )
@@ -315,5 +317,25 @@ func TestWorkerCrashDetection(t *testing.T) {
 		p50(running).Round(time.Millisecond), slices.Max(running).Round(time.Millisecond), len(st.Recoveries))
 	if m := slices.Max(detect); m > 2*time.Second {
 		t.Errorf("a crash was noticed only after %v: the dead worker's connection should have told at once", m)
+	}
+}
+
+// TestClustersShareARedis runs two clusters (a coordinator and two workers
+// each, their own MinIO) on one Redis, each with the chaos job at once:
+// with distinct cluster ids they share nothing, and both outputs are exact.
+func TestClustersShareARedis(t *testing.T) {
+	r := testenv.StartRedis(t)
+	blue, green := startClusterOn(t, 2, 3, r, "blue"), startClusterOn(t, 2, 3, r, "green")
+	ids := []string{blue.deploy(chaosSpec), green.deploy(chaosSpec)}
+	for i, c := range []*cluster{blue, green} {
+		st := c.waitState(ids[i], coordinator.JobFinished, 5*time.Minute)
+		checkChaosOutput(t, c.bucket, st)
+		if len(st.Recoveries) > 0 {
+			t.Errorf("job %s restarted: %s", ids[i], st.Recoveries[0].Reason)
+		}
+	}
+	var ws []json.RawMessage
+	if err := getJSON(blue.api+"/api/v1/workers", &ws); err != nil || len(ws) != 2 {
+		t.Errorf("blue's coordinator lists %d workers (%v), want its own 2", len(ws), err)
 	}
 }

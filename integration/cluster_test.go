@@ -62,11 +62,23 @@ type proc struct {
 // processes with the given slots each.
 func startCluster(t testing.TB, workers, slots int) *cluster {
 	t.Helper()
+	return startClusterOn(t, workers, slots, nil, "")
+}
+
+// startClusterOn is startCluster on a given Redis (nil: its own) with a
+// cluster id ("" for the default), so several clusters can share one
+// Redis. Each has its own MinIO.
+func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, procs: map[string]*proc{}, logDir: t.TempDir()}
-	c.redis = testenv.StartRedis(t)
+	c.redis = redis
+	if c.redis == nil {
+		c.redis = testenv.StartRedis(t)
+	}
 	c.minio = testenv.StartMinIO(t)
 	c.env = append(c.minio.Env(),
 		"WEIR_REDIS_ADDR="+c.redis.Addr,
+		"WEIR_CLUSTER="+id,
 		"WEIR_STORE=s3://"+c.minio.Bucket,
 		"WEIR_S3_ENDPOINT="+c.minio.Endpoint,
 		"WEIR_LOG_LEVEL=debug",

@@ -12,16 +12,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/weirstream/weir/exchange"
 )
 
-// Redis keys of the control plane. They carry no job attempt: workers and
-// the event stream outlive jobs.
+// Redis keys of the control plane, after the cluster's prefix
+// (exchange.KeyPrefix). They carry no job attempt: workers and the event
+// stream outlive jobs.
 const (
-	keyWorkers = "weir:ctl:workers" // hash: worker id -> WorkerInfo JSON
-	keyAlive   = "weir:ctl:alive:"  // + id: expires with the heartbeat
-	keyInbox   = "weir:ctl:inbox:"  // + id: list of commands
-	keyEvents  = "weir:ctl:events"  // stream of task events
-	maxEvents  = 100000             // approximate cap of the event stream
+	keyWorkers = "ctl:workers" // hash: worker id -> WorkerInfo JSON
+	keyAlive   = "ctl:alive:"  // + id: expires with the heartbeat
+	keyInbox   = "ctl:inbox:"  // + id: list of commands
+	keyEvents  = "ctl:events"  // stream of task events
+	maxEvents  = 100000        // approximate cap of the event stream
 	fieldEvent = "e"
 	// presenceName + id names the connection a worker holds open while it
 	// lives (CLIENT SETNAME): when the worker's process dies, Redis drops
@@ -35,11 +38,19 @@ type RedisOptions struct {
 	Addr     string
 	Password string
 	DB       int
+	// Cluster is the cluster id (exchange.KeyPrefix); "" is the default
+	// cluster. Planes of different clusters on one Redis see nothing of
+	// each other.
+	Cluster string
 }
 
 type redisPlane struct {
 	rdb *redis.Client
-	mu  struct {
+
+	// Keys of this cluster.
+	workers, alive, inbox, events, presence string
+
+	mu struct {
 		sync.Mutex
 		lastEvent string
 		// presence holds, per worker registered through this plane, the
@@ -56,12 +67,18 @@ type redisPlane struct {
 // end of the stream: a coordinator reads the events reported after it
 // started.
 func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
+	if err := exchange.ValidateCluster(opts.Cluster); err != nil {
+		return nil, err
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB, ContextTimeoutEnabled: true})
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("connect to redis at %s: %w", opts.Addr, err)
 	}
-	p := &redisPlane{rdb: rdb}
+	prefix := exchange.KeyPrefix(opts.Cluster)
+	p := &redisPlane{rdb: rdb,
+		workers: prefix + keyWorkers, alive: prefix + keyAlive, inbox: prefix + keyInbox, events: prefix + keyEvents,
+		presence: presenceName + prefix}
 	p.mu.lastEvent = "$"
 	p.mu.presence = map[string]*redis.Conn{}
 	return p, nil
@@ -81,7 +98,7 @@ func (p *redisPlane) holdPresence(ctx context.Context, id string) error {
 		delete(p.mu.presence, id)
 	}
 	c := p.rdb.Conn()
-	if err := c.ClientSetName(ctx, presenceName+id).Err(); err != nil {
+	if err := c.ClientSetName(ctx, p.presence+id).Err(); err != nil {
 		_ = c.Close()
 		return fmt.Errorf("name the presence connection of worker %s: %w", id, err)
 	}
@@ -119,7 +136,7 @@ func (p *redisPlane) present(ctx context.Context) (map[string]bool, bool) {
 	out := map[string]bool{}
 	for _, line := range strings.Split(list, "\n") {
 		for _, f := range strings.Fields(line) {
-			if name, ok := strings.CutPrefix(f, "name="+presenceName); ok && name != "" {
+			if name, ok := strings.CutPrefix(f, "name="+p.presence); ok && name != "" {
 				out[name] = true
 			}
 		}
@@ -138,8 +155,8 @@ func (p *redisPlane) Register(ctx context.Context, w WorkerInfo, ttl time.Durati
 		return fmt.Errorf("register worker %s: %w", w.ID, err)
 	}
 	_, err = p.rdb.TxPipelined(ctx, func(pp redis.Pipeliner) error {
-		pp.HSet(ctx, keyWorkers, w.ID, b)
-		pp.Set(ctx, keyAlive+w.ID, 1, ttl)
+		pp.HSet(ctx, p.workers, w.ID, b)
+		pp.Set(ctx, p.alive+w.ID, 1, ttl)
 		return nil
 	})
 	if err != nil {
@@ -149,7 +166,7 @@ func (p *redisPlane) Register(ctx context.Context, w WorkerInfo, ttl time.Durati
 }
 
 func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
-	ok, err := p.rdb.HExists(ctx, keyWorkers, id).Result()
+	ok, err := p.rdb.HExists(ctx, p.workers, id).Result()
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", id, err)
 	}
@@ -159,7 +176,7 @@ func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration
 	if err := p.holdPresence(ctx, id); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", id, err)
 	}
-	if err := p.rdb.Set(ctx, keyAlive+id, 1, ttl).Err(); err != nil {
+	if err := p.rdb.Set(ctx, p.alive+id, 1, ttl).Err(); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", id, err)
 	}
 	return nil
@@ -168,8 +185,8 @@ func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration
 func (p *redisPlane) Deregister(ctx context.Context, id string) error {
 	defer p.dropPresence(id)
 	_, err := p.rdb.TxPipelined(ctx, func(pp redis.Pipeliner) error {
-		pp.HDel(ctx, keyWorkers, id)
-		pp.Del(ctx, keyAlive+id, keyInbox+id)
+		pp.HDel(ctx, p.workers, id)
+		pp.Del(ctx, p.alive+id, p.inbox+id)
 		return nil
 	})
 	if err != nil {
@@ -179,7 +196,7 @@ func (p *redisPlane) Deregister(ctx context.Context, id string) error {
 }
 
 func (p *redisPlane) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	all, err := p.rdb.HGetAll(ctx, keyWorkers).Result()
+	all, err := p.rdb.HGetAll(ctx, p.workers).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
@@ -193,7 +210,7 @@ func (p *redisPlane) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	sort.Strings(ids)
 	keys := make([]string, len(ids))
 	for i, id := range ids {
-		keys[i] = keyAlive + id
+		keys[i] = p.alive + id
 	}
 	alive, err := p.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
@@ -207,8 +224,8 @@ func (p *redisPlane) Workers(ctx context.Context) ([]WorkerInfo, error) {
 			// named connection closed): the worker is gone. If it lives
 			// after all, its next heartbeat finds it unknown and it
 			// registers again, fenced from its old tasks.
-			p.rdb.HDel(ctx, keyWorkers, id)
-			p.rdb.Del(ctx, keyAlive+id, keyInbox+id)
+			p.rdb.HDel(ctx, p.workers, id)
+			p.rdb.Del(ctx, p.alive+id, p.inbox+id)
 			continue
 		}
 		var w WorkerInfo
@@ -221,7 +238,7 @@ func (p *redisPlane) Workers(ctx context.Context) ([]WorkerInfo, error) {
 }
 
 func (p *redisPlane) Send(ctx context.Context, id string, c Command) error {
-	ok, err := p.rdb.Exists(ctx, keyAlive+id).Result()
+	ok, err := p.rdb.Exists(ctx, p.alive+id).Result()
 	if err != nil {
 		return fmt.Errorf("send to %s: %w", id, err)
 	}
@@ -232,7 +249,7 @@ func (p *redisPlane) Send(ctx context.Context, id string, c Command) error {
 	if err != nil {
 		return err
 	}
-	if err := p.rdb.RPush(ctx, keyInbox+id, b).Err(); err != nil {
+	if err := p.rdb.RPush(ctx, p.inbox+id, b).Err(); err != nil {
 		return fmt.Errorf("send to %s: %w", id, err)
 	}
 	return nil
@@ -242,7 +259,7 @@ func (p *redisPlane) Receive(ctx context.Context, id string, wait time.Duration)
 	// BLPOP takes fractional seconds; go-redis's BLPop rounds a wait under
 	// a second up to one, so send the command as is.
 	secs := strconv.FormatFloat(max(wait, 10*time.Millisecond).Seconds(), 'f', 3, 64)
-	res, err := p.rdb.Do(ctx, "BLPOP", keyInbox+id, secs).StringSlice()
+	res, err := p.rdb.Do(ctx, "BLPOP", p.inbox+id, secs).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return Command{}, false, ctx.Err()
 	}
@@ -264,7 +281,7 @@ func (p *redisPlane) Report(ctx context.Context, e Event) error {
 	if err != nil {
 		return err
 	}
-	err = p.rdb.XAdd(ctx, &redis.XAddArgs{Stream: keyEvents, MaxLen: maxEvents, Approx: true, Values: []any{fieldEvent, b}}).Err()
+	err = p.rdb.XAdd(ctx, &redis.XAddArgs{Stream: p.events, MaxLen: maxEvents, Approx: true, Values: []any{fieldEvent, b}}).Err()
 	if err != nil {
 		return fmt.Errorf("report %s/%d %s[%d]: %w", e.Task.Job, e.Task.Attempt, e.Task.Vertex, e.Task.Subtask, err)
 	}
@@ -277,7 +294,7 @@ func (p *redisPlane) Events(ctx context.Context, wait time.Duration) ([]Event, e
 	if p.mu.lastEvent == "$" {
 		// Pin the cursor to the current end so nothing reported between
 		// two calls is missed.
-		last, err := p.rdb.XRevRangeN(ctx, keyEvents, "+", "-", 1).Result()
+		last, err := p.rdb.XRevRangeN(ctx, p.events, "+", "-", 1).Result()
 		if err != nil {
 			return nil, fmt.Errorf("read events: %w", err)
 		}
@@ -286,7 +303,7 @@ func (p *redisPlane) Events(ctx context.Context, wait time.Duration) ([]Event, e
 			p.mu.lastEvent = last[0].ID
 		}
 	}
-	res, err := p.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{keyEvents, p.mu.lastEvent}, Count: 1000, Block: max(wait, time.Millisecond)}).Result()
+	res, err := p.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{p.events, p.mu.lastEvent}, Count: 1000, Block: max(wait, time.Millisecond)}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

@@ -163,3 +163,46 @@ func TestRedisNoticesADeadWorkerAtOnce(t *testing.T) {
 		t.Fatalf("after registering again the coordinator sees %v", ids)
 	}
 }
+
+// Two clusters on one Redis: each sees only its own workers and events.
+func TestRedisClustersShareARedis(t *testing.T) {
+	r := testenv.StartRedis(t)
+	ctx := ctxT(t)
+	open := func(cluster string) control.Plane {
+		p, err := control.NewRedis(ctx, control.RedisOptions{Addr: r.Addr, Cluster: cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	a, b, def := open("blue"), open("green"), open("")
+	register(t, a, info("wa", 1), time.Minute)
+	register(t, b, info("wb", 1), time.Minute)
+	register(t, def, info("wd", 1), time.Minute)
+	for _, c := range []struct {
+		p    control.Plane
+		want []string
+	}{{a, []string{"wa"}}, {b, []string{"wb"}}, {def, []string{"wd"}}} {
+		if ids := workerIDs(t, c.p); !reflect.DeepEqual(ids, c.want) {
+			t.Errorf("a cluster sees workers %v, want %v", ids, c.want)
+		}
+	}
+	if err := a.Send(ctx, "wb", cmd(1)); !errors.Is(err, control.ErrUnknownWorker) {
+		t.Errorf("blue sent to green's worker: %v", err)
+	}
+	prime(t, a)
+	prime(t, b)
+	if err := b.Report(ctx, event(1, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := a.Events(ctx, 100*time.Millisecond); err != nil || len(evs) != 0 {
+		t.Errorf("blue got green's events: %v %v", evs, err)
+	}
+	if got := collect(t, b, 1); got[0].Stats.RecordsIn != 9 {
+		t.Errorf("green got %+v", got[0])
+	}
+	if _, err := control.NewRedis(ctx, control.RedisOptions{Addr: r.Addr, Cluster: "Bad Name"}); err == nil || !strings.Contains(err.Error(), `cluster "Bad Name"`) {
+		t.Errorf("a bad cluster id: %v", err)
+	}
+}
