@@ -67,7 +67,7 @@ test: deps vet staticcheck unit
 # restarts, MinIO outages, crash detection over ten kills, and 8 jobs beside
 # CPU burners for 3 minutes (make test runs the last for 20 s).
 chaos: deps
-	WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery)'
+	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery)'
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
 bench: deps bench-exchange bench-rows bench-e2e bench-checkpoints bench-wasm
