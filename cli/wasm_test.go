@@ -309,7 +309,7 @@ sinks:
 // the pin the stored spec carries.
 func TestFunctionsDeployAndRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	mod := registrytest.Guest(t, "passthrough")
 	raw, err := os.ReadFile(mod)
@@ -392,7 +392,7 @@ func TestFunctionsDeployAndRun(t *testing.T) {
 // does not read the surge operator's input, which the planner says.
 func TestDemoWasm(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	mod := registrytest.Guest(t, "passthrough")
 	dir := filepath.Join(t.TempDir(), "demo")

@@ -226,7 +226,7 @@ sinks:
 
 func TestFunctionsPinnedByARunningJob(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	t.Parallel()
 	e, api, mod := functionsEnv(t)
@@ -310,7 +310,7 @@ sinks:
 
 func TestUpgrade(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	t.Parallel()
 	e, api, mod := functionsEnv(t)
@@ -399,7 +399,7 @@ func TestUpgrade(t *testing.T) {
 // stored.
 func TestSubmitChecksFunctionConfig(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	t.Parallel()
 	e, api, mod := functionsEnv(t)
@@ -443,7 +443,7 @@ sinks:
 // each value exactly once across the jobs.
 func TestWasmStateRescales(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	t.Parallel()
 	e, _, _ := functionsEnv(t)
@@ -516,7 +516,7 @@ func seenOnce(t *testing.T, what string, rows []map[string]any, want int) {
 // with the new pin, and every key's counter goes on where it was.
 func TestWasmUpgradeKeepsState(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	t.Parallel()
 	e, _, _ := functionsEnv(t)

@@ -22,7 +22,7 @@ var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func TestDeployRealModule(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a guest")
+		t.Skip("short mode: builds a guest")
 	}
 	ctx := context.Background()
 	b, err := blob.NewDir(t.TempDir())
