@@ -21,13 +21,10 @@ import (
 // benchEvents is the size of one end-to-end benchmark run.
 const benchEvents = 10_000_000
 
-// benchSpec is a keyed tumbling-window job: datagen -> keyBy zone ->
-// 10 s tumbling count/sum/avg -> files sink. Parallelism 2 on 2 cores.
-func benchSpec(events int) string {
-	return fmt.Sprintf(`
-job: bench-tumbling
-parallelism: 2
-sources:
+// benchRides is the benchmarks' source: events rides of 1000 zones with
+// up to 2 s of disorder.
+func benchRides(events int) string {
+	return fmt.Sprintf(`sources:
   - name: rides
     type: datagen
     count: %d
@@ -40,7 +37,16 @@ sources:
       fields:
         zone: {cardinality: 1000}
         fare: {min: 5, max: 80}
-operators:
+`, events)
+}
+
+// benchSpec is a keyed tumbling-window job: datagen -> keyBy zone ->
+// 10 s tumbling count/sum/avg -> files sink. Parallelism 2 on 2 cores.
+func benchSpec(events int) string {
+	return `
+job: bench-tumbling
+parallelism: 2
+` + benchRides(events) + `operators:
   - name: stats
     input: rides
     keyBy: [zone]
@@ -48,7 +54,7 @@ operators:
     aggregate: {n: count(), total: sum(fare), mean: avg(fare)}
 sinks:
   - {name: out, input: stats, type: files, path: bench/out/, format: jsonl}
-`, events)
+`
 }
 
 // BenchmarkEndToEnd runs the keyed tumbling-window job in this process

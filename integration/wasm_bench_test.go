@@ -88,30 +88,17 @@ func (z *zoneStatsSDK) OnTimer(ctx *functions.Context, t functions.Timer, out *f
 // wasmBenchSpec is datagen -> keyBy zone -> the function -> blackhole, at
 // parallelism 2 on the in-process exchange.
 func wasmBenchSpec(events int, function string) string {
-	return fmt.Sprintf(`
+	return `
 job: bench-wasm
 parallelism: 2
-sources:
-  - name: rides
-    type: datagen
-    count: %d
-    schema: {ride_id: int64, zone: string, fare: float64, ts: timestamp_ms}
-    eventTime: {column: ts, maxOutOfOrderness: 2s}
-    datagen:
-      seed: 1
-      eventsPerSecond: 10000
-      outOfOrderness: 2s
-      fields:
-        zone: {cardinality: 1000}
-        fare: {min: 5, max: 80}
-operators:
+` + benchRides(events) + `operators:
   - name: stats
     input: rides
     keyBy: [zone]
-    function: %s
+    function: ` + function + `
 sinks:
   - {name: out, input: stats, type: blackhole}
-`, events, function)
+`
 }
 
 // BenchmarkWasmFunction runs the same keyed function (zone-stats) as a Go
