@@ -176,6 +176,12 @@ func TestStoredFunctionJobs(t *testing.T) {
 	}
 }
 
+// wasmStartWithin bounds the wait for a Wasm job's first rows or
+// checkpoint: its subtasks open once the worker has compiled the guest,
+// which takes wazero tens of seconds under -race on a busy 2-core machine
+// (one CI run needed more than 20 s).
+const wasmStartWithin = 2 * time.Minute
+
 // functionsEnv is a coordinator with a worker and its API, and the
 // passthrough test guest of package wasm, which emits its input (k string,
 // v int64) unchanged.
@@ -237,7 +243,7 @@ func TestFunctionsPinnedByARunningJob(t *testing.T) {
 	}
 	var sub coordinator.SubmitResponse
 	api.call("POST", "/api/v1/jobs", slowPass, http.StatusCreated, &sub)
-	e.waitFor(sub.ID, "rows through the function", func(st coordinator.JobStatus) bool { return st.Totals.SinkIn > 0 })
+	e.waitForWithin(sub.ID, "rows through the function", wasmStartWithin, func(st coordinator.JobStatus) bool { return st.Totals.SinkIn > 0 })
 
 	// The stored spec pins version 1; a new version changes nothing for
 	// the job.
@@ -278,7 +284,7 @@ func TestFunctionsPinnedByARunningJob(t *testing.T) {
 	// Force deletes under a running job (which fails if it loads the
 	// module again: a restart, a recovery or a subtask opening late).
 	api.call("POST", "/api/v1/jobs", slowPass, http.StatusCreated, &sub)
-	e.waitFor(sub.ID, "rows through the function", func(st coordinator.JobStatus) bool { return st.Totals.SinkIn > 0 })
+	e.waitForWithin(sub.ID, "rows through the function", wasmStartWithin, func(st coordinator.JobStatus) bool { return st.Totals.SinkIn > 0 })
 	api.call("DELETE", "/api/v1/functions/pass?force=true", "", http.StatusOK, &d)
 	if len(d.Jobs) != 1 || d.Jobs[0].ID != sub.ID || !slices.Equal(d.Jobs[0].Versions, []int{2}) {
 		t.Errorf("forced delete returned %+v", d)
@@ -324,7 +330,7 @@ func TestUpgrade(t *testing.T) {
 	api.deploy("?memory=16MiB", mod)
 	var sub coordinator.SubmitResponse
 	api.call("POST", "/api/v1/jobs", upgradable, http.StatusCreated, &sub)
-	e.waitFor(sub.ID, "a checkpoint and rows out", func(st coordinator.JobStatus) bool {
+	e.waitForWithin(sub.ID, "a checkpoint and rows out", wasmStartWithin, func(st coordinator.JobStatus) bool {
 		return st.Checkpoints != nil && st.Checkpoints.Completed > 0 && st.Totals.SinkIn > 0
 	})
 
@@ -455,7 +461,7 @@ func TestWasmStateRescales(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := e.submitSpec(echoSpec("first", 6000, "echo"), coordinator.SubmitOptions{})
-	e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
+	e.waitForWithin(id, "a checkpoint", wasmStartWithin, func(st coordinator.JobStatus) bool {
 		return st.Checkpoints != nil && st.Checkpoints.Completed >= 2
 	})
 	key, err := e.c.StopWithSavepoint(e.ctx, id)
@@ -534,14 +540,14 @@ func TestWasmUpgradeKeepsState(t *testing.T) {
 		t.Fatalf("deploy version 2: %+v %v", v2, err)
 	}
 	id := e.submitSpec(echoSpec("old", 6000, "echo@1"), coordinator.SubmitOptions{})
-	e.waitFor(id, "checkpoints", func(st coordinator.JobStatus) bool {
+	e.waitForWithin(id, "checkpoints", wasmStartWithin, func(st coordinator.JobStatus) bool {
 		return st.Checkpoints != nil && st.Checkpoints.Completed >= 2
 	})
 	up, err := e.c.Upgrade(e.ctx, id, "echo@2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := e.wait(up.Job, time.Minute)
+	st := e.wait(up.Job, wasmStartWithin)
 	if st.State != coordinator.JobFinished {
 		t.Fatalf("upgraded job: %s %s", st.State, st.Error)
 	}

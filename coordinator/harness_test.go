@@ -170,8 +170,14 @@ func (e *env) wait(id string, within time.Duration) coordinator.JobStatus {
 // waitFor polls the job's status until cond accepts it.
 func (e *env) waitFor(id, what string, cond func(coordinator.JobStatus) bool) coordinator.JobStatus {
 	e.t.Helper()
+	return e.waitForWithin(id, what, 20*time.Second, cond)
+}
+
+// waitForWithin is waitFor with its own deadline.
+func (e *env) waitForWithin(id, what string, within time.Duration, cond func(coordinator.JobStatus) bool) coordinator.JobStatus {
+	e.t.Helper()
 	var st coordinator.JobStatus
-	poll.UntilNil(e.t, 20*time.Second, what, func() error {
+	poll.UntilNil(e.t, within, what, func() error {
 		var err error
 		st, err = e.c.Status(id)
 		if err != nil {
