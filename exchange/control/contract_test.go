@@ -40,6 +40,9 @@ func planeContract(t *testing.T, open func(t *testing.T) control.Plane) {
 		{"EventsNoneWithinWait", testEventsNone},
 		{"EventsConcurrentNoLoss", testEventsConcurrent},
 		{"CloseTwice", testCloseTwice},
+		{"LeaseOneHolder", testLeaseOneHolder},
+		{"LeaseLapses", testLeaseLapses},
+		{"LeaseReleaseAndFloor", testLeaseReleaseAndFloor},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -468,5 +471,85 @@ func testCloseTwice(t *testing.T, p control.Plane) {
 	}
 	if err := p.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+func testLeaseOneHolder(t *testing.T, p control.Plane) {
+	ctx := ctxT(t)
+	if e, err := p.Epoch(ctx); err != nil || e != 0 {
+		t.Fatalf("Epoch before any lease = %d, %v", e, err)
+	}
+	a, ok, err := p.Acquire(ctx, control.Leader{ID: "a", API: "http://a"}, time.Minute, 0)
+	if err != nil || !ok || a.ID != "a" || a.API != "http://a" || a.Epoch != 1 {
+		t.Fatalf("Acquire(a) = %+v, %v, %v", a, ok, err)
+	}
+	got, ok, err := p.Acquire(ctx, control.Leader{ID: "b", API: "http://b"}, time.Minute, 0)
+	if err != nil || ok || got != a {
+		t.Fatalf("Acquire(b) while a leads = %+v, %v, %v; want a's lease, false", got, ok, err)
+	}
+	if cur, ok, err := p.Current(ctx); err != nil || !ok || cur != a {
+		t.Fatalf("Current = %+v, %v, %v", cur, ok, err)
+	}
+	if ok, err := p.Renew(ctx, control.Leader{ID: "b", Epoch: 1}, time.Minute); err != nil || ok {
+		t.Fatalf("Renew by b = %v, %v; want false", ok, err)
+	}
+	if ok, err := p.Renew(ctx, a, time.Minute); err != nil || !ok {
+		t.Fatalf("Renew by a = %v, %v", ok, err)
+	}
+	if e, err := p.Epoch(ctx); err != nil || e != 1 {
+		t.Fatalf("Epoch = %d, %v; want 1", e, err)
+	}
+}
+
+func testLeaseLapses(t *testing.T, p control.Plane) {
+	ctx := ctxT(t)
+	a, ok, err := p.Acquire(ctx, control.Leader{ID: "a"}, 200*time.Millisecond, 0)
+	if err != nil || !ok {
+		t.Fatalf("Acquire(a) = %v, %v", ok, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if ok, err := p.Renew(ctx, a, time.Minute); err != nil || ok {
+		t.Fatalf("Renew after the lease lapsed = %v, %v; want false", ok, err)
+	}
+	if _, ok, err := p.Current(ctx); err != nil || ok {
+		t.Fatalf("Current after the lease lapsed = %v, %v; want none", ok, err)
+	}
+	b, ok, err := p.Acquire(ctx, control.Leader{ID: "b"}, time.Minute, 0)
+	if err != nil || !ok || b.Epoch <= a.Epoch {
+		t.Fatalf("Acquire(b) after a lapsed = %+v, %v, %v; want an epoch above %d", b, ok, err, a.Epoch)
+	}
+	// The old holder cannot renew its way back.
+	if ok, err := p.Renew(ctx, a, time.Minute); err != nil || ok {
+		t.Fatalf("Renew by the deposed a = %v, %v; want false", ok, err)
+	}
+}
+
+func testLeaseReleaseAndFloor(t *testing.T, p control.Plane) {
+	ctx := ctxT(t)
+	a, ok, err := p.Acquire(ctx, control.Leader{ID: "a"}, time.Minute, 41)
+	if err != nil || !ok || a.Epoch != 42 {
+		t.Fatalf("Acquire above floor 41 = %+v, %v, %v; want epoch 42", a, ok, err)
+	}
+	// Releasing someone else's lease does nothing.
+	if err := p.Release(ctx, control.Leader{ID: "b", Epoch: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := p.Current(ctx); !ok {
+		t.Fatal("the lease went with another's release")
+	}
+	if err := p.Release(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b, ok, err := p.Acquire(ctx, control.Leader{ID: "b"}, time.Minute, 0)
+	if err != nil || !ok || b.Epoch != 43 {
+		t.Fatalf("Acquire after release = %+v, %v, %v; want epoch 43", b, ok, err)
+	}
+	// The holder itself may take its lease again, with a new epoch.
+	b2, ok, err := p.Acquire(ctx, control.Leader{ID: "b"}, time.Minute, 0)
+	if err != nil || !ok || b2.Epoch != 44 {
+		t.Fatalf("Acquire by the holder = %+v, %v, %v; want epoch 44", b2, ok, err)
+	}
+	if ok, err := p.Renew(ctx, b, time.Minute); err != nil || ok {
+		t.Fatalf("Renew of the older epoch = %v, %v; want false", ok, err)
 	}
 }

@@ -62,6 +62,10 @@ type Command struct {
 	Restore string `json:"restore,omitempty"`
 	// Checkpoint is the checkpoint to take (CmdTrigger).
 	Checkpoint int64 `json:"checkpoint,omitempty"`
+	// Epoch is the leader epoch of the coordinator that sent it (0: a
+	// coordinator without a lease, the embedded one): a worker drops a
+	// command whose epoch is older than the cluster's (Leases.Epoch).
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // Task states.
@@ -216,6 +220,9 @@ type Plane interface {
 	// Events returns the events reported since the previous call, waiting
 	// up to wait for the first. Only one consumer (the coordinator) reads.
 	Events(ctx context.Context, wait time.Duration) ([]Event, error)
+
+	// Leases is the coordinators' leadership lease (lease.go).
+	Leases
 
 	// Close releases the plane; safe to call twice.
 	Close() error

@@ -15,6 +15,10 @@ type local struct {
 		workers map[string]*localWorker
 		events  []Event
 		closed  bool
+		// The lease (see Acquire).
+		leader      *Leader
+		leaderUntil time.Time
+		epoch       int64
 	}
 	now     func() time.Time
 	eventCh chan struct{} // signalled when events arrive
@@ -159,4 +163,56 @@ func (l *local) Close() error {
 	defer l.mu.Unlock()
 	l.mu.closed = true
 	return nil
+}
+
+// The embedded plane's lease: one process, so the lease is a value kept
+// here, with the same rules as Redis's (ttl, epochs that only grow).
+
+func (l *local) Acquire(_ context.Context, me Leader, ttl time.Duration, floor int64) (Leader, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if cur := l.mu.leader; cur != nil && now.Before(l.mu.leaderUntil) && cur.ID != me.ID {
+		return *cur, false, nil
+	}
+	l.mu.epoch = max(l.mu.epoch, floor) + 1
+	me.Epoch = l.mu.epoch
+	l.mu.leader, l.mu.leaderUntil = &me, now.Add(ttl)
+	return me, true, nil
+}
+
+func (l *local) Renew(_ context.Context, me Leader, ttl time.Duration) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	cur := l.mu.leader
+	if cur == nil || !now.Before(l.mu.leaderUntil) || cur.ID != me.ID || cur.Epoch != me.Epoch {
+		return false, nil
+	}
+	l.mu.leaderUntil = now.Add(ttl)
+	return true, nil
+}
+
+func (l *local) Release(_ context.Context, me Leader) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur := l.mu.leader; cur != nil && cur.ID == me.ID && cur.Epoch == me.Epoch {
+		l.mu.leader = nil
+	}
+	return nil
+}
+
+func (l *local) Current(context.Context) (Leader, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur := l.mu.leader; cur != nil && l.now().Before(l.mu.leaderUntil) {
+		return *cur, true, nil
+	}
+	return Leader{}, false, nil
+}
+
+func (l *local) Epoch(context.Context) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.epoch, nil
 }

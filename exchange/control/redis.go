@@ -49,6 +49,7 @@ type redisPlane struct {
 
 	// Keys of this cluster.
 	workers, alive, inbox, events, presence string
+	lease                                   leaseState
 
 	mu struct {
 		sync.Mutex
@@ -78,7 +79,8 @@ func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
 	prefix := exchange.KeyPrefix(opts.Cluster)
 	p := &redisPlane{rdb: rdb,
 		workers: prefix + keyWorkers, alive: prefix + keyAlive, inbox: prefix + keyInbox, events: prefix + keyEvents,
-		presence: presenceName + prefix}
+		presence: presenceName + prefix,
+		lease:    leaseState{leader: prefix + keyLeader, epoch: prefix + keyEpoch, name: leaderName + prefix}}
 	p.mu.lastEvent = "$"
 	p.mu.presence = map[string]*redis.Conn{}
 	return p, nil
@@ -337,6 +339,7 @@ func (p *redisPlane) Close() error {
 			delete(p.mu.presence, id)
 		}
 		p.mu.Unlock()
+		p.closeLease()
 		err = p.rdb.Close()
 	})
 	return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
@@ -204,5 +205,33 @@ func TestRedisClustersShareARedis(t *testing.T) {
 	}
 	if _, err := control.NewRedis(ctx, control.RedisOptions{Addr: r.Addr, Cluster: "Bad Name"}); err == nil || !strings.Contains(err.Error(), `cluster "Bad Name"`) {
 		t.Errorf("a bad cluster id: %v", err)
+	}
+}
+
+// TestRedisLeaseOfADeadLeader: a standby takes the lease at once when the
+// leader's process is gone (its named connection closed), long before
+// the lease's ttl.
+func TestRedisLeaseOfADeadLeader(t *testing.T) {
+	r := testenv.StartRedis(t)
+	ctx := context.Background()
+	leaderPlane, standby := openRedis(t, r.Addr), openRedis(t, r.Addr)
+	a, ok, err := leaderPlane.Acquire(ctx, control.Leader{ID: "a"}, time.Hour, 0)
+	if err != nil || !ok {
+		t.Fatalf("Acquire(a) = %v, %v", ok, err)
+	}
+	if _, ok, err := standby.Acquire(ctx, control.Leader{ID: "b"}, time.Hour, 0); err != nil || ok {
+		t.Fatalf("Acquire(b) while a lives = %v, %v", ok, err)
+	}
+	leaderPlane.Close() // as kill -9 would: the connections close
+	var b control.Leader
+	poll.UntilNil(t, 5*time.Second, "b takes the dead leader's lease", func() error {
+		var err error
+		if b, ok, err = standby.Acquire(ctx, control.Leader{ID: "b"}, time.Hour, 0); err != nil || !ok {
+			return fmt.Errorf("not yet: %v %v", ok, err)
+		}
+		return nil
+	})
+	if b.Epoch != a.Epoch+1 {
+		t.Errorf("epoch after takeover = %d, want %d", b.Epoch, a.Epoch+1)
 	}
 }

@@ -10,7 +10,8 @@
 //	jobs/                                            JobsPrefix: every job
 //	  <job>/                                         JobPrefix
 //	    spec.json                                    SpecKey: the spec as deployed, written once
-//	    status.json                                  StatusKey: the job's status, at each attempt and at its end
+//	    status.json                                  StatusKey: the job's status, at each attempt and at its end (no leader epoch)
+//	    status/<epoch>.json                          StatusKeyAt: the same, written by the leader of epoch; the highest is read
 //	    origin                                       OriginKey: the savepoint manifest key the job started from
 //	    checkpoints/                                 CheckpointsPrefix
 //	      <n>/manifest.json                          ManifestKey: commit point of checkpoint n, create-only
@@ -26,6 +27,7 @@
 //	    deadletters/
 //	      <source>/                                  DeadLetterPrefix
 //	        part-<subtask>-a<attempt>-<seq>.jsonl    DeadLetterKey: malformed records
+//	coordinator/epochs/<epoch>.json                  EpochKey: one record per leadership, create-only
 //	functions/                                       FunctionsPrefix: deployed Wasm functions (docs/wasm-abi.md)
 //	  <name>/                                        FunctionPrefix
 //	    modules/                                     ModulesPrefix

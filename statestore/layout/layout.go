@@ -39,8 +39,72 @@ func ParseSpecKey(key string) (job string, ok bool) {
 	return job, true
 }
 
-// StatusKey is where a job's status lives: jobs/<job>/status.json.
+// StatusKey is where a job's status lives when no leader epoch wrote it
+// (an embedded coordinator, or a bucket of an earlier weir):
+// jobs/<job>/status.json.
 func StatusKey(job string) string { return JobPrefix(job) + "status.json" }
+
+// StatusKeyAt is where the coordinator leading with epoch (> 0) writes a
+// job's status: jobs/<job>/status/<epoch>.json, the epoch in 20 digits so
+// keys sort as numbers. Readers take the highest epoch's (StatusPrefix
+// lists them all, with StatusKey), so a deposed leader's late write is
+// never read.
+func StatusKeyAt(job string, epoch int64) string {
+	if epoch <= 0 {
+		return StatusKey(job)
+	}
+	return fmt.Sprintf("%sstatus/%020d.json", JobPrefix(job), epoch)
+}
+
+// StatusPrefix lists every status of a job: StatusKey and StatusKeyAt's.
+func StatusPrefix(job string) string { return JobPrefix(job) + "status" }
+
+// ParseStatusKey is the inverse of StatusKeyAt (and StatusKey, epoch 0)
+// for a key of job's.
+func ParseStatusKey(job, key string) (epoch int64, ok bool) {
+	if key == StatusKey(job) {
+		return 0, true
+	}
+	rest, ok := strings.CutPrefix(key, JobPrefix(job)+"status/")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, ".json")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// EpochsPrefix holds one record per coordinator leadership: coordinator/epochs/.
+func EpochsPrefix() string { return "coordinator/epochs/" }
+
+// EpochKey records that a coordinator led with epoch, created once when
+// it took the lease: coordinator/epochs/<epoch>.json (20 digits). A new
+// leader's epoch is above every recorded one, even when Redis lost its
+// counter.
+func EpochKey(epoch int64) string { return fmt.Sprintf("%s%020d.json", EpochsPrefix(), epoch) }
+
+// ParseEpochKey is the inverse of EpochKey.
+func ParseEpochKey(key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, EpochsPrefix())
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, ".json")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
 
 // OriginKey holds the manifest key a job was started from (a savepoint):
 // jobs/<job>/origin.

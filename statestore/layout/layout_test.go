@@ -18,6 +18,10 @@ func TestKeys(t *testing.T) {
 		{"JobPrefix", layout.JobPrefix(job), "jobs/rides-0a1b2c3d/"},
 		{"SpecKey", layout.SpecKey(job), "jobs/rides-0a1b2c3d/spec.json"},
 		{"StatusKey", layout.StatusKey(job), "jobs/rides-0a1b2c3d/status.json"},
+		{"StatusKeyAt", layout.StatusKeyAt(job, 7), "jobs/rides-0a1b2c3d/status/00000000000000000007.json"},
+		{"StatusKeyAt no epoch", layout.StatusKeyAt(job, 0), "jobs/rides-0a1b2c3d/status.json"},
+		{"StatusPrefix", layout.StatusPrefix(job), "jobs/rides-0a1b2c3d/status"},
+		{"EpochKey", layout.EpochKey(12), "coordinator/epochs/00000000000000000012.json"},
 		{"OriginKey", layout.OriginKey(job), "jobs/rides-0a1b2c3d/origin"},
 		{"CheckpointsPrefix", layout.CheckpointsPrefix(job), "jobs/rides-0a1b2c3d/checkpoints/"},
 		{"ManifestKey", layout.ManifestKey(job, 42), "jobs/rides-0a1b2c3d/checkpoints/42/manifest.json"},
@@ -181,6 +185,35 @@ func TestValidFunctionName(t *testing.T) {
 	for _, name := range []string{"", "1f", "-f", "_f", "Zone", "zone-Stats", "f@1", "f/g", "f.g", "..", "f g", "a" + strings.Repeat("0", 63)} {
 		if layout.ValidFunctionName(name) {
 			t.Errorf("ValidFunctionName(%q) = true", name)
+		}
+	}
+}
+
+func TestParseStatusAndEpochKeys(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want int64
+		ok   bool
+	}{
+		{layout.StatusKey(job), 0, true},
+		{layout.StatusKeyAt(job, 3), 3, true},
+		{layout.StatusKeyAt(job, 1<<40), 1 << 40, true},
+		{layout.StatusKeyAt("other-00000000", 3), 0, false},
+		{"jobs/rides-0a1b2c3d/status/3.json", 0, false},
+		{"jobs/rides-0a1b2c3d/status/00000000000000000000.json", 0, false},
+		{"jobs/rides-0a1b2c3d/status/0000000000000000000x.json", 0, false},
+		{"jobs/rides-0a1b2c3d/statusx", 0, false},
+	} {
+		if got, ok := layout.ParseStatusKey(job, tc.key); got != tc.want || ok != tc.ok {
+			t.Errorf("ParseStatusKey(%q) = %d, %v; want %d, %v", tc.key, got, ok, tc.want, tc.ok)
+		}
+	}
+	if n, ok := layout.ParseEpochKey(layout.EpochKey(99)); n != 99 || !ok {
+		t.Errorf("ParseEpochKey(EpochKey(99)) = %d, %v", n, ok)
+	}
+	for _, k := range []string{"coordinator/epochs/99.json", "coordinator/epochs/00000000000000000000.json", "coordinator/x/00000000000000000001.json"} {
+		if n, ok := layout.ParseEpochKey(k); ok {
+			t.Errorf("ParseEpochKey(%q) = %d, want refused", k, n)
 		}
 	}
 }
