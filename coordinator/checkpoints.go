@@ -142,7 +142,7 @@ func (c *Coordinator) execLocked(ctx context.Context, j *job, ds []checkpoint.De
 					continue
 				}
 				id := j.taskID(lt)
-				if err := c.cfg.Plane.Send(ctx, worker, control.Command{Kind: control.CmdTrigger, Task: id, Checkpoint: d.Checkpoint}); err != nil {
+				if err := c.send(ctx, worker, control.Command{Kind: control.CmdTrigger, Task: id, Checkpoint: d.Checkpoint}); err != nil {
 					c.cfg.Logger.Warn("send checkpoint trigger failed", "job", j.id, "checkpoint", d.Checkpoint, "err", err)
 				}
 			}
@@ -270,7 +270,7 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 // subtasks' acknowledgements, with every pending transaction up to id.
 func (c *Coordinator) buildManifest(j *job, id int64, triggered time.Time, acks map[checkpoint.Task]control.Ack, final, savepoint bool) *manifest.Manifest {
 	sum := sha256.Sum256(j.specJSON)
-	m := &manifest.Manifest{Version: manifest.Version, Job: j.id, Checkpoint: id, Attempt: j.lc.Attempt(),
+	m := &manifest.Manifest{Version: manifest.Version, Job: j.id, Checkpoint: id, Attempt: j.lc.Attempt(), Epoch: c.cfg.Epoch,
 		Savepoint: savepoint, Final: final, Triggered: triggered.UTC(), Completed: c.now().UTC(),
 		MaxParallelism: j.plan.Job.MaxParallelism, SpecSHA256: hex.EncodeToString(sum[:])}
 	if m.Completed.Before(m.Triggered) {
@@ -404,6 +404,9 @@ func (c *Coordinator) putManifest(ctx context.Context, m *manifest.Manifest) err
 		return fmt.Errorf("encode manifest %d: %w", m.Checkpoint, err)
 	}
 	key := layout.ManifestKey(m.Job, m.Checkpoint)
+	if !c.leads() {
+		return fmt.Errorf("write %s: %w", key, control.ErrNotLeader)
+	}
 	if err := c.cfg.Bucket.PutIfAbsent(ctx, key, data); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}

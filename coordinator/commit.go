@@ -16,6 +16,10 @@ import (
 // A failure is logged; the transaction stays pending and commits with
 // the next checkpoint or on recovery.
 func (c *Coordinator) commitAll(ctx context.Context, j *job, m *manifest.Manifest) (_ []string, crashed bool) {
+	if err := c.checkFence(ctx, j.id); err != nil {
+		c.cfg.Logger.Warn("not committing the sink transactions of checkpoint", "job", j.id, "checkpoint", m.Checkpoint, "err", err)
+		return nil, false
+	}
 	var ok []string
 	for _, v := range m.Vertices {
 		for _, st := range v.Subtasks {

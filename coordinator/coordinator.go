@@ -95,6 +95,16 @@ type Config struct {
 	// RedisAddr is the Redis that redis sinks without an address commit
 	// their transactions to.
 	RedisAddr string
+	// Epoch is the leader epoch this coordinator acts under (0: it holds
+	// no lease, as the embedded coordinator). It goes into every command
+	// it sends and every manifest and status it writes; statuses are
+	// written per epoch (layout.StatusKeyAt), and a coordinator that finds
+	// a newer epoch's status stops (see fence.go).
+	Epoch int64
+	// Leading reports whether this coordinator's lease is still trusted
+	// (nil: always). Once it is not, Run returns control.ErrNotLeader and
+	// no command, manifest, commit or status write is started.
+	Leading func() bool
 	// Crash is a fault-injection hook for tests: called at named points of
 	// the commit protocol ("precommitted": an ack with a sink transaction came in; "manifest-written"; "txn-committed"), a true
 	// result abandons the work there, as if the process had died.
@@ -133,6 +143,8 @@ type Coordinator struct {
 	// writes, recoveries) back to the loop.
 	results chan func(context.Context)
 	dead    atomic.Bool // a Crash hook fired: Run stops
+	// deposed is set when a newer leader's status was found: Run stops.
+	deposed atomic.Int64
 	stop    context.CancelFunc
 	stopped context.Context
 	// idle runs asynchronous work started while no Run runs; Close waits
@@ -158,6 +170,8 @@ type job struct {
 	// state (which the lifecycle keeps).
 	tasks map[lifecycle.Task]*taskInfo
 	ck    *ckpt // checkpoints, commits, savepoints
+	// fences are the job's takeovers by leaders (fence.go).
+	fences []Fence
 }
 
 type taskInfo struct {
@@ -345,16 +359,22 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		j := c.newJob(id, &js, raw, p)
 		j.created = o.Modified
 		stored := lifecycle.Stored{State: JobFailed, Message: lifecycle.RestartedMessage, Attempt: 1}
-		if st, err := c.cfg.Bucket.Get(ctx, layout.StatusKey(id)); err == nil {
-			var s JobStatus
-			if json.Unmarshal(st, &s) == nil {
-				msg := s.Error // FAILED's; another end's is in Message
-				if msg == "" {
-					msg = s.Message
-				}
-				stored = lifecycle.Stored{State: s.State, Message: msg, Attempt: s.Attempt, Started: s.Started, Ended: s.Ended,
-					Restarts: s.Restarts, Exceptions: s.Exceptions}
-				j.created = s.Created
+		s, ok, err := readStatus(ctx, c.cfg.Bucket, id)
+		if err != nil {
+			return fmt.Errorf("read the status of %s: %w", id, err)
+		}
+		if ok {
+			msg := s.Error // FAILED's; another end's is in Message
+			if msg == "" {
+				msg = s.Message
+			}
+			stored = lifecycle.Stored{State: s.State, Message: msg, Attempt: s.Attempt, Started: s.Started, Ended: s.Ended,
+				Restarts: s.Restarts, Exceptions: s.Exceptions}
+			j.created = s.Created
+			j.fences = s.Fences
+			if s.Epoch > c.cfg.Epoch && c.cfg.Epoch > 0 {
+				c.deposed.CompareAndSwap(0, s.Epoch)
+				return fmt.Errorf("load job %s: %w", id, c.leadership())
 			}
 		}
 		if origin, err := c.cfg.Bucket.Get(ctx, layout.OriginKey(id)); err == nil {
@@ -363,6 +383,13 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		j.lc = lifecycle.Resume(j.lifecycleConfig(c.cfg.CancelTimeout), c.now(), stored)
 		if j.lc.State() == JobRestarting {
 			c.cfg.Logger.Info("resuming job", "job", id, "attempt", j.lc.Attempt()+1)
+			if c.cfg.Epoch > 0 {
+				// The claim: this epoch's status exists before the job's
+				// checkpoints are listed (fence.go).
+				if err := c.putStatus(ctx, j, stored.Attempt); err != nil {
+					return fmt.Errorf("claim job %s for epoch %d: %w", id, c.cfg.Epoch, err)
+				}
+			}
 		}
 		c.mu.Lock()
 		if _, exists := c.mu.jobs[id]; !exists {
@@ -404,6 +431,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer tick.Stop()
 	lastSchedule, lastWorkerCheck := c.now(), c.now()
 	for {
+		if err := c.leadership(); err != nil {
+			return err
+		}
 		evs, err := c.cfg.Plane.Events(ctx, eventWait)
 		if ctx.Err() != nil || c.dead.Load() {
 			return nil
@@ -514,12 +544,18 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+// storeStatus writes a job's status under this coordinator's epoch.
 func (c *Coordinator) storeStatus(ctx context.Context, id string, st JobStatus) error {
+	st.Epoch = c.cfg.Epoch
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	return c.cfg.Bucket.Put(ctx, layout.StatusKey(id), b)
+	key := layout.StatusKeyAt(id, c.cfg.Epoch)
+	if !c.leads() {
+		return fmt.Errorf("write %s: %w", key, control.ErrNotLeader)
+	}
+	return c.cfg.Bucket.Put(ctx, key, b)
 }
 
 func (c *Coordinator) notifyLocked() {
@@ -567,7 +603,7 @@ func (c *Coordinator) Stop(ctx context.Context, id string) error {
 		if lifecycle.Terminal(ts) || v == nil || v.Nodes[0].Kind != plan.KindSource {
 			continue
 		}
-		if err := c.cfg.Plane.Send(ctx, p.Worker, control.Command{Kind: control.CmdStop, Task: j.taskID(p.Task)}); err != nil {
+		if err := c.send(ctx, p.Worker, control.Command{Kind: control.CmdStop, Task: j.taskID(p.Task)}); err != nil {
 			return fmt.Errorf("stop %s: %w", id, err)
 		}
 	}

@@ -77,7 +77,7 @@ func (c *Coordinator) exec(ctx context.Context, j *job, ds []lifecycle.Decision)
 		case lifecycle.CancelTasks:
 			for _, p := range d.Tasks {
 				id := control.TaskID{Job: j.id, Attempt: d.Attempt, Vertex: p.Task.Vertex, Subtask: p.Task.Subtask}
-				if err := c.cfg.Plane.Send(ctx, p.Worker, control.Command{Kind: control.CmdCancel, Task: id}); err != nil {
+				if err := c.send(ctx, p.Worker, control.Command{Kind: control.CmdCancel, Task: id}); err != nil {
 					c.cfg.Logger.Warn("send cancel failed", "task", id, "worker", p.Worker, "err", err)
 				}
 			}

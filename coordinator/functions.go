@@ -131,12 +131,11 @@ func StoredFunctionJobs(ctx context.Context, b blob.BucketReader, name string) (
 		if vs == nil {
 			continue
 		}
-		st, err := b.Get(ctx, layout.StatusKey(id))
-		if err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return nil, fmt.Errorf("read %s: %w", layout.StatusKey(id), err)
+		s, ok, err := readStatus(ctx, b, id)
+		if err != nil {
+			return nil, fmt.Errorf("read the status of %s: %w", id, err)
 		}
-		var s JobStatus
-		if err == nil && json.Unmarshal(st, &s) == nil && lifecycle.Terminal(s.State) &&
+		if ok && lifecycle.Terminal(s.State) &&
 			(s.State != JobFailed || s.Error != lifecycle.RestartedMessage) {
 			continue
 		}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 // cleanStaging is the janitor: it deletes every staged transaction of
 // the job's two-phase sinks that keep does not keep.
 func (c *Coordinator) cleanStaging(ctx context.Context, j *job, keep func(string) bool) error {
+	if err := c.checkFence(ctx, j.id); err != nil {
+		return fmt.Errorf("clean the staging areas of %s: %w", j.id, err)
+	}
 	var errs []error
 	for _, n := range j.plan.Nodes {
 		if n.Kind != plan.KindSink {
@@ -58,6 +62,10 @@ func (c *Coordinator) collectGarbage(j *job, dropped []*manifest.Manifest) {
 	latest := k.latest
 	bucket, log := c.cfg.Bucket, c.cfg.Logger
 	c.goAsync(time.Minute, func(ctx context.Context) func(context.Context) {
+		if err := c.checkFence(ctx, j.id); err != nil {
+			log.Warn("not collecting garbage", "job", j.id, "err", err)
+			return nil
+		}
 		for _, m := range dropped {
 			if err := bucket.Delete(ctx, layout.ManifestKey(m.Job, m.Checkpoint)); err != nil && !errors.Is(err, blob.ErrNotFound) {
 				log.Warn("delete discarded manifest failed", "job", j.id, "checkpoint", m.Checkpoint, "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,9 +22,15 @@ import (
 // has the tasks deployed to restore from it.
 func (c *Coordinator) recoverLocked(j *job, d lifecycle.Decision) {
 	k := j.ck
-	old, bad, origin := d.Attempt, d.Bad, k.origin
+	old, bad, origin, fences := d.Attempt, d.Bad, k.origin, slices.Clone(j.fences)
 	c.goAsync(2*time.Minute, func(ctx context.Context) func(context.Context) {
-		key, m, maxID, err := c.latestManifest(ctx, j.id, bad)
+		key, m, maxID, err := c.latestManifest(ctx, j.id, bad, fences)
+		if err == nil && c.cfg.Epoch > 0 {
+			// This leader's fence: it has listed up to maxID.
+			c.mu.Lock()
+			j.fences = addFence(j.fences, c.cfg.Epoch, maxID)
+			c.mu.Unlock()
+		}
 		if err == nil && m == nil && origin != "" {
 			// No checkpoint of its own yet: back to the savepoint.
 			var raw []byte
@@ -35,7 +42,11 @@ func (c *Coordinator) recoverLocked(j *job, d lifecycle.Decision) {
 		}
 		if err == nil && m != nil && m.Final {
 			// The job had finished: commit its last output and end.
+			err = c.checkFence(ctx, j.id)
 			for _, t := range txnsOf(m) {
+				if err != nil {
+					break
+				}
 				if cerr := c.commitTxn(ctx, j, t.txn); cerr != nil {
 					err = fmt.Errorf("commit transaction %s of checkpoint %d: %w", t.txn.ID, m.Checkpoint, cerr)
 				}
@@ -133,7 +144,7 @@ func (c *Coordinator) cancelStragglers(ctx context.Context, j *job, d lifecycle.
 	for _, w := range workers {
 		for _, p := range d.Tasks {
 			id := control.TaskID{Job: j.id, Attempt: d.Attempt, Vertex: p.Task.Vertex, Subtask: p.Task.Subtask}
-			_ = c.cfg.Plane.Send(ctx, w.ID, control.Command{Kind: control.CmdCancel, Task: id})
+			_ = c.send(ctx, w.ID, control.Command{Kind: control.CmdCancel, Task: id})
 		}
 	}
 }
@@ -149,7 +160,7 @@ func (e *fatalRestoreError) Error() string { return e.msg }
 // before it; a manifest from a newer weir stops recovery, as does a job
 // whose every checkpoint is unusable (starting over would repeat output
 // already committed).
-func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[int64]bool) (string, *manifest.Manifest, int64, error) {
+func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[int64]bool, fences []Fence) (string, *manifest.Manifest, int64, error) {
 	infos, err := c.cfg.Bucket.List(ctx, layout.CheckpointsPrefix(jobID))
 	if err != nil {
 		return "", nil, 0, fmt.Errorf("list checkpoints: %w", err)
@@ -188,6 +199,12 @@ func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[
 		}
 		if m.Job != jobID {
 			skipped = append(skipped, fmt.Sprintf("%s: belongs to job %s", cd.key, m.Job))
+			continue
+		}
+		if f, out := fencedOut(fences, m); out {
+			// Not a checkpoint of the job's history: nothing of it was
+			// committed, and it is not counted as unusable.
+			c.cfg.Logger.Warn("skipping a checkpoint a deposed leader wrote", "key", cd.key, "epoch", m.Epoch, "takeover", f.Epoch, "listed", f.Checkpoint)
 			continue
 		}
 		return cd.key, m, maxID, nil

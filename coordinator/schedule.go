@@ -90,7 +90,7 @@ func (c *Coordinator) deployLocked(ctx context.Context, j *job) {
 			t := lifecycle.Task{Vertex: v.Name, Subtask: s}
 			wid, _, _ := j.lc.Task(t)
 			cmd := control.Command{Kind: control.CmdDeploy, Task: j.taskID(t), Spec: j.specJSON, Restore: j.ck.restoreKey}
-			if err := c.cfg.Plane.Send(ctx, wid, cmd); err != nil {
+			if err := c.send(ctx, wid, cmd); err != nil {
 				c.exec(ctx, j, j.lc.DeployFailed(c.now(), fmt.Sprintf("deploy %s[%d] to worker %s: %v", t.Vertex, t.Subtask, wid, err)))
 				return
 			}

@@ -38,6 +38,11 @@ type JobStatus struct {
 	// Exceptions are the job's newest failures (at most
 	// lifecycle.ExceptionHistory), oldest first.
 	Exceptions []Exception `json:"exceptions,omitempty"`
+	// Epoch is the leader epoch of the coordinator that wrote this
+	// status (0: one without a lease).
+	Epoch int64 `json:"epoch,omitempty"`
+	// Fences are the job's takeovers by new leaders (see Fence).
+	Fences []Fence `json:"fences,omitempty"`
 }
 
 // Exception is one failure of a job, one that restarted or failed it.
@@ -95,7 +100,7 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 	lc := j.lc
 	st := JobStatus{ID: j.id, Name: j.spec.Name, State: lc.State(), Attempt: lc.Attempt(),
 		Created: j.created, Started: lc.Started(), Ended: lc.Ended(), Recoveries: lc.Recoveries(),
-		Restarts: lc.Restarts(), Exceptions: lc.Exceptions()}
+		Restarts: lc.Restarts(), Exceptions: lc.Exceptions(), Epoch: c.cfg.Epoch, Fences: j.fences}
 	if lc.State() == JobFailed {
 		st.Error = lc.Message()
 	} else {

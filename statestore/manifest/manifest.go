@@ -53,6 +53,10 @@ type Manifest struct {
 	Job        string `json:"job"`        // job id, e.g. "rides-0a1b2c3d"
 	Checkpoint int64  `json:"checkpoint"` // checkpoint id, > 0
 	Attempt    int    `json:"attempt"`    // attempt that took it, >= 1
+	// Epoch is the leader epoch of the coordinator that wrote it (0: a
+	// coordinator without a lease). A manifest a deposed leader wrote
+	// after a newer one took the job over is skipped on restore.
+	Epoch int64 `json:"epoch,omitempty"`
 	// Savepoint marks a manifest under layout.SavepointPrefix,
 	// triggered by a user and never deleted by retention.
 	Savepoint bool `json:"savepoint,omitempty"`
