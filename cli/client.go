@@ -20,24 +20,51 @@ import (
 
 // client talks to the coordinator's HTTP API.
 type client struct {
-	base string
-	http *http.Client
+	bases []string // every coordinator of --coordinator (comma-separated)
+	http  *http.Client
 }
 
 func (a *app) client() *client {
-	return &client{base: strings.TrimRight(a.v.GetString("coordinator"), "/"), http: &http.Client{Timeout: 30 * time.Second}}
+	c := &client{http: &http.Client{Timeout: 30 * time.Second}}
+	for _, b := range strings.Split(a.v.GetString("coordinator"), ",") {
+		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
+			c.bases = append(c.bases, b)
+		}
+	}
+	if len(c.bases) == 0 {
+		c.bases = []string{"http://127.0.0.1:8081"}
+	}
+	return c
 }
 
 // do sends a request and decodes a JSON response into out; an API error
-// comes back as an error carrying its message.
+// comes back as an error carrying its message. With several coordinators
+// it tries the next when one cannot be reached or answers 503 (a standby
+// that knows no leader yet): the request was not carried out there.
 func (c *client) do(ctx context.Context, method, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return err
+	var resp *http.Response
+	var errs []string
+	for _, base := range c.bases {
+		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		r, err := c.http.Do(req)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", base, err))
+			continue
+		}
+		if r.StatusCode == http.StatusServiceUnavailable && len(c.bases) > 1 {
+			msg, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			errs = append(errs, fmt.Sprintf("%s: %s", base, bytes.TrimSpace(msg)))
+			continue
+		}
+		resp = r
+		break
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("reach coordinator at %s: %w (is `weir coordinator` or `weir up` running? set --coordinator or WEIR_COORDINATOR)", c.base, err)
+	if resp == nil {
+		return fmt.Errorf("reach coordinator at %s (is `weir coordinator` or `weir up` running? set --coordinator or WEIR_COORDINATOR)", strings.Join(errs, "; "))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)

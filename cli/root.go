@@ -92,7 +92,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("s3-endpoint", "", "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO (default: AWS_ENDPOINT_URL or AWS)")
 	pf.String("s3-region", "", "S3 region (default: the AWS chain's, else us-east-1)")
 	pf.String("redis-addr", "", "Redis address host:port of the cluster, for up, coordinator and worker (weir run and demo are always embedded)")
-	pf.String("coordinator", "http://127.0.0.1:8081", "coordinator URL for client commands")
+	pf.String("coordinator", "http://127.0.0.1:8081", "coordinator URL for client commands; several, comma-separated, are tried in turn")
 	pf.StringP("output", "o", "text", "output format of read commands: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
 	pf.String("cluster", exchange.DefaultCluster, "cluster id: prefixes every Redis key, so clusters can share one Redis")

@@ -22,53 +22,76 @@ import (
 	"github.com/weirstream/weir/functions/worker"
 )
 
+// nodeOptions are the flags of a coordinator of a cluster with standbys.
+type nodeOptions struct {
+	id, advertise string
+	leaseTTL      time.Duration
+}
+
 func (a *app) coordinatorCmd() *cobra.Command {
 	var listen string
+	var opts nodeOptions
 	cmd := &cobra.Command{
 		Use:   "coordinator",
-		Short: "Run the coordinator: job API on --listen, workers through Redis",
-		Args:  cobra.NoArgs,
+		Short: "Run a coordinator: job API on --listen, workers through Redis; any number per cluster, one leads",
+		Long: `Run a coordinator of the cluster. Any number may run against the same Redis
+and store: one leads (it holds a lease in Redis, renewed every third of
+--lease-ttl), the others are standbys that forward API requests to the
+leader and take over when its lease lapses, or at once when its process
+dies. Each leadership has an epoch; a deposed leader's commands, manifests
+and status writes are fenced by it (docs/architecture.md).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return a.serveCoordinator(ctx, listen, nil)
+			return a.serveCoordinator(ctx, listen, opts, nil)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the HTTP API")
+	cmd.Flags().StringVar(&opts.id, "id", "", "coordinator id (default <host>-<pid>)")
+	cmd.Flags().StringVar(&opts.advertise, "advertise", "", "URL standbys forward API requests to while this coordinator leads (default http://<the --listen address>)")
+	cmd.Flags().DurationVar(&opts.leaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL,
+		"how long a leader that stopped renewing its lease (paused, cut off from Redis) keeps it before a standby takes over")
 	return cmd
 }
 
-// serveCoordinator runs a coordinator and its HTTP API until ctx is done.
-// ready, if set, gets the address it listens on.
-func (a *app) serveCoordinator(ctx context.Context, listen string, ready chan<- string) error {
+// serveCoordinator runs a coordinator node (a standby until it leads) and
+// its HTTP API until ctx is done. ready, if set, gets the address it
+// listens on.
+func (a *app) serveCoordinator(ctx context.Context, listen string, opts nodeOptions, ready chan<- string) error {
 	log := a.logger()
 	e, err := a.openEnv(ctx, cluster)
 	if err != nil {
 		return err
 	}
 	defer e.close()
-	c := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log})
-	defer func() {
-		if err := c.Close(); err != nil {
-			log.Warn("close coordinator", "err", err)
-		}
-	}()
-	if err := c.Load(ctx); err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	srv := &http.Server{Handler: c.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("coordinator listening", "addr", ln.Addr().String(), "store", e.storeDesc, "redis", e.redisAddr)
+	if opts.id == "" {
+		host, _ := os.Hostname()
+		opts.id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if opts.advertise == "" {
+		opts.advertise = "http://" + ln.Addr().String()
+	}
+	node := coordinator.NewNode(coordinator.NodeConfig{
+		Coordinator: coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log},
+		Leases:      e.plane, ID: opts.id, API: opts.advertise, LeaseTTL: opts.leaseTTL,
+		NewRegistry: func() *prometheus.Registry {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			return reg
+		},
+	})
+	srv := &http.Server{Handler: node.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("coordinator listening", "addr", ln.Addr().String(), "id", opts.id, "store", e.storeDesc, "redis", e.redisAddr)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.Run(gctx) })
+	g.Go(func() error { return node.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -143,7 +166,7 @@ between them; the store (--store) is shared. Stop with Ctrl-C.`,
 			})
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return sup.Run(gctx) })
-			g.Go(func() error { return a.serveCoordinator(gctx, listen, nil) })
+			g.Go(func() error { return a.serveCoordinator(gctx, listen, nodeOptions{}, nil) })
 			return g.Wait()
 		},
 	}

@@ -135,6 +135,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = w.cfg.Plane.Deregister(dctx, w.cfg.ID)
 	}()
 
+	var epoch int64 // the highest leader epoch seen (fromLeader)
 	hb := time.NewTicker(min(w.cfg.HeartbeatTTL/3, time.Second))
 	defer hb.Stop()
 	stats := time.NewTicker(w.cfg.StatsInterval)
@@ -172,10 +173,35 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if ok {
+		if ok && w.fromLeader(ctx, c, &epoch) {
 			w.handle(ctx, c)
 		}
 	}
+}
+
+// fromLeader reports whether c comes from the leading coordinator. A
+// command whose epoch is older than the cluster's (Leases.Epoch) was sent
+// by a deposed leader, one paused or cut off while a standby took over,
+// and is dropped. seen is the highest epoch this worker has learnt of. A
+// command without an epoch comes from a coordinator without a lease (the
+// embedded one) and is always carried out.
+func (w *Worker) fromLeader(ctx context.Context, c control.Command, seen *int64) bool {
+	if c.Epoch == 0 {
+		return true
+	}
+	cur, err := w.cfg.Plane.Epoch(ctx)
+	if err != nil {
+		w.cfg.Logger.Warn("read the leader epoch failed; judging the command by the epochs seen", "err", err)
+	}
+	*seen = max(*seen, cur)
+	if c.Epoch < *seen {
+		w.cfg.Logger.Warn("dropped a command from a deposed coordinator",
+			"kind", c.Kind, "task", fmt.Sprintf("%s/%d %s[%d]", c.Task.Job, c.Task.Attempt, c.Task.Vertex, c.Task.Subtask),
+			"epoch", c.Epoch, "leading epoch", *seen)
+		return false
+	}
+	*seen = c.Epoch
+	return true
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
