@@ -68,7 +68,7 @@ func startCluster(t testing.TB, workers, slots int) *cluster {
 // startClusterOn is startCluster on a given Redis (nil: its own) with a
 // cluster id ("" for the default), so several clusters can share one
 // Redis. Each has its own MinIO.
-func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id string) *cluster {
+func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id string, coordArgs ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, procs: map[string]*proc{}, logDir: t.TempDir()}
 	c.redis = redis
@@ -93,7 +93,7 @@ func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id s
 	t.Cleanup(func() { b.Close() })
 	port := testenv.FreePort(t)
 	c.api = fmt.Sprintf("http://127.0.0.1:%d", port)
-	c.start("coordinator", "coordinator", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	c.start("coordinator", append([]string{"coordinator", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", "coordinator"}, coordArgs...)...)
 	poll.UntilNil(t, 30*time.Second, "coordinator API", func() error {
 		_, err := c.weir("jobs", "list")
 		return err
