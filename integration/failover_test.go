@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -47,10 +49,25 @@ func (h *haCluster) startCoordinator(name string) {
 	h.start(name, "coordinator", "--listen", strings.TrimPrefix(h.apis[name], "http://"), "--id", name, "--lease-ttl", haLeaseTTL)
 }
 
+// quick asks one coordinator's API with a short timeout: a paused
+// coordinator accepts connections but never answers.
+func (h *haCluster) quick(name, path string, out any) error {
+	client := &http.Client{Timeout: time.Second}
+	resp, err := client.Get(h.apis[name] + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
 // role returns what a coordinator says it is, and the leader it knows.
 func (h *haCluster) role(name string) (coordinator.LeaderInfo, error) {
 	var info coordinator.LeaderInfo
-	err := getJSON(h.apis[name]+"/api/v1/leader", &info)
+	err := h.quick(name, "/api/v1/leader", &info)
 	return info, err
 }
 
@@ -65,13 +82,14 @@ func (h *haCluster) leader() (string, int64, error) {
 	return "", 0, fmt.Errorf("no coordinator leads")
 }
 
-// completed is the job's completed checkpoint count (-1 if unknown).
-func (h *haCluster) completed(id string) int {
-	st, err := h.status(id)
-	if err != nil || st.Checkpoints == nil {
-		return -1
+// completed is the job's completed checkpoint count as coordinator name
+// reports it (-1 if unknown), and whether the job finished.
+func (h *haCluster) completed(name, id string) (int, bool) {
+	var st coordinator.JobStatus
+	if err := h.quick(name, "/api/v1/jobs/"+id, &st); err != nil || st.Checkpoints == nil {
+		return -1, false
 	}
-	return st.Checkpoints.Completed
+	return st.Checkpoints.Completed, st.State == coordinator.JobFinished
 }
 
 // takeover waits for the coordinator other than deposed to lead, then
@@ -79,29 +97,30 @@ func (h *haCluster) completed(id string) int {
 // since start.
 func (h *haCluster) takeover(t *testing.T, id, deposed string, start time.Time) (lead, checkpointing time.Duration, epoch int64) {
 	t.Helper()
+	var next string
 	poll.UntilNil(t, 30*time.Second, "a standby leads", func() error {
-		name, e, err := h.leader()
-		if err != nil || name == deposed {
-			return fmt.Errorf("leader %q: %v", name, err)
+		for name := range h.apis {
+			if name == deposed {
+				continue
+			}
+			if info, err := h.role(name); err == nil && info.Role == "leader" && info.Leader != nil {
+				next, epoch = name, info.Leader.Epoch
+				return nil
+			}
 		}
-		epoch = e
-		return nil
+		return fmt.Errorf("no standby leads yet")
 	})
 	lead = time.Since(start)
-	base := h.completed(id)
+	// A new leader restarts the job from its latest checkpoint; its own
+	// count starts again from what it finds.
+	base, _ := h.completed(next, id)
 	poll.UntilNil(t, time.Minute, "checkpoints complete again", func() error {
-		st, err := h.status(id)
-		if err != nil {
-			return err
-		}
-		if st.State == coordinator.JobFinished {
+		n, finished := h.completed(next, id)
+		if finished || n > max(base, 0) {
 			return nil
 		}
-		if n := h.completed(id); base < 0 || n <= base {
-			base = max(base, n)
-			return fmt.Errorf("completed %d", n)
-		}
-		return nil
+		base = max(base, n)
+		return fmt.Errorf("completed %d", n)
 	})
 	return lead, time.Since(start), epoch
 }
