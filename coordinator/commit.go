@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weirstream/weir/functions/connector"
-	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/manifest"
 )
@@ -54,17 +52,10 @@ func (c *Coordinator) sink(j *job, name string) (task.TwoPhaseSink, error) {
 	if s := k.sinks[name]; s != nil {
 		return s, nil
 	}
-	n := j.plan.Node(name)
-	if n == nil || n.Kind != plan.KindSink {
-		return nil, fmt.Errorf("job %s has no sink %q", j.id, name)
-	}
-	s, err := connector.NewSink(n.Sink, n.Input.Stream)
+	// A sink's transactions, or a source's dead letters (plan.TxnSink).
+	tp, err := j.plan.TxnSink(j.id, name)
 	if err != nil {
 		return nil, err
-	}
-	tp, ok := task.AsTwoPhase(s)
-	if !ok {
-		return nil, fmt.Errorf("sink %s of type %s has no transactions", name, n.Sink.Type)
 	}
 	sc := &task.SinkContext{Context: task.Context{Job: j.id, Node: name, Parallelism: 1, MaxParallelism: j.plan.Job.MaxParallelism,
 		Logger: c.cfg.Logger, Now: time.Now, Counters: new(task.Counters)}, Bucket: c.cfg.Bucket, RedisAddr: c.cfg.RedisAddr, Attempt: j.lc.Attempt()}

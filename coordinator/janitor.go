@@ -22,7 +22,7 @@ func (c *Coordinator) cleanStaging(ctx context.Context, j *job, keep func(string
 	}
 	var errs []error
 	for _, n := range j.plan.Nodes {
-		if n.Kind != plan.KindSink {
+		if n.Kind != plan.KindSink && n.Kind != plan.KindSource { // a source: its dead letters
 			continue
 		}
 		s, err := c.sink(j, n.Name)

@@ -7,8 +7,10 @@ import (
 	"github.com/weirstream/weir/functions/builtin"
 	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/functions/wasm"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // TaskConfig builds the configuration of one subtask of vertex v in one
@@ -81,6 +83,11 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 				head.MaxOutOfOrderness = ev.MaxOutOfOrderness.D()
 				head.IdleTimeout = ev.IdleTimeout.D()
 			}
+			if j.Checkpoint != nil {
+				if head.DeadLetters, err = DeadLetterSink(jobID, n.Name); err != nil {
+					return task.Config{}, fmt.Errorf("source %s: %w", n.Name, err)
+				}
+			}
 			cfg.Source = head
 		case KindOperator:
 			var op task.Operator
@@ -114,6 +121,43 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 		}
 	}
 	return cfg, nil
+}
+
+// DeadLetterSink returns the sink a checkpointing job's source source
+// sends its dead letters to (task.SourceHead.DeadLetters): a files sink
+// writing JSON lines under layout.DeadLetterPrefix, staged under its
+// _staging/ and committed with the checkpoints like any files sink. Its
+// transactions are named after the source in the manifests.
+func DeadLetterSink(jobID, source string) (task.Sink, error) {
+	snk := &spec.Sink{Name: source, Type: spec.SinkFiles, Path: layout.DeadLetterPrefix(jobID, source), Format: spec.FormatJSONL}
+	return connector.NewSink(snk, stream.Stream{Schema: task.DeadLetterSchema, TimeColumn: -1})
+}
+
+// TxnSink returns the two-phase sink that owns the transactions a manifest
+// lists under name, ready to Open for commits and aborts: the sink of
+// that name, or the dead-letter sink of the source of that name.
+func (p *Plan) TxnSink(jobID, name string) (task.TwoPhaseSink, error) {
+	n := p.Node(name)
+	var s task.Sink
+	var err error
+	typ := spec.SinkFiles
+	switch {
+	case n != nil && n.Kind == KindSink:
+		typ = n.Sink.Type
+		s, err = connector.NewSink(n.Sink, n.Input.Stream)
+	case n != nil && n.Kind == KindSource:
+		s, err = DeadLetterSink(jobID, name)
+	default:
+		return nil, fmt.Errorf("job %s has no sink %q", jobID, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tp, ok := task.AsTwoPhase(s)
+	if !ok {
+		return nil, fmt.Errorf("sink %s of type %s has no transactions", name, typ)
+	}
+	return tp, nil
 }
 
 // headOffset is 1 when the vertex starts with a source (which is not one of

@@ -1,13 +1,21 @@
 package plan_test
 
 import (
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // fanJob has every kind of edge: rides (p=2) hash-partitions into stats
@@ -194,5 +202,115 @@ sinks:
 	src := taskConfig(t, p, "rides", 0)
 	if e := src.Edges[0]; e.Partitioning != task.Rebalance || len(e.Channels) != 1 || e.Channels[0] != channel("rides", 0, "cheap", 0) {
 		t.Errorf("rides edge = %+v", e)
+	}
+}
+
+const dlJob = `job: dl
+checkpoint: {interval: 1s}
+sources:
+  - {name: in, type: files, path: in/, format: jsonl, schema: {id: int64}}
+sinks:
+  - {name: out, input: in, type: files, path: out/, format: jsonl}
+`
+
+// TestDeadLetterSink: a checkpointing job's sources send their dead letters
+// to a files sink under jobs/<id>/deadletters/<source>/ whose transactions
+// the coordinator finds by the source's name (TxnSink); its commits are
+// idempotent and the janitor removes an aborted one's staged letters.
+func TestDeadLetterSink(t *testing.T) {
+	ctx := t.Context()
+	p := build(t, dlJob)
+	if cfg := taskConfig(t, p, "in", 0); cfg.Source.DeadLetters == nil {
+		t.Error("a checkpointing job's source has no dead-letter sink")
+	}
+	if cfg := taskConfig(t, build(t, strings.Replace(dlJob, "checkpoint: {interval: 1s}\n", "", 1)), "in", 0); cfg.Source.DeadLetters != nil {
+		t.Error("a job without checkpoints has a dead-letter sink: its letters would wait for barriers that never come")
+	}
+	if _, err := p.TxnSink("dl-1", "nope"); err == nil || !strings.Contains(err.Error(), `no sink "nope"`) {
+		t.Errorf("TxnSink of an unknown name: %v", err)
+	}
+	b, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	open := func() task.TwoPhaseSink {
+		tp, err := p.TxnSink("dl-1", "in")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := &task.SinkContext{Context: task.Context{Job: "dl-1", Node: "in", Counters: new(task.Counters)}, Bucket: b, Attempt: 2}
+		if err := tp.Open(sc); err != nil {
+			t.Fatal(err)
+		}
+		tp.EnableTransactions()
+		return tp
+	}
+	letter := task.DeadLetter{Source: "in", Origin: "in/a.jsonl:3", Reason: "not an object", Raw: `[1, "two"]`}
+	stage := func(tp task.TwoPhaseSink, id string) json.RawMessage {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, task.DeadLetterSchema)
+		defer rb.Release()
+		for i, v := range []string{letter.Source, letter.Origin, letter.Reason, letter.Raw} {
+			rb.Field(i).(*array.StringBuilder).Append(v)
+		}
+		rec := rb.NewRecordBatch()
+		defer rec.Release()
+		if err := tp.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		st, err := tp.(task.StagedSink).Seal(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := st(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	w := open()
+	committed := stage(w, "dl-1-a2-in-s0-c1")
+	stage(w, "dl-1-a2-in-s0-c2") // its checkpoint never completes
+	prefix := layout.DeadLetterPrefix("dl-1", "in")
+	final := func() []string {
+		objs, err := b.List(ctx, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, o := range objs {
+			if !strings.HasPrefix(o.Key, layout.StagingPrefix(prefix)) {
+				keys = append(keys, o.Key)
+			}
+		}
+		return keys
+	}
+	if keys := final(); len(keys) != 0 {
+		t.Fatalf("letters visible before commit: %v", keys)
+	}
+	// Recovery commits again, on another process: one object all the same.
+	for range 2 {
+		if err := open().Commit(ctx, committed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := final()
+	if len(keys) != 1 {
+		t.Fatalf("after two commits: %v, want one object", keys)
+	}
+	data, err := b.Get(ctx, keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got task.DeadLetter
+	if err := json.Unmarshal(data, &got); err != nil || got != letter {
+		t.Errorf("committed %s (%v), want %+v", data, err, letter)
+	}
+	removed, err := open().(connector.StagingCleaner).CleanStaging(ctx, func(string) bool { return false })
+	if err != nil || removed != 1 {
+		t.Errorf("janitor removed %d (%v), want the aborted transaction's 1 object", removed, err)
+	}
+	if objs, _ := b.List(ctx, prefix); len(objs) != 1 {
+		t.Errorf("after the janitor: %v, want only the committed object", objs)
 	}
 }

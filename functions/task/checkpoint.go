@@ -70,11 +70,13 @@ type Restore struct {
 var ErrCorruptState = errors.New("corrupt checkpoint state")
 
 // sourceCheckpoint is what a checkpoint records of a source: the source's
-// own position and the largest event time it had read, so that watermarks
-// continue where they were.
+// own position, the largest event time it had read, so that watermarks
+// continue where they were, and how many dead letters it had sent, so that
+// the count goes on over attempts.
 type sourceCheckpoint struct {
 	Position     json.RawMessage `json:"position"`
 	MaxTimestamp *int64          `json:"maxTimestamp,omitempty"`
+	DeadLetters  int64           `json:"deadLetters,omitempty"`
 }
 
 // RestoreFor picks what subtask subtask (of parallelism parallelism,
@@ -483,7 +485,7 @@ func (c *checkpointer) sourcePosition() (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("source %s: position: %w", s.Name, err)
 	}
-	sc := sourceCheckpoint{Position: pos}
+	sc := sourceCheckpoint{Position: pos, DeadLetters: c.r.stats.Counters.DeadLetters.Load()}
 	if c.r.maxTs > MinWatermark {
 		m := c.r.maxTs
 		sc.MaxTimestamp = &m
@@ -515,13 +517,14 @@ func (c *checkpointer) restoreSource() error {
 	if sc.MaxTimestamp != nil {
 		c.r.maxTs = *sc.MaxTimestamp
 	}
+	c.r.stats.Counters.DeadLetters.Store(sc.DeadLetters)
 	return nil
 }
 
-// preCommit pre-commits every transactional sink of the chain.
-// preCommit pre-commits every transactional sink of the chain: a
-// StagedSink is only sealed here, its upload (stages) left to the
-// uploader; another sink pre-commits at once (txns).
+// preCommit pre-commits every transactional sink of the chain, and the
+// source's dead letters since the last barrier: a StagedSink is only
+// sealed here, its upload (stages) left to the uploader; another sink
+// pre-commits at once (txns).
 func (c *checkpointer) preCommit(suffix string) (txns []manifest.Txn, stages []stagedTxn, err error) {
 	r := c.r
 	for _, n := range r.cfg.Nodes {
@@ -532,22 +535,41 @@ func (c *checkpointer) preCommit(suffix string) (txns []manifest.Txn, stages []s
 		if !ok {
 			continue
 		}
-		id := fmt.Sprintf("%s-a%d-%s-s%d-%s", r.cfg.Job, r.cfg.Attempt, n.Name, r.cfg.Subtask, suffix)
-		if ss, ok := tp.(StagedSink); ok {
-			stage, err := ss.Seal(id)
-			if err != nil {
-				return txns, stages, fmt.Errorf("sink %s: seal %s: %w", n.Name, id, err)
-			}
-			stages = append(stages, stagedTxn{sink: n.Name, id: id, stage: stage})
-			continue
+		if txns, stages, err = c.preCommitSink(n.Name, tp, suffix, txns, stages); err != nil {
+			return txns, stages, err
 		}
-		h, err := tp.PreCommit(r.ctx, id)
+	}
+	if d := r.dead; d != nil && d.txn != nil {
+		// A transaction only when there are letters: most checkpoints
+		// have none.
+		some, err := d.writePending(r.ctx, r.mem)
 		if err != nil {
-			return txns, stages, fmt.Errorf("sink %s: pre-commit %s: %w", n.Name, id, err)
+			return txns, stages, err
 		}
-		txns = append(txns, manifest.Txn{Sink: n.Name, ID: id, Handle: h})
+		if some {
+			return c.preCommitSink(d.source, d.txn, suffix, txns, stages)
+		}
 	}
 	return txns, stages, nil
+}
+
+// preCommitSink pre-commits (or seals) the transaction of one sink, named
+// name in the manifest, and appends it to txns or stages.
+func (c *checkpointer) preCommitSink(name string, tp TwoPhaseSink, suffix string, txns []manifest.Txn, stages []stagedTxn) ([]manifest.Txn, []stagedTxn, error) {
+	r := c.r
+	id := fmt.Sprintf("%s-a%d-%s-s%d-%s", r.cfg.Job, r.cfg.Attempt, name, r.cfg.Subtask, suffix)
+	if ss, ok := tp.(StagedSink); ok {
+		stage, err := ss.Seal(id)
+		if err != nil {
+			return txns, stages, fmt.Errorf("sink %s: seal %s: %w", name, id, err)
+		}
+		return txns, append(stages, stagedTxn{sink: name, id: id, stage: stage}), nil
+	}
+	h, err := tp.PreCommit(r.ctx, id)
+	if err != nil {
+		return txns, stages, fmt.Errorf("sink %s: pre-commit %s: %w", name, id, err)
+	}
+	return append(txns, manifest.Txn{Sink: name, ID: id, Handle: h}), stages, nil
 }
 
 // stagedTxn is a sealed sink transaction the uploader stages.

@@ -84,6 +84,12 @@ type SourceHead struct {
 	// Outputs order; -1 for none). Out and TimeColumn are then unused.
 	Outputs     map[string][]Target
 	TimeColumns []int
+	// DeadLetters, if set, is the two-phase sink the source's malformed
+	// records go to when the job checkpoints (plan.DeadLetterSink): they
+	// are written at each barrier and commit with the checkpoint, so each
+	// appears exactly once. It receives batches of DeadLetterSchema. Nil,
+	// or a job without checkpoints, writes them directly (at least once).
+	DeadLetters Sink
 }
 
 // Node is one chained operator or sink.
@@ -279,6 +285,11 @@ func (r *runner) open() error {
 			}
 		}
 		r.dead = newDeadLetters(cfg, s.Name, &r.stats.Counters)
+		if s.DeadLetters != nil && cfg.Checkpoints != nil {
+			if err := r.dead.open(s.DeadLetters, base); err != nil {
+				return err
+			}
+		}
 		c := base
 		c.Node = s.Name
 		c.Logger = cfg.Logger.With("node", s.Name, "subtask", cfg.Subtask)
@@ -802,7 +813,7 @@ func (r *runner) close() error {
 		// Malformed records are never dropped silently, not even when the
 		// task is cancelled.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs = append(errs, r.dead.flush(ctx))
+		errs = append(errs, r.dead.flush(ctx), r.dead.close())
 		cancel()
 	}
 	if r.srcOpened {

@@ -26,7 +26,9 @@
 //	        state/<operator>/<kgStart>-<kgEnd>/...   SavepointStateKey: copies of the state files
 //	    deadletters/
 //	      <source>/                                  DeadLetterPrefix
-//	        part-<subtask>-a<attempt>-<seq>.jsonl    DeadLetterKey: malformed records
+//	        part-<subtask>-a<attempt>-<seq>.jsonl    DeadLetterKey: malformed records (no checkpoints)
+//	        part-<subtask>-<job>-a<attempt>-<seq>.jsonl  committed with a checkpoint (a files sink's names)
+//	        _staging/<txn>/part-...                  StagedKey: staged until the checkpoint commits
 //	coordinator/epochs/<epoch>.json                  EpochKey: one record per leadership, create-only
 //	functions/                                       FunctionsPrefix: deployed Wasm functions (docs/wasm-abi.md)
 //	  <name>/                                        FunctionPrefix
