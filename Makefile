@@ -11,7 +11,7 @@ MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 STATICCHECK_VERSION := v0.8.2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS := ./...
-TEST_TIMEOUT ?= 15m
+TEST_TIMEOUT ?= 25m
 
 export PATH := $(GOBIN):$(PATH)
 

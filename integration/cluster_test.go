@@ -132,13 +132,19 @@ func (c *cluster) addWorker(slots int) string {
 // start runs weir with args as a named background process.
 func (c *cluster) start(name string, args ...string) {
 	c.t.Helper()
+	cmd := exec.Command(weirBin, args...)
+	cmd.Env = c.env
+	c.startCmd(name, cmd)
+}
+
+// startCmd runs cmd (its Env set) as a named background process.
+func (c *cluster) startCmd(name string, cmd *exec.Cmd) {
+	c.t.Helper()
 	logPath := filepath.Join(c.logDir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(weirBin, args...)
-	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)

@@ -15,8 +15,6 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
-	"github.com/weirstream/weir/statestore/layout"
-	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // haLeaseTTL is the coordinators' lease in the failover tests: short, so
@@ -226,34 +224,8 @@ func TestCoordinatorSplitBrain(t *testing.T) {
 	}
 	// Nothing of the old epoch was written after the takeover: its
 	// manifests are older, its status objects too.
-	ctx := context.Background()
-	objs, err := h.bucket.List(ctx, layout.JobsPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if job, _, ok := layout.ParseManifestKey(o.Key); ok {
-			raw, err := h.bucket.Get(ctx, o.Key)
-			if err != nil {
-				continue // collected meanwhile
-			}
-			m, err := manifest.Decode(raw)
-			if err != nil {
-				t.Errorf("%s: %v", o.Key, err)
-				continue
-			}
-			if m.Epoch == oldEpoch && o.Modified.After(tookOver) {
-				t.Errorf("job %s: manifest %d of the deposed epoch %d written at %v, after the takeover at %v", job, m.Checkpoint, oldEpoch, o.Modified, tookOver)
-			}
-		}
-		if strings.HasSuffix(o.Key, layout.StatusKeyAt("x", oldEpoch)[len(layout.JobPrefix("x")):]) && o.Modified.After(tookOver) {
-			t.Errorf("status %s of the deposed epoch written at %v, after the takeover at %v", o.Key, o.Modified, tookOver)
-		}
-	}
-	h.mu.Lock()
-	logPath := h.procs[paused].log
-	h.mu.Unlock()
-	b, err := os.ReadFile(logPath)
+	h.checkNothingAfter(t, oldEpoch, tookOver)
+	b, err := os.ReadFile(h.logOf(paused))
 	if err != nil {
 		t.Fatal(err)
 	}
