@@ -27,6 +27,9 @@ deps: $(GOBIN)/minio $(GOBIN)/staticcheck
 		echo "installing redis-server (Debian)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
+	@command -v ip >/dev/null || { \
+		echo "installing iproute2 (Debian; the partition tests make network namespaces)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq iproute2 >/dev/null; }
 	@missing=""; command -v clang >/dev/null || missing="$$missing clang"; \
 	command -v wasm-ld >/dev/null || missing="$$missing lld"; \
 	[ -f /usr/lib/wasm32-wasi/libc.a ] || missing="$$missing wasi-libc"; \
