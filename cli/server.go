@@ -138,6 +138,7 @@ func (a *app) workerCmd() *cobra.Command {
 
 func (a *app) upCmd() *cobra.Command {
 	var workers, slots int
+	var heartbeat, leaseTTL time.Duration
 	var listen string
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -158,7 +159,7 @@ between them; the store (--store) is shared. Stop with Ctrl-C.`,
 			}
 			sup := local.NewSupervisor(local.Config{
 				Binary: self,
-				Args:   []string{"worker", "--slots", fmt.Sprint(slots)},
+				Args:   []string{"worker", "--slots", fmt.Sprint(slots), "--heartbeat-timeout", heartbeat.String()},
 				Env:    a.childEnv(),
 				Count:  workers,
 				Logger: a.logger(),
@@ -166,10 +167,12 @@ between them; the store (--store) is shared. Stop with Ctrl-C.`,
 			})
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return sup.Run(gctx) })
-			g.Go(func() error { return a.serveCoordinator(gctx, listen, nodeOptions{}, nil) })
+			g.Go(func() error { return a.serveCoordinator(gctx, listen, nodeOptions{leaseTTL: leaseTTL}, nil) })
 			return g.Wait()
 		},
 	}
+	cmd.Flags().DurationVar(&heartbeat, "heartbeat-timeout", worker.DefaultHeartbeatTimeout, "the workers' --heartbeat-timeout")
+	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL, "the coordinator's --lease-ttl (another weir coordinator started beside it is a standby)")
 	cmd.Flags().IntVar(&workers, "workers", 2, "worker processes to run")
 	cmd.Flags().IntVar(&slots, "slots", 4, "slots per worker")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the coordinator's HTTP API")
