@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
 )
 
 // soakSeconds is how long the load tests run: 20 s in `make test`,
@@ -90,4 +93,74 @@ sinks:
 		}
 	}
 	t.Logf("8 jobs of %d s beside 2 CPU burners on 2 cores: every job FINISHED without a restart", secs)
+}
+
+// TestCalmUnderLoadEmbedded runs a checkpointed job with `weir run` beside
+// 2 processes burning the CPU: the embedded worker, in the same process
+// as its coordinator, is never declared lost, and the job finishes
+// without a restart.
+func TestCalmUnderLoadEmbedded(t *testing.T) {
+	secs := soakSeconds(t)
+	burnCPU(t, 2, time.Duration(secs+120)*time.Second)
+	store := t.TempDir()
+	spec := writeSpec(t, fmt.Sprintf(`
+job: calm-embedded
+parallelism: 2
+checkpoint: {interval: 1s}
+sources:
+  - name: rides
+    type: datagen
+    rate: 1000
+    count: %d
+    schema: {ride_id: int64, zone: string, fare: float64, ts: timestamp_ms}
+    eventTime: {column: ts, maxOutOfOrderness: 2s}
+    datagen: {seed: 3, fields: {zone: {cardinality: 50}, fare: {min: 1, max: 50}}}
+operators:
+  - name: w
+    input: rides
+    keyBy: [zone]
+    window: {type: tumbling, size: 5s}
+    aggregate: {n: count(), total: sum(fare)}
+sinks:
+  - {name: out, input: w, type: files, path: out/, format: jsonl}
+`, 1000*secs))
+	out, err := runWeir(os.Environ(), "run", spec, "--store", "file://"+store)
+	if err != nil {
+		t.Fatalf("weir run beside 2 CPU burners: %v\n%s", err, out)
+	}
+	b, err := blob.NewDir(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	objs, err := b.List(context.Background(), layout.JobsPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, o := range objs {
+		job, ok := layout.ParseSpecKey(o.Key)
+		if !ok {
+			continue
+		}
+		raw, err := b.Get(context.Background(), layout.StatusKey(job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st coordinator.JobStatus
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatal(err)
+		}
+		found = true
+		if st.State != coordinator.JobFinished || st.Restarts != 0 || len(st.Exceptions) != 0 {
+			t.Errorf("embedded job %s: %s after %d restarts, exceptions %+v", job, st.State, st.Restarts, st.Exceptions)
+		}
+		if st.Totals.RecordsIn != int64(1000*secs) {
+			t.Errorf("embedded job %s read %d records, want %d", job, st.Totals.RecordsIn, 1000*secs)
+		}
+	}
+	if !found {
+		t.Fatal("no job in the store")
+	}
+	t.Logf("an embedded job of %d s beside 2 CPU burners on 2 cores: FINISHED without a restart", secs)
 }
