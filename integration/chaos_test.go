@@ -59,7 +59,14 @@ func (c *cluster) workersWithTasks(id string) []string {
 // a run without failures.
 func chaosRun(t *testing.T, c *cluster, fault func(ctx context.Context, id string)) coordinator.JobStatus {
 	t.Helper()
-	id := c.deploy(chaosSpec)
+	return chaosRunSpec(t, c, chaosSpec, fault)
+}
+
+// chaosRunSpec is chaosRun of another spec with chaos.yaml's operators and
+// sinks.
+func chaosRunSpec(t *testing.T, c *cluster, specPath string, fault func(ctx context.Context, id string)) coordinator.JobStatus {
+	t.Helper()
+	id := c.deploy(specPath)
 	c.waitState(id, coordinator.JobRunning, time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	faultDone := make(chan struct{})
@@ -70,7 +77,7 @@ func chaosRun(t *testing.T, c *cluster, fault func(ctx context.Context, id strin
 	st := c.waitState(id, coordinator.JobFinished, 5*time.Minute)
 	cancel()
 	<-faultDone
-	checkChaosOutput(t, c.bucket, st)
+	checkChaosOutput(t, c.bucket, specPath, st)
 	for _, r := range st.Recoveries {
 		t.Logf("recovery to attempt %d from checkpoint %d: %.2fs (%s)", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
 	}
@@ -87,7 +94,7 @@ func chaosRun(t *testing.T, c *cluster, fault func(ctx context.Context, id strin
 // checkChaosOutput compares the committed output of chaos.yaml with the
 // batch recomputation and checks the sequence checker's rows: every key's
 // counter advanced by exactly one per input row, each (key, n) once.
-func checkChaosOutput(t *testing.T, b blob.BucketReader, st coordinator.JobStatus) {
+func checkChaosOutput(t *testing.T, b blob.BucketReader, specPath string, st coordinator.JobStatus) {
 	t.Helper()
 	staged, err := b.List(context.Background(), "chaos/")
 	if err != nil {
@@ -98,7 +105,7 @@ func checkChaosOutput(t *testing.T, b blob.BucketReader, st coordinator.JobStatu
 			t.Errorf("staged object left after the job: %s", o.Key)
 		}
 	}
-	js := loadSpec(t, chaosSpec)
+	js := loadSpec(t, specPath)
 	input := genInput(t, js, "rides")
 	for _, name := range []string{"tumbling", "sessions"} {
 		for _, op := range js.Operators {
@@ -248,15 +255,16 @@ func TestChaosMinIOOutage(t *testing.T) {
 	}
 }
 
-// TestWorkerCrashDetection kills a worker running tasks with SIGKILL up to
-// ten times, each once the job runs again, and measures from the kill to
-// the coordinator noticing (its recovery's Detected) and to every task
-// running again. A dead worker's named Redis connection closes at once,
-// so detection does not wait for the heartbeat timeout (30 s).
+// TestWorkerCrashDetection kills a worker running tasks with SIGKILL ten
+// times, each once the job has run again for 2.5 s (crash.yaml's stable
+// period is 2 s, so every restart is immediate), and measures from the
+// kill to the coordinator noticing (its recovery's Detected) and to every
+// task running again. A dead worker's named Redis connection closes at
+// once, so detection does not wait for the heartbeat timeout (30 s).
 func TestWorkerCrashDetection(t *testing.T) {
 	c := startCluster(t, 3, 3)
 	var detect, running []time.Duration
-	st := chaosRun(t, c, func(ctx context.Context, id string) {
+	st := chaosRunSpec(t, c, "testdata/crash.yaml", func(ctx context.Context, id string) {
 		for len(detect) < 10 {
 			// Wait until the job runs with every task placed.
 			var ws []string
@@ -268,7 +276,8 @@ func TestWorkerCrashDetection(t *testing.T) {
 				}
 				st, err := c.status(id)
 				if err != nil || st.State != coordinator.JobRunning || len(st.Recoveries) != len(detect) ||
-					len(st.Recoveries) > 0 && st.Recoveries[len(st.Recoveries)-1].Running.IsZero() {
+					len(st.Recoveries) > 0 && (st.Recoveries[len(st.Recoveries)-1].Running.IsZero() ||
+						time.Since(st.Recoveries[len(st.Recoveries)-1].Running) < 2500*time.Millisecond) {
 					continue
 				}
 				c.mu.Lock()
@@ -329,7 +338,7 @@ func TestClustersShareARedis(t *testing.T) {
 	ids := []string{blue.deploy(chaosSpec), green.deploy(chaosSpec)}
 	for i, c := range []*cluster{blue, green} {
 		st := c.waitState(ids[i], coordinator.JobFinished, 5*time.Minute)
-		checkChaosOutput(t, c.bucket, st)
+		checkChaosOutput(t, c.bucket, chaosSpec, st)
 		if len(st.Recoveries) > 0 {
 			t.Errorf("job %s restarted: %s", ids[i], st.Recoveries[0].Reason)
 		}
