@@ -65,7 +65,12 @@ func ParseStatusKey(job, key string) (epoch int64, ok bool) {
 	if key == StatusKey(job) {
 		return 0, true
 	}
-	rest, ok := strings.CutPrefix(key, JobPrefix(job)+"status/")
+	return parseEpochFile(key, JobPrefix(job)+"status/")
+}
+
+// parseEpochFile parses prefix + <epoch in 20 digits, > 0> + ".json".
+func parseEpochFile(key, prefix string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {
 		return 0, false
 	}
@@ -90,21 +95,7 @@ func EpochsPrefix() string { return "coordinator/epochs/" }
 func EpochKey(epoch int64) string { return fmt.Sprintf("%s%020d.json", EpochsPrefix(), epoch) }
 
 // ParseEpochKey is the inverse of EpochKey.
-func ParseEpochKey(key string) (int64, bool) {
-	rest, ok := strings.CutPrefix(key, EpochsPrefix())
-	if !ok {
-		return 0, false
-	}
-	digits, ok := strings.CutSuffix(rest, ".json")
-	if !ok || len(digits) != 20 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, false
-	}
-	return n, true
-}
+func ParseEpochKey(key string) (int64, bool) { return parseEpochFile(key, EpochsPrefix()) }
 
 // OriginKey holds the manifest key a job was started from (a savepoint):
 // jobs/<job>/origin.
