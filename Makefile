@@ -20,7 +20,7 @@ export PATH := $(GOBIN):$(PATH)
 all: build
 
 build:
-	$(GO) build -o bin/weir ./cli/weir
+	$(GO) build -ldflags "-X github.com/weirstream/weir/cli.Commit=$$(git rev-parse --short HEAD 2>/dev/null)$$(git diff --quiet 2>/dev/null || echo -dirty) -X github.com/weirstream/weir/cli.BuildDate=$$(date -u +%Y-%m-%dT%H:%M:%SZ)" -o bin/weir ./cli/weir
 
 deps: $(GOBIN)/minio $(GOBIN)/staticcheck
 	@command -v redis-server >/dev/null || { \

@@ -89,6 +89,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 func (a *app) deployCmd() *cobra.Command {
 	var fromSavepoint string
 	var parallelism int
+	var wait bool
 	cmd := &cobra.Command{
 		Use:   "deploy SPEC.yaml",
 		Short: "Validate a job spec and deploy it to the coordinator; prints the job id",
@@ -97,7 +98,10 @@ func (a *app) deployCmd() *cobra.Command {
 With --from-savepoint the job starts from a savepoint's (or a checkpoint's)
 state and source positions: jobs/<job>/savepoints/<name>/manifest.json as
 weir savepoint printed it. --parallelism restores at another parallelism:
-key groups are redistributed over the new subtasks (sources keep theirs).`,
+key groups are redistributed over the new subtasks (sources keep theirs).
+
+With --wait it waits for the job to end and exits 0 if it FINISHED, 1 if
+it FAILED, 3 if it was canceled.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
@@ -121,6 +125,14 @@ key groups are redistributed over the new subtasks (sources keep theirs).`,
 			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs?"+q.Encode(), data, &resp); err != nil {
 				return &exitError{code: 1, err: err}
 			}
+			if wait {
+				fmt.Fprintln(a.stderr, resp.ID)
+				st, err := a.waitEnd(cmd.Context(), resp.ID)
+				if err != nil {
+					return &exitError{code: 1, err: err}
+				}
+				return a.reportEnd(st, coordinator.JobFinished)
+			}
 			if a.v.GetString("output") == "json" {
 				return writeJSON(a.stdout, resp)
 			}
@@ -128,6 +140,7 @@ key groups are redistributed over the new subtasks (sources keep theirs).`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the job to end; the exit status says how it ended")
 	cmd.Flags().StringVar(&fromSavepoint, "from-savepoint", "", "start from this savepoint manifest (bucket key)")
 	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "default parallelism of the job's operators (restoring rescales)")
 	return cmd
@@ -155,7 +168,7 @@ func (a *app) savepointCmd() *cobra.Command {
 
 // stopCmd drains a job, or stops it with a savepoint.
 func (a *app) stopCmd() *cobra.Command {
-	var withSavepoint bool
+	var withSavepoint, wait bool
 	cmd := &cobra.Command{
 		Use:   "stop JOB",
 		Short: "Drain a job (sources end early, the job FINISHES), or with --savepoint take a savepoint and stop it there",
@@ -166,6 +179,9 @@ func (a *app) stopCmd() *cobra.Command {
 				var st coordinator.JobStatus
 				if err := a.client().do(cmd.Context(), http.MethodPost, path, nil, &st); err != nil {
 					return err
+				}
+				if wait {
+					return a.waitFor(cmd.Context(), st.ID, coordinator.JobFinished)
 				}
 				fmt.Fprintf(a.stdout, "%s %s\n", st.ID, st.State)
 				return nil
@@ -182,7 +198,17 @@ func (a *app) stopCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&withSavepoint, "savepoint", false, "take a savepoint, then stop; deploy the spec again with --from-savepoint to continue")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the drained job FINISHED (exit 0; 1 if it FAILED, 3 if it ended otherwise)")
 	return cmd
+}
+
+// waitFor waits for job id to end and reports it; nil if it ended want.
+func (a *app) waitFor(ctx context.Context, id, want string) error {
+	st, err := a.waitEnd(ctx, id)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	return a.reportEnd(st, want)
 }
 
 func (a *app) jobsCmd() *cobra.Command {
@@ -223,7 +249,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			return nil
 		},
 	})
-	jobs.AddCommand(a.jobActionCmd("cancel", "Cancel a job at once: tasks stop, buffered output is dropped"))
+	jobs.AddCommand(a.jobActionCmd("cancel", "Cancel a job at once: tasks stop, buffered output is dropped", coordinator.JobCanceled))
 	jobs.AddCommand(&cobra.Command{
 		Use:   "delete ID",
 		Short: "Delete an ended job's spec, status, checkpoints and state from the store (its savepoints and sink output stay)",
@@ -236,14 +262,16 @@ func (a *app) jobsCmd() *cobra.Command {
 			return nil
 		},
 	})
-	jobs.AddCommand(a.jobActionCmd("stop", "Drain a job: sources end early, the last windows fire, sinks flush, the job FINISHES"))
+	jobs.AddCommand(a.jobActionCmd("stop", "Drain a job: sources end early, the last windows fire, sinks flush, the job FINISHES", coordinator.JobFinished))
 	jobs.AddCommand(a.jobsUpgradeCmd())
 	return jobs
 }
 
-// jobActionCmd posts /api/v1/jobs/ID/<action> and prints the job's state.
-func (a *app) jobActionCmd(action, short string) *cobra.Command {
-	return &cobra.Command{
+// jobActionCmd posts /api/v1/jobs/ID/<action> and prints the job's
+// state; with --wait it waits for the job to end (in want: exit 0).
+func (a *app) jobActionCmd(action, short, want string) *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
 		Use:   action + " ID",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
@@ -252,6 +280,9 @@ func (a *app) jobActionCmd(action, short string) *cobra.Command {
 			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/"+action, nil, &st); err != nil {
 				return err
 			}
+			if wait {
+				return a.waitFor(cmd.Context(), args[0], want)
+			}
 			if a.v.GetString("output") == "json" {
 				return writeJSON(a.stdout, st)
 			}
@@ -259,6 +290,8 @@ func (a *app) jobActionCmd(action, short string) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&wait, "wait", false, fmt.Sprintf("wait for the job to end: exit 0 if %s, 1 if FAILED, 3 otherwise", want))
+	return cmd
 }
 
 func (a *app) printStatus(st coordinator.JobStatus) {

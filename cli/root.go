@@ -33,6 +33,10 @@ import (
 // Version is set at build time with -ldflags "-X github.com/weirstream/weir/cli.Version=...".
 var Version = "dev"
 
+// Commit and BuildDate are set by `make build` (-ldflags -X); without
+// them weir version falls back to what the go command stamped, if any.
+var Commit, BuildDate string
+
 // exitError carries a process exit status.
 type exitError struct {
 	code int
@@ -104,10 +108,22 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		a.demoCmd(), a.runCmd(), a.upCmd(), a.coordinatorCmd(), a.workerCmd(),
 		a.deployCmd(), a.jobsCmd(), a.bucketCmd(), a.versionCmd(),
 		a.savepointCmd(), a.stopCmd(),
-		a.checkpointsCmd(), a.stateCmd(), a.txnCmd(), a.functionsCmd(),
+		a.checkpointsCmd(), a.stateCmd(), a.txnCmd(), a.functionsCmd(), a.workersCmd(),
 	)
 	root.CompletionOptions.HiddenDefaultCmd = false
+	groupAll(root)
 	return root
+}
+
+// groupAll makes every command below root that only holds subcommands a
+// group (see group): an unknown subcommand is an error, not the help.
+func groupAll(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+			group(c)
+		}
+		groupAll(c)
+	}
 }
 
 // configKeys are the settings viper carries: the persistent flags bound to
@@ -213,10 +229,22 @@ func (a *app) versionCmd() *cobra.Command {
 		Short: "Print the weir version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			commit, committed, modified := buildInfo()
 			if a.v.GetString("output") == "json" {
-				return writeJSON(a.stdout, map[string]string{"version": Version})
+				return writeJSON(a.stdout, map[string]any{"version": Version, "commit": commit, "built": committed, "modified": modified})
 			}
-			fmt.Fprintln(a.stdout, "weir", Version)
+			line := "weir " + Version
+			if commit != "" {
+				line += " (commit " + commit
+				if modified {
+					line += ", with local changes"
+				}
+				if committed != "" {
+					line += ", built " + committed
+				}
+				line += ")"
+			}
+			fmt.Fprintln(a.stdout, line)
 			return nil
 		},
 	}

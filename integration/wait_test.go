@@ -1,0 +1,80 @@
+package integration
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/testenv"
+)
+
+// TestCLIWaits drives a cluster with the commands that wait for a job:
+// `weir deploy --wait` exits 0 when the job FINISHED and 1 when it FAILED,
+// `weir stop --wait` returns once the drained job FINISHED, `weir jobs
+// cancel --wait` once it is CANCELED; `weir workers list` lists the
+// workers; an unknown subcommand fails (exit 2) naming it.
+func TestCLIWaits(t *testing.T) {
+	c := startCluster(t, 2, 2)
+
+	bounded := writeSpec(t, `
+job: bounded
+sources:
+  - {name: gen, type: datagen, count: 2000, rate: 4000, schema: {k: int64}}
+sinks:
+  - {name: out, input: gen, type: files, path: waits/bounded/, format: jsonl}
+`)
+	out, err := c.weir("deploy", "--wait", bounded)
+	if err != nil || !strings.Contains(out, "FINISHED: 2000 events in, 2000 rows to sinks") {
+		t.Fatalf("deploy --wait of a bounded job: %v\n%s", err, out)
+	}
+
+	port := testenv.FreePort(t) // nothing listens there
+	failing := writeSpec(t, `
+job: fails
+sources:
+  - {name: in, type: redis, addr: "127.0.0.1:`+strconv.Itoa(port)+`", stream: s, schema: {id: int64}}
+sinks:
+  - {name: out, input: in, type: stdout}
+`)
+	out, err = c.weir("deploy", "--wait", failing)
+	if code := exitCode(err); code != 1 || !strings.Contains(out, "FAILED") || !strings.Contains(err.Error(), "in[0]") {
+		t.Errorf("deploy --wait of a failing job: exit %d, %q, %v; want 1 naming the failed subtask", code, out, err)
+	}
+
+	long := writeSpec(t, `
+job: long
+sources:
+  - {name: gen, type: datagen, count: 1000000, rate: 200, schema: {k: int64}}
+sinks:
+  - {name: out, input: gen, type: files, path: waits/long/, format: jsonl}
+`)
+	for _, stop := range [][]string{{"stop", "--wait"}, {"jobs", "stop", "--wait"}, {"jobs", "cancel", "--wait"}} {
+		id := c.deploy(long)
+		c.waitState(id, coordinator.JobRunning, time.Minute)
+		want := coordinator.JobFinished
+		if stop[len(stop)-2] == "cancel" {
+			want = coordinator.JobCanceled
+		}
+		start := time.Now()
+		out, err := c.weir(append(stop, id)...)
+		if err != nil || !strings.Contains(out, id+" "+want) {
+			t.Errorf("weir %s: %v\n%s", strings.Join(stop, " "), err, out)
+		}
+		// It returned once the job ended, not before.
+		if st, err := c.status(id); err != nil || st.State != want {
+			t.Errorf("after weir %s returned, the job is %s (%v), want %s", strings.Join(stop, " "), st.State, err, want)
+		}
+		t.Logf("weir %s: %s after %v", strings.Join(stop, " "), strings.TrimSpace(out), time.Since(start).Round(time.Millisecond))
+	}
+
+	out, err = c.weir("workers", "list")
+	if err != nil || !strings.Contains(out, "worker-1") || !strings.Contains(out, "worker-2") {
+		t.Errorf("workers list: %v\n%s", err, out)
+	}
+	out, err = c.weir("jobs", "scale", "x=1")
+	if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), `unknown command "scale" for "weir jobs"`) {
+		t.Errorf("an unknown subcommand: exit %d, %q, %v; want 2 naming it", code, out, err)
+	}
+}
