@@ -315,11 +315,18 @@ func (a *app) printStatus(st coordinator.JobStatus) {
 	fmt.Fprintf(w, "events in %d, rows to sinks %d, dead letters %d, late %d (dropped %d)\n",
 		st.Totals.RecordsIn, st.Totals.SinkIn, st.Totals.DeadLetters, st.Totals.LateSide+st.Totals.LateDropped, st.Totals.LateDropped)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERTEX\tSUBTASK\tWORKER\tSTATE\tIN\tOUT\tBUSY s\tIDLE s\tBACKPRESSURED s")
+	// Per second like Flink's busyTimeMsPerSecond (of each second, ms
+	// busy / waiting for credit / idle); -o json has the cumulative
+	// seconds too.
+	fmt.Fprintln(tw, "VERTEX\tSUBTASK\tWORKER\tSTATE\tIN\tOUT\tIN/s\tOUT/s\tBUSY ms/s\tBACKPRESSURED ms/s\tIDLE ms/s")
 	for _, v := range st.Vertices {
 		for _, t := range v.Tasks {
-			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\n", strings.Join(v.Nodes, "->"), t.Subtask, v.Parallelism,
-				t.Worker, t.State, t.Stats.RecordsIn, t.Stats.RecordsOut, t.Stats.BusySeconds, t.Stats.IdleSeconds, t.Stats.BackpressureSec)
+			rates := "-\t-\t-\t-\t-"
+			if r := t.Rates; r != nil {
+				rates = fmt.Sprintf("%.0f\t%.0f\t%.0f\t%.0f\t%.0f", r.RecordsInPerSecond, r.RecordsOutPerSecond, r.BusyMsPerSecond, r.BackPressuredMsPerSecond, r.IdleMsPerSecond)
+			}
+			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%d\t%s\n", strings.Join(v.Nodes, "->"), t.Subtask, v.Parallelism,
+				t.Worker, t.State, t.Stats.RecordsIn, t.Stats.RecordsOut, rates)
 		}
 	}
 	tw.Flush()

@@ -177,6 +177,11 @@ type job struct {
 type taskInfo struct {
 	errMsg string
 	stats  control.Stats
+	// The report rates are computed from, and the rates since it.
+	sampled   control.Stats
+	sampledAt time.Time
+	rates     TaskRates
+	hasRates  bool
 }
 
 // New returns a coordinator; Run drives it and Close releases it.

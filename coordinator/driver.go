@@ -28,7 +28,11 @@ func (c *Coordinator) apply(ctx context.Context, e control.Event) {
 	}
 	info.errMsg = e.Error
 	if !e.Stats.IsZero() { // a state change may carry no metrics
-		info.stats = e.Stats
+		at := e.Time
+		if at.IsZero() {
+			at = c.now()
+		}
+		info.observe(e.Stats, at)
 	}
 	if e.Ack != nil && j.lc.AcceptsAcks() {
 		c.onAckLocked(ctx, j, e)

@@ -69,6 +69,9 @@ type TaskStatus struct {
 	State   string        `json:"state"`
 	Error   string        `json:"error,omitempty"`
 	Stats   control.Stats `json:"stats"`
+	// Rates are per second over its two latest reports (nil until it has
+	// two, and once it ended).
+	Rates *TaskRates `json:"rates,omitempty"`
 }
 
 // Status returns one job's status.
@@ -135,6 +138,10 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 				ts.Worker, ts.State = worker, state
 				if info := j.tasks[t]; info != nil {
 					ts.Error, ts.Stats = info.errMsg, info.stats
+					if info.hasRates && !lifecycle.Terminal(state) {
+						r := info.rates
+						ts.Rates = &r
+					}
 				}
 			}
 			vs.Tasks = append(vs.Tasks, ts)

@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
@@ -56,6 +58,27 @@ sinks:
 		want := coordinator.JobFinished
 		if stop[len(stop)-2] == "cancel" {
 			want = coordinator.JobCanceled
+		}
+		if want == coordinator.JobFinished && stop[0] == "stop" {
+			// While it runs, the status has per-second rates: the source
+			// reads about its 200 rows a second.
+			poll.UntilNil(t, 30*time.Second, "per-second rates", func() error {
+				st, err := c.status(id)
+				if err != nil {
+					return err
+				}
+				for _, v := range st.Vertices {
+					for _, tk := range v.Tasks {
+						if r := tk.Rates; r != nil && r.RecordsOutPerSecond > 100 && r.RecordsOutPerSecond < 400 && r.BusyMsPerSecond+r.IdleMsPerSecond+r.BackPressuredMsPerSecond > 0 {
+							return nil
+						}
+					}
+				}
+				return fmt.Errorf("no source rates near 200/s yet: %+v", st.Vertices)
+			})
+			if out, err := c.weir("jobs", "status", id); err != nil || !strings.Contains(out, "BUSY ms/s") {
+				t.Errorf("jobs status: %v\n%s", err, out)
+			}
 		}
 		start := time.Now()
 		out, err := c.weir(append(stop, id)...)
