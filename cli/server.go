@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -111,6 +113,7 @@ func (a *app) workerCmd() *cobra.Command {
 	var slots int
 	var id string
 	var heartbeat time.Duration
+	var metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker that offers --slots task slots to the coordinator (through Redis)",
@@ -126,14 +129,49 @@ func (a *app) workerCmd() *cobra.Command {
 			w := worker.New(worker.Config{ID: id, Slots: slots, Plane: e.plane, Transport: e.transport,
 				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger(), WasmCache: a.wasmCache(),
 				HeartbeatTTL: heartbeat})
-			return w.Run(ctx)
+			if metricsAddr == "" {
+				return w.Run(ctx)
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), w.Collector())
+			return serveWith(ctx, metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), a.logger(), w.Run)
 		},
 	}
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (the running tasks' weir_task_* families) on this address at /metrics")
 	cmd.Flags().IntVar(&slots, "slots", 4, "subtasks this worker runs at once")
 	cmd.Flags().StringVar(&id, "id", "", "worker id (default <host>-<pid>)")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat-timeout", worker.DefaultHeartbeatTimeout,
 		"how long a slow or paused worker stays live without a heartbeat (a worker whose process dies is noticed within a second)")
 	return cmd
+}
+
+// serveWith runs run and an HTTP server of h on addr until ctx is done or
+// run returns.
+func serveWith(ctx context.Context, addr string, h http.Handler, log *slog.Logger, run func(context.Context) error) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		return run(gctx)
+	})
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	return g.Wait()
 }
 
 func (a *app) upCmd() *cobra.Command {

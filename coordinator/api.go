@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/wasm/registry"
 )
@@ -193,6 +195,16 @@ var (
 	descOut  = prometheus.NewDesc("weir_vertex_records_out_total", "Records written by a vertex's subtasks.", []string{"job", "vertex"}, nil)
 	descBP   = prometheus.NewDesc("weir_vertex_backpressured_seconds_total", "Time a vertex's subtasks waited for credit.", []string{"job", "vertex"}, nil)
 
+	jobLabels           = []string{"job"}
+	descRestarts        = prometheus.NewDesc("weir_job_restarts_total", "Restarts of a job since it was submitted (Flink's numRestarts).", jobLabels, nil)
+	descCkpts           = prometheus.NewDesc("weir_job_checkpoints_total", "A job's checkpoints by outcome (completed, failed) in this coordinator's history.", []string{"job", "outcome"}, nil)
+	descCkptDuration    = prometheus.NewDesc("weir_job_last_checkpoint_duration_seconds", "Trigger to completion of a job's latest completed checkpoint.", jobLabels, nil)
+	descCkptState       = prometheus.NewDesc("weir_job_last_checkpoint_state_bytes", "Bytes of state a job's latest completed checkpoint references.", jobLabels, nil)
+	descCkptUploaded    = prometheus.NewDesc("weir_job_last_checkpoint_uploaded_bytes", "Bytes of state a job's latest completed checkpoint uploaded (incremental size).", jobLabels, nil)
+	descCkptCompletedAt = prometheus.NewDesc("weir_job_last_checkpoint_completed_timestamp_seconds", "When a job's latest checkpoint completed (Unix time).", jobLabels, nil)
+	descJobDead         = prometheus.NewDesc("weir_job_dead_letters_total", "Malformed records a job's sources sent to its dead letters.", jobLabels, nil)
+	descJobLate         = prometheus.NewDesc("weir_job_late_records_total", "A job's records behind the watermark, by outcome (dropped, side).", []string{"job", "outcome"}, nil)
+
 	fnLabels        = []string{"job", "vertex", "operator", "function"}
 	descFnCalls     = prometheus.NewDesc("weir_function_invocations_total", "Calls into a Wasm function (input batches and rounds of timers).", fnLabels, nil)
 	descFnRowsIn    = prometheus.NewDesc("weir_function_rows_in_total", "Rows handed to a Wasm function.", fnLabels, nil)
@@ -207,8 +219,44 @@ func (jc *jobCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descIn
 	ch <- descOut
 	ch <- descBP
+	for _, d := range []*prometheus.Desc{descRestarts, descCkpts, descCkptDuration, descCkptState, descCkptUploaded, descCkptCompletedAt, descJobDead, descJobLate} {
+		ch <- d
+	}
 	for _, d := range []*prometheus.Desc{descFnCalls, descFnRowsIn, descFnRowsOut, descFnGuest, descFnHostCalls, descFnMemory} {
 		ch <- d
+	}
+}
+
+// collectJob sends a job's job-level families.
+func (jc *jobCollector) collectJob(ch chan<- prometheus.Metric, s JobStatus) {
+	counter := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{s.ID}, l...)...)
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, s.ID)
+	}
+	counter(descRestarts, float64(s.Restarts))
+	counter(descJobDead, float64(s.Totals.DeadLetters))
+	counter(descJobLate, float64(s.Totals.LateDropped), "dropped")
+	counter(descJobLate, float64(s.Totals.LateSide), "side")
+	if s.Checkpoints == nil {
+		return
+	}
+	counter(descCkpts, float64(s.Checkpoints.Completed), "completed")
+	counter(descCkpts, float64(s.Checkpoints.Failed), "failed")
+	cps, err := jc.c.Checkpoints(s.ID)
+	if err != nil {
+		return
+	}
+	for _, cp := range cps { // newest first
+		if cp.Status != CheckpointCompleted {
+			continue
+		}
+		gauge(descCkptDuration, cp.Duration)
+		gauge(descCkptState, float64(cp.StateSize))
+		gauge(descCkptUploaded, float64(cp.Bytes))
+		gauge(descCkptCompletedAt, float64(cp.Triggered.Add(time.Duration(cp.Duration*float64(time.Second))).UnixMilli())/1000)
+		return
 	}
 }
 
@@ -216,6 +264,10 @@ func (jc *jobCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[string]int{}
 	for _, s := range jc.c.List() {
 		counts[s.State]++
+		if lifecycle.Terminal(s.State) {
+			continue // an ended job has no series
+		}
+		jc.collectJob(ch, s)
 		if s.State != JobRunning {
 			continue
 		}

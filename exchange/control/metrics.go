@@ -1,0 +1,63 @@
+package control
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The Prometheus families of a running task, from its Stats, exported by
+// the worker that runs it (weir worker --metrics-addr). Names follow
+// Prometheus conventions (base units, counters end in _total; rates are
+// left to rate()), with Flink's meaning where Flink has the metric:
+// rate(weir_task_busy_seconds_total[1m]) * 1000 is busyTimeMsPerSecond.
+// Labels are job, vertex and subtask only (no per-key labels), and a task
+// that ended has no series.
+var (
+	taskLabels = []string{"job", "vertex", "subtask"}
+
+	descTaskIn        = prometheus.NewDesc("weir_task_records_in_total", "Records a task read (numRecordsIn).", taskLabels, nil)
+	descTaskOut       = prometheus.NewDesc("weir_task_records_out_total", "Records a task emitted (numRecordsOut).", taskLabels, nil)
+	descTaskBytesOut  = prometheus.NewDesc("weir_task_bytes_out_total", "Bytes a task sent through the exchange.", taskLabels, nil)
+	descTaskBusy      = prometheus.NewDesc("weir_task_busy_seconds_total", "Time a task spent processing (busyTimeMsPerSecond is its rate).", taskLabels, nil)
+	descTaskIdle      = prometheus.NewDesc("weir_task_idle_seconds_total", "Time a task waited for input (idleTimeMsPerSecond is its rate).", taskLabels, nil)
+	descTaskBP        = prometheus.NewDesc("weir_task_backpressured_seconds_total", "Time a task waited for credit downstream (backPressuredTimeMsPerSecond is its rate).", taskLabels, nil)
+	descTaskWatermark = prometheus.NewDesc("weir_task_input_watermark_timestamp_seconds", "A task's current event-time watermark (absent before the first).", taskLabels, nil)
+	descTaskLate      = prometheus.NewDesc("weir_task_late_records_total", "Records behind the watermark: dropped, or sent to the late side output.", append(taskLabels, "outcome"), nil)
+	descTaskDead      = prometheus.NewDesc("weir_task_dead_letters_total", "Malformed records a source task sent to the dead-letter output.", taskLabels, nil)
+	descTaskSinkRows  = prometheus.NewDesc("weir_task_sink_rows_total", "Rows a sink task wrote.", taskLabels, nil)
+	descTaskWindows   = prometheus.NewDesc("weir_task_windows_fired_total", "Windows a task fired.", taskLabels, nil)
+	descTaskCkpts     = prometheus.NewDesc("weir_task_checkpoints_total", "Checkpoints a task acknowledged.", taskLabels, nil)
+)
+
+// DescribeTasks sends the task families' descriptions.
+func DescribeTasks(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descTaskIn, descTaskOut, descTaskBytesOut, descTaskBusy, descTaskIdle, descTaskBP,
+		descTaskWatermark, descTaskLate, descTaskDead, descTaskSinkRows, descTaskWindows, descTaskCkpts} {
+		ch <- d
+	}
+}
+
+// CollectTask sends the metrics of task id from its counters s.
+func CollectTask(ch chan<- prometheus.Metric, id TaskID, s Stats) {
+	l := []string{id.Job, id.Vertex, strconv.Itoa(id.Subtask)}
+	counter := func(d *prometheus.Desc, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append(l, extra...)...)
+	}
+	counter(descTaskIn, float64(s.RecordsIn))
+	counter(descTaskOut, float64(s.RecordsOut))
+	counter(descTaskBytesOut, float64(s.BytesOut))
+	counter(descTaskBusy, s.BusySeconds)
+	counter(descTaskIdle, s.IdleSeconds)
+	counter(descTaskBP, s.BackpressureSec)
+	counter(descTaskLate, float64(s.LateDropped), "dropped")
+	counter(descTaskLate, float64(s.LateSide), "side")
+	counter(descTaskDead, float64(s.DeadLetters))
+	counter(descTaskSinkRows, float64(s.SinkRows))
+	counter(descTaskWindows, float64(s.WindowsFired))
+	counter(descTaskCkpts, float64(s.Checkpoints))
+	if s.Watermark > math.MinInt64/2 { // no watermark yet is the minimum, or next to it
+		ch <- prometheus.MustNewConstMetric(descTaskWatermark, prometheus.GaugeValue, float64(s.Watermark)/1000, l...)
+	}
+}

@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/poll"
+	"github.com/weirstream/weir/integration/testenv"
+)
+
+// sample is one line of a Prometheus text exposition.
+type sample struct {
+	name   string
+	labels string // as written, {a="b",...}
+	value  float64
+}
+
+// scrape reads url's metrics.
+func scrape(t *testing.T, url string) []sample {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var out []sample
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("scrape %s: line %q: %v", url, line, err)
+		}
+		name, labels := line[:i], ""
+		if j := strings.IndexByte(name, '{'); j >= 0 {
+			name, labels = name[:j], name[j:]
+		}
+		out = append(out, sample{name, labels, v})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// of returns the samples of family name whose labels contain every part.
+func of(samples []sample, name string, parts ...string) []sample {
+	var out []sample
+next:
+	for _, s := range samples {
+		if s.name != name {
+			continue
+		}
+		for _, p := range parts {
+			if !strings.Contains(s.labels, p) {
+				continue next
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func sum(ss []sample) float64 {
+	var v float64
+	for _, s := range ss {
+		v += s.value
+	}
+	return v
+}
+
+// TestMetricsWhileAJobRuns scrapes a worker (--metrics-addr) and the
+// coordinator while the chaos job runs: every task family is there with
+// job, vertex and subtask labels and moves between two scrapes, the
+// job-level families (checkpoints, restarts) too; once the job is
+// canceled, none of its series is left.
+func TestMetricsWhileAJobRuns(t *testing.T) {
+	c := startCluster(t, 0, 0)
+	port := testenv.FreePort(t)
+	workerMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	c.start("worker-m", "worker", "--slots", "16", "--id", "worker-m", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
+	c.waitWorkers(t, 1)
+	id := c.deploy(chaosSpec)
+	c.waitState(id, coordinator.JobRunning, time.Minute)
+	job := `job="` + id + `"`
+
+	var first []sample
+	poll.UntilNil(t, 30*time.Second, "task series with a watermark and records", func() error {
+		first = scrape(t, workerMetrics)
+		if len(of(first, "weir_task_input_watermark_timestamp_seconds", job, `vertex="tumbling"`)) == 0 || sum(of(first, "weir_task_records_in_total", job)) == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	second := scrape(t, workerMetrics)
+	for _, fam := range []string{"weir_task_records_in_total", "weir_task_records_out_total", "weir_task_busy_seconds_total",
+		"weir_task_idle_seconds_total", "weir_task_input_watermark_timestamp_seconds"} {
+		a, b := of(first, fam, job), of(second, fam, job)
+		if len(b) == 0 {
+			t.Errorf("worker: no %s series of the job", fam)
+			continue
+		}
+		for _, s := range b {
+			if !strings.Contains(s.labels, `vertex="`) || !strings.Contains(s.labels, `subtask="`) {
+				t.Errorf("worker: %s%s lacks vertex or subtask labels", s.name, s.labels)
+			}
+		}
+		if sum(b) <= sum(a) {
+			t.Errorf("worker: %s did not move between two scrapes 2s apart: %v then %v", fam, sum(a), sum(b))
+		}
+	}
+	for _, fam := range []string{"weir_task_backpressured_seconds_total", "weir_task_late_records_total", "weir_task_dead_letters_total", "weir_task_checkpoints_total"} {
+		if len(of(second, fam, job)) == 0 {
+			t.Errorf("worker: no %s series of the job", fam)
+		}
+	}
+	if len(of(second, "weir_worker_slots", `worker="worker-m"`)) != 1 {
+		t.Errorf("worker: no weir_worker_slots")
+	}
+
+	coord := c.api + "/metrics"
+	poll.UntilNil(t, 30*time.Second, "a completed checkpoint in the coordinator's metrics", func() error {
+		s := scrape(t, coord)
+		if sum(of(s, "weir_job_checkpoints_total", job, `outcome="completed"`)) == 0 || len(of(s, "weir_job_last_checkpoint_duration_seconds", job)) == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	cs := scrape(t, coord)
+	for _, fam := range []string{"weir_job_restarts_total", "weir_job_last_checkpoint_state_bytes", "weir_job_last_checkpoint_completed_timestamp_seconds",
+		"weir_job_dead_letters_total", "weir_job_late_records_total", "weir_vertex_records_in_total"} {
+		if len(of(cs, fam, job)) == 0 {
+			t.Errorf("coordinator: no %s series of the job", fam)
+		}
+	}
+
+	if out, err := c.weir("jobs", "cancel", "--wait", id); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, out)
+	}
+	poll.UntilNil(t, 20*time.Second, "the canceled job's series gone", func() error {
+		for _, s := range append(scrape(t, workerMetrics), scrape(t, coord)...) {
+			if strings.Contains(s.labels, job) {
+				return fmt.Errorf("still there: %s%s", s.name, s.labels)
+			}
+		}
+		return nil
+	})
+}
