@@ -30,6 +30,9 @@ deps: $(GOBIN)/minio $(GOBIN)/staticcheck
 	@command -v ip >/dev/null || { \
 		echo "installing iproute2 (Debian; the partition tests make network namespaces)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq iproute2 >/dev/null; }
+	@command -v chromium >/dev/null || { \
+		echo "installing chromium (Debian; the web console is tested in a headless browser)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 	@missing=""; command -v clang >/dev/null || missing="$$missing clang"; \
 	command -v wasm-ld >/dev/null || missing="$$missing lld"; \
 	[ -f /usr/lib/wasm32-wasi/libc.a ] || missing="$$missing wasi-libc"; \

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirstream/weir/coordinator/internal/lifecycle"
+	"github.com/weirstream/weir/coordinator/ui"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/wasm/registry"
 )
@@ -45,6 +46,9 @@ type SavepointResponse struct {
 //	GET  /healthz, GET /metrics
 func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
+	console := ui.Handler()
+	mux.Handle("GET /{$}", console)
+	mux.Handle("GET /ui/", console)
 	mux.HandleFunc("POST /api/v1/jobs", c.handleSubmit)
 	mux.HandleFunc("GET /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, c.List())

@@ -14,6 +14,7 @@ import (
 type TaskRates struct {
 	RecordsInPerSecond       float64 `json:"recordsInPerSecond"`
 	RecordsOutPerSecond      float64 `json:"recordsOutPerSecond"`
+	SinkRowsPerSecond        float64 `json:"sinkRowsPerSecond"` // rows into the task's sinks
 	BusyMsPerSecond          float64 `json:"busyTimeMsPerSecond"`
 	IdleMsPerSecond          float64 `json:"idleTimeMsPerSecond"`
 	BackPressuredMsPerSecond float64 `json:"backPressuredTimeMsPerSecond"`
@@ -35,6 +36,7 @@ func ratesBetween(prev, cur control.Stats, elapsed time.Duration) (TaskRates, bo
 	return TaskRates{
 		RecordsInPerSecond:       float64(cur.RecordsIn-prev.RecordsIn) / s,
 		RecordsOutPerSecond:      float64(cur.RecordsOut-prev.RecordsOut) / s,
+		SinkRowsPerSecond:        float64(cur.SinkIn-prev.SinkIn) / s,
 		BusyMsPerSecond:          ms(prev.BusySeconds, cur.BusySeconds),
 		IdleMsPerSecond:          ms(prev.IdleSeconds, cur.IdleSeconds),
 		BackPressuredMsPerSecond: ms(prev.BackpressureSec, cur.BackpressureSec),

@@ -1,0 +1,185 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/weirstream/weir/coordinator"
+)
+
+// chromium returns the headless browser's path: Debian's chromium, which
+// `make deps` installs. A missing browser fails the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: `make deps` installs Debian's chromium package")
+	return ""
+}
+
+// browser starts a headless Chromium for the test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // tests run as root here
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1400, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	// The first call starts the browser; it takes no timeout (one would
+	// stop the browser with it).
+	start := make(chan error, 1)
+	go func() { start <- chromedp.Do(ctx) }()
+	select {
+	case err := <-start:
+		if err != nil {
+			t.Fatalf("start chromium: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("chromium did not start within a minute")
+	}
+	return ctx
+}
+
+// do carries out browser steps within d.
+func do(t *testing.T, ctx context.Context, d time.Duration, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Do(rctx, steps...); err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// get runs one browser action that returns a value, within d.
+func get[T any](t *testing.T, ctx context.Context, d time.Duration, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	v, err := chromedp.Run(rctx, a)
+	if err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+	return v
+}
+
+// TestWebUI opens the coordinator's console in a real headless Chromium
+// while the chaos job runs: the overview lists the job and the workers, a
+// click leads to the job page, whose SVG graph names every vertex and
+// whose rates change without a reload, a click on a vertex shows its
+// subtasks, and the checkpoint tab lists completed checkpoints.
+// Screenshots of the overview and the job page are written to
+// WEIR_SCREENSHOTS (docs/img when regenerating the README's).
+func TestWebUI(t *testing.T) {
+	c := startCluster(t, 2, 8)
+	id := c.deploy(chaosSpec)
+	c.waitState(id, coordinator.JobRunning, time.Minute)
+	ctx := browser(t)
+	shots := os.Getenv("WEIR_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	shot := func(name string) {
+		png := get(t, ctx, 30*time.Second, "screenshot "+name, chromedp.FullScreenshot(100))
+		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobLink := chromedp.CSS(fmt.Sprintf(`a.job[data-job="%s"]`, id))
+
+	do(t, ctx, time.Minute, "the overview lists the job and the workers",
+		chromedp.Navigate(c.api+"/"),
+		chromedp.WaitVisible(jobLink),
+		chromedp.WaitVisible(chromedp.CSS(`#workers tr.worker`)),
+	)
+	if n := len(get(t, ctx, 30*time.Second, "count the workers", chromedp.Nodes(chromedp.CSSAll(`#workers tr.worker`)))); n != 2 {
+		t.Errorf("the overview lists %d workers, want 2", n)
+	}
+	time.Sleep(3 * time.Second) // rates appear once the tasks reported twice
+	shot("overview.png")
+
+	do(t, ctx, time.Minute, "a click on the job opens its page with the graph",
+		chromedp.Click(jobLink),
+		chromedp.WaitVisible(chromedp.CSS(`svg#graph g.vertex[data-vertex="tumbling"]`)),
+	)
+	names := get(t, ctx, 30*time.Second, "read the vertex names",
+		chromedp.Evaluate[[]string](`[...document.querySelectorAll("svg#graph g.vertex")].map(g => g.dataset.vertex)`))
+	for _, want := range []string{"rides", "tumbling", "sessions", "seqcheck"} {
+		found := false
+		for _, n := range names {
+			if n == want || strings.HasPrefix(n, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the graph has vertices %v, none named %s", names, want)
+		}
+	}
+	// The page redraws itself: the source's rates and the clock change
+	// without a reload.
+	rate := chromedp.CSS(fmt.Sprintf(`svg#graph g.vertex[data-vertex="%s"] text.rate`, names[0]))
+	clock := chromedp.CSS(`#updated`)
+	before, clock1 := get(t, ctx, 30*time.Second, "read the rates", chromedp.TextContent(rate)), get(t, ctx, 30*time.Second, "read the clock", chromedp.TextContent(clock))
+	var after, clock2 string
+	for start := time.Now(); time.Since(start) < 20*time.Second; {
+		time.Sleep(time.Second)
+		after, clock2 = get(t, ctx, 30*time.Second, "read the rates", chromedp.TextContent(rate)), get(t, ctx, 30*time.Second, "read the clock", chromedp.TextContent(clock))
+		if after != before && clock2 != clock1 && !strings.Contains(after, "in 0/s · out 0/s") {
+			break
+		}
+	}
+	if after == before || clock2 == clock1 || strings.Contains(after, "in 0/s · out 0/s") {
+		t.Errorf("the job page did not update by itself with live rates: %q then %q, clock %q then %q", before, after, clock1, clock2)
+	}
+
+	do(t, ctx, 30*time.Second, "a click on a vertex shows its subtasks",
+		chromedp.Click(chromedp.CSS(`svg#graph g.vertex[data-vertex="tumbling"] rect`)),
+		chromedp.WaitVisible(chromedp.CSS(`#subtasks tr.subtask`)),
+	)
+	if n := len(get(t, ctx, 30*time.Second, "count the subtasks", chromedp.Nodes(chromedp.CSSAll(`#subtasks tr.subtask`)))); n != 3 {
+		t.Errorf("tumbling shows %d subtasks, want its parallelism 3", n)
+	}
+	shot("job.png")
+
+	completed := chromedp.CSSAll(`#checkpoints tr.checkpoint[data-status="COMPLETED"]`)
+	do(t, ctx, time.Minute, "the checkpoint tab lists completed checkpoints",
+		chromedp.Click(chromedp.CSS(`#tab-checkpoints`)),
+		chromedp.WaitVisible(chromedp.CSS(string(completed))),
+	)
+	shown := len(get(t, ctx, 30*time.Second, "count the checkpoints", chromedp.Nodes(completed)))
+	st, err := c.status(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown == 0 || st.Checkpoints == nil || st.Checkpoints.Completed == 0 {
+		t.Errorf("%d completed checkpoints shown, the API says %+v", shown, st.Checkpoints)
+	}
+	do(t, ctx, 30*time.Second, "the exception tab",
+		chromedp.Click(chromedp.CSS(`#tab-exceptions`)),
+		chromedp.WaitVisible(chromedp.CSS(`#exceptions`)),
+	)
+	if ex := get(t, ctx, 30*time.Second, "read the exceptions", chromedp.Text(chromedp.CSS(`#exceptions`))); !strings.Contains(ex, "No failures") {
+		t.Errorf("exceptions of a job that never failed: %q", ex)
+	}
+	if _, err := c.weir("jobs", "cancel", "--wait", id); err != nil {
+		t.Fatal(err)
+	}
+}
