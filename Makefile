@@ -30,6 +30,9 @@ deps: $(GOBIN)/minio $(GOBIN)/staticcheck
 	@command -v ip >/dev/null || { \
 		echo "installing iproute2 (Debian; the partition tests make network namespaces)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq iproute2 >/dev/null; }
+	@command -v tmux >/dev/null || { \
+		echo "installing tmux (Debian; a test reads weir jobs status --watch off its screen)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq tmux >/dev/null; }
 	@command -v chromium >/dev/null || { \
 		echo "installing chromium (Debian; the web console is tested in a headless browser)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }

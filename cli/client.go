@@ -233,22 +233,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	})
-	jobs.AddCommand(&cobra.Command{
-		Use:   "status ID",
-		Short: "Show a job's state, vertices and tasks",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var st coordinator.JobStatus
-			if err := a.client().do(cmd.Context(), http.MethodGet, "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &st); err != nil {
-				return err
-			}
-			if a.v.GetString("output") == "json" {
-				return writeJSON(a.stdout, st)
-			}
-			a.printStatus(st)
-			return nil
-		},
-	})
+	jobs.AddCommand(a.jobsStatusCmd())
 	jobs.AddCommand(a.jobActionCmd("cancel", "Cancel a job at once: tasks stop, buffered output is dropped", coordinator.JobCanceled))
 	jobs.AddCommand(&cobra.Command{
 		Use:   "delete ID",
@@ -294,8 +279,9 @@ func (a *app) jobActionCmd(action, short, want string) *cobra.Command {
 	return cmd
 }
 
-func (a *app) printStatus(st coordinator.JobStatus) {
-	w := a.stdout
+func (a *app) printStatus(st coordinator.JobStatus) { printStatusTo(a.stdout, st) }
+
+func printStatusTo(w io.Writer, st coordinator.JobStatus) {
 	fmt.Fprintf(w, "job %s (%s): %s, attempt %d, restarts %d\n", st.ID, st.Name, st.State, st.Attempt, st.Restarts)
 	if st.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", st.Error)
@@ -343,5 +329,65 @@ func (a *app) printStatus(st coordinator.JobStatus) {
 	}
 	if !first {
 		tw.Flush()
+	}
+}
+
+func (a *app) jobsStatusCmd() *cobra.Command {
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a job's state, vertices and tasks (--watch: redraw every second until it ends)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "/api/v1/jobs/" + url.PathEscape(args[0])
+			if watch {
+				return a.watchStatus(cmd.Context(), path)
+			}
+			var st coordinator.JobStatus
+			if err := a.client().do(cmd.Context(), http.MethodGet, path, nil, &st); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, st)
+			}
+			a.printStatus(st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&watch, "watch", false, "redraw the status every second (a live table) until the job ends or Ctrl-C")
+	return cmd
+}
+
+// watchStatus redraws a job's status every second, in place (clear and
+// home, so a terminal shows one live table), until the job ends; the last
+// frame stays. A coordinator that does not answer for a moment (a
+// failover) is shown and retried.
+func (a *app) watchStatus(ctx context.Context, path string) error {
+	c := a.client()
+	for {
+		var st coordinator.JobStatus
+		err := c.do(ctx, http.MethodGet, path, nil, &st)
+		var frame bytes.Buffer
+		frame.WriteString("\x1b[H\x1b[2J")
+		if err != nil {
+			if strings.Contains(err.Error(), "not found") {
+				return err
+			}
+			fmt.Fprintf(&frame, "%v\n", err)
+		} else {
+			printStatusTo(&frame, st)
+		}
+		fmt.Fprintf(&frame, "\n%s, every second; Ctrl-C to stop\n", time.Now().Format("15:04:05"))
+		if _, werr := a.stdout.Write(frame.Bytes()); werr != nil {
+			return werr
+		}
+		if err == nil && isFinal(st.State) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
 }

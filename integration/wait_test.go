@@ -2,6 +2,8 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,4 +102,64 @@ sinks:
 	if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), `unknown command "scale" for "weir jobs"`) {
 		t.Errorf("an unknown subcommand: exit %d, %q, %v; want 2 naming it", code, out, err)
 	}
+}
+
+// TestStatusWatchInTmux runs `weir jobs status --watch` in a tmux pane
+// and reads the screen: one live table that redraws itself while the job
+// runs and ends on its final state.
+func TestStatusWatchInTmux(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Fatal("no tmux on PATH: `make deps` installs it")
+	}
+	c := startCluster(t, 1, 4)
+	long := writeSpec(t, `
+job: watched
+sources:
+  - {name: gen, type: datagen, count: 1000000, rate: 500, schema: {k: int64}}
+sinks:
+  - {name: out, input: gen, type: files, path: watch/, format: jsonl}
+`)
+	id := c.deploy(long)
+	c.waitState(id, coordinator.JobRunning, time.Minute)
+	sock := "weir-test-" + strconv.Itoa(os.Getpid())
+	tm := func(args ...string) string {
+		out, err := exec.Command(tmux, append([]string{"-L", sock}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() { _ = exec.Command(tmux, "-L", sock, "kill-server").Run() })
+	tm("new-session", "-d", "-s", "watch", "-x", "160", "-y", "50",
+		weirBin+" --coordinator "+c.api+" jobs status "+id+" --watch; sleep 60")
+	screen := func() string { return tm("capture-pane", "-p", "-t", "watch") }
+	var first string
+	poll.UntilNil(t, 30*time.Second, "the live table on screen", func() error {
+		first = screen()
+		if !strings.Contains(first, "job "+id) || !strings.Contains(first, "RUNNING") || !strings.Contains(first, "BUSY ms/s") {
+			return fmt.Errorf("screen:\n%s", first)
+		}
+		return nil
+	})
+	if n := strings.Count(first, "job "+id); n != 1 {
+		t.Errorf("the screen shows the status %d times, want one table redrawn in place:\n%s", n, first)
+	}
+	poll.UntilNil(t, 20*time.Second, "the table redrawn", func() error {
+		if s := screen(); s == first {
+			return fmt.Errorf("unchanged")
+		}
+		return nil
+	})
+	if out, err := c.weir("stop", "--wait", id); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out)
+	}
+	poll.UntilNil(t, 20*time.Second, "the final state on screen", func() error {
+		s := screen()
+		if !strings.Contains(s, "FINISHED") {
+			return fmt.Errorf("screen:\n%s", s)
+		}
+		return nil
+	})
+	t.Logf("the last frame:\n%s", screen())
 }
