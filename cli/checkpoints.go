@@ -39,10 +39,40 @@ func (a *app) checkpointsCmd() *cobra.Command {
 		Short: "List and inspect a job's checkpoints",
 		Long: `List and inspect a job's checkpoints: the manifests under
 jobs/<job>/checkpoints/<n>/manifest.json of the --store bucket
-(docs/checkpoint-format.md). See also weir state dump and weir txn list.`,
+(docs/checkpoint-format.md). See also weir state dump and weir txn list.
+explain asks the coordinator, which saw the acknowledgements arrive.`,
 	}
-	c.AddCommand(a.checkpointsListCmd(), a.checkpointsInspectCmd())
+	c.AddCommand(a.checkpointsListCmd(), a.checkpointsInspectCmd(), a.checkpointsExplainCmd())
 	return c
+}
+
+// checkpointsExplainCmd says why a checkpoint took as long as it did.
+func (a *app) checkpointsExplainCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain JOB N",
+		Short: "Say why checkpoint N took as long as it did: the subtask that acknowledged last and where its time went (asks the coordinator)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d coordinator.CheckpointDetail
+			if err := a.client().do(cmd.Context(), http.MethodGet, "/api/v1/jobs/"+url.PathEscape(args[0])+"/checkpoints/"+url.PathEscape(args[1]), nil, &d); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				return writeJSON(a.stdout, d)
+			}
+			fmt.Fprintln(a.stdout, d.Explanation)
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SUBTASK\tWORKER\tACKED AFTER\tWAITING\tALIGN\tSYNC\tUPLOAD\tUPLOADED")
+			for _, s := range d.Subtasks {
+				wait := max(s.AckedMs-s.AlignMs-s.SyncMs-s.AsyncMs, 0)
+				fmt.Fprintf(tw, "%s[%d]\t%s\t%dms\t%dms\t%dms\t%dms\t%dms\t%s\n", s.Vertex, s.Subtask, s.Worker, s.AckedMs, wait, s.AlignMs, s.SyncMs, s.AsyncMs, humanBytes(s.UploadedBytes))
+			}
+			for _, m := range d.Missing {
+				fmt.Fprintf(tw, "%s\t\tnot acknowledged\t\t\t\t\t\n", m)
+			}
+			return tw.Flush()
+		},
+	}
 }
 
 func (a *app) checkpointsListCmd() *cobra.Command {

@@ -79,6 +79,19 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, cps)
 	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}/checkpoints/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+		if err != nil || n <= 0 {
+			writeJSON(w, http.StatusBadRequest, APIError{Error: fmt.Sprintf("checkpoint %q: want a checkpoint id (a positive number)", r.PathValue("n"))})
+			return
+		}
+		d, err := c.CheckpointDetail(r.PathValue("id"), n)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, d)
+	})
 	mux.HandleFunc("POST /api/v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		if err := c.Cancel(r.Context(), r.PathValue("id")); err != nil {
 			writeErr(w, err)

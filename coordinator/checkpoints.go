@@ -68,6 +68,8 @@ type ckpt struct {
 	restoreKey string // manifest the next deploy restores from
 
 	history []CheckpointInfo
+	// detail holds the newest checkpoints' acknowledgements (explain.go).
+	detail map[int64][]CheckpointSubtask
 
 	origin string // savepoint the job started from, "" for none
 	waits  []*savepointWait
@@ -257,6 +259,9 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 		for _, f := range a.Subtask.State {
 			h.StateSize += f.Size
 		}
+		m := a.Subtask.Metrics
+		k.recordAck(a.Checkpoint, CheckpointSubtask{Vertex: t.Vertex, Subtask: t.Subtask, Worker: e.Worker,
+			AckedMs: c.now().Sub(h.Triggered).Milliseconds(), AlignMs: m.AlignMs, SyncMs: m.SyncMs, AsyncMs: m.AsyncMs, UploadedBytes: m.UploadedBytes})
 	}
 	ds, err := k.sm.Ack(c.now(), a.Checkpoint, checkpoint.Ack{Task: t})
 	if err != nil {

@@ -146,6 +146,24 @@ func TestMetricsWhileAJobRuns(t *testing.T) {
 		}
 	}
 
+	// The newest completed checkpoint, explained: the subtask that
+	// acknowledged last and where its time went.
+	st, err := c.status(id)
+	if err != nil || st.Checkpoints == nil || st.Checkpoints.Latest == 0 {
+		t.Fatalf("status: %+v %v", st.Checkpoints, err)
+	}
+	out, err := c.weir("checkpoints", "explain", id, fmt.Sprint(st.Checkpoints.Latest))
+	if err != nil || !strings.Contains(out, fmt.Sprintf("checkpoint %d COMPLETED", st.Checkpoints.Latest)) ||
+		!strings.Contains(out, "Last to acknowledge: ") || !strings.Contains(out, "The longest part: ") || !strings.Contains(out, "ACKED AFTER") {
+		t.Errorf("checkpoints explain: %v\n%s", err, out)
+	}
+	var named bool
+	for _, v := range st.Vertices {
+		named = named || strings.Contains(out, "Last to acknowledge: "+v.Name+"[")
+	}
+	if !named {
+		t.Errorf("checkpoints explain names no subtask of the job:\n%s", out)
+	}
 	if out, err := c.weir("jobs", "cancel", "--wait", id); err != nil {
 		t.Fatalf("cancel: %v\n%s", err, out)
 	}

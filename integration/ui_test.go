@@ -172,6 +172,13 @@ func TestWebUI(t *testing.T) {
 	if shown == 0 || st.Checkpoints == nil || st.Checkpoints.Completed == 0 {
 		t.Errorf("%d completed checkpoints shown, the API says %+v", shown, st.Checkpoints)
 	}
+	do(t, ctx, 30*time.Second, "a checkpoint's explanation",
+		chromedp.Click(chromedp.CSS(`#checkpoints tr.checkpoint[data-status="COMPLETED"] a.explain`)),
+		chromedp.WaitVisible(chromedp.CSS(`#explanation`)),
+	)
+	if why := get(t, ctx, 30*time.Second, "read the explanation", chromedp.TextContent(chromedp.CSS(`#explanation`))); !strings.Contains(why, "Last to acknowledge:") || !strings.Contains(why, "The longest part:") {
+		t.Errorf("the checkpoint's explanation: %q", why)
+	}
 	do(t, ctx, 30*time.Second, "the exception tab",
 		chromedp.Click(chromedp.CSS(`#tab-exceptions`)),
 		chromedp.WaitVisible(chromedp.CSS(`#exceptions`)),

@@ -170,16 +170,17 @@ function subtasks(st) {
   return h + "</table>";
 }
 
-function checkpointsTable(cps) {
+function checkpointsTable(cps, base) {
   let h = `<table id="checkpoints"><tr><th class="num">ID</th><th>Status</th><th class="num">Attempt</th><th>Triggered</th><th class="num">Duration</th>
-    <th class="num">State</th><th class="num">Uploaded</th><th class="num">Align ms</th><th class="num">Sync ms</th><th class="num">Async ms</th><th>Acks</th><th>Reason</th></tr>`;
-  if (!cps.length) h += `<tr><td colspan="12" class="muted">No checkpoints yet</td></tr>`;
+    <th class="num">State</th><th class="num">Uploaded</th><th class="num">Align ms</th><th class="num">Sync ms</th><th class="num">Async ms</th><th>Acks</th><th>Reason</th><th></th></tr>`;
+  if (!cps.length) h += `<tr><td colspan="13" class="muted">No checkpoints yet</td></tr>`;
   for (const c of cps) {
     h += `<tr class="checkpoint" data-status="${esc(c.status)}" data-id="${c.id}"><td class="num">${c.id}${c.savepoint ? " (savepoint)" : ""}${c.final ? " (final)" : ""}</td>
       <td>${esc(c.status)}</td><td class="num">${c.attempt}</td><td>${esc(new Date(c.triggered).toLocaleTimeString())}</td>
       <td class="num">${c.durationSeconds ? num(c.durationSeconds, 2) + " s" : "–"}</td><td class="num">${bytes(c.stateBytes)}</td><td class="num">${bytes(c.uploadedBytes)}</td>
       <td class="num">${num(c.maxAlignMs)}</td><td class="num">${num(c.maxSyncMs)}</td><td class="num">${num(c.maxAsyncMs)}</td>
-      <td>${c.acks}/${c.tasks}</td><td class="error">${esc(c.reason)}</td></tr>`;
+      <td>${c.acks}/${c.tasks}</td><td class="error">${esc(c.reason)}</td>
+      <td><a class="explain" href="${base}/checkpoints/${c.id}">why</a></td></tr>`;
   }
   return h + "</table>";
 }
@@ -192,7 +193,21 @@ function exceptionsTable(st) {
   return h + "</table>";
 }
 
-async function job(id, tab) {
+async function explainPage(id, n, base) {
+  const d = await api(`/api/v1/jobs/${encodeURIComponent(id)}/checkpoints/${encodeURIComponent(n)}`);
+  let h = `<h2>Checkpoint ${d.id}</h2><p id="explanation">${esc(d.explanation)}</p>
+    <table id="acks"><tr><th>Subtask</th><th>Worker</th><th class="num">Acked after</th><th class="num">Waiting</th><th class="num">Align</th>
+    <th class="num">Sync</th><th class="num">Upload</th><th class="num">Uploaded</th></tr>`;
+  for (const s of d.subtasks || []) {
+    const wait = Math.max(s.ackedMs - s.alignMs - s.syncMs - s.asyncMs, 0);
+    h += `<tr class="ack"><td>${esc(s.vertex)}[${s.subtask}]</td><td>${esc(s.worker)}</td><td class="num">${num(s.ackedMs)} ms</td><td class="num">${num(wait)} ms</td>
+      <td class="num">${num(s.alignMs)} ms</td><td class="num">${num(s.syncMs)} ms</td><td class="num">${num(s.asyncMs)} ms</td><td class="num">${bytes(s.uploadedBytes)}</td></tr>`;
+  }
+  for (const m of d.missing || []) h += `<tr class="ack missing"><td>${esc(m)}</td><td colspan="7" class="muted">not acknowledged</td></tr>`;
+  return h + `</table><p><a href="${base}/checkpoints">all checkpoints</a></p>`;
+}
+
+async function job(id, tab, n) {
   const st = await api(`/api/v1/jobs/${encodeURIComponent(id)}`);
   const base = `#/jobs/${encodeURIComponent(id)}`;
   const t = st.totals || {};
@@ -208,8 +223,10 @@ async function job(id, tab) {
   h += `<nav class="tabs"><a id="tab-graph" class="${tab ? "" : "on"}" href="${base}">Graph</a>
     <a id="tab-checkpoints" class="${tab === "checkpoints" ? "on" : ""}" href="${base}/checkpoints">Checkpoints</a>
     <a id="tab-exceptions" class="${tab === "exceptions" ? "on" : ""}" href="${base}/exceptions">Exceptions (${(st.exceptions || []).length})</a></nav>`;
-  if (tab === "checkpoints") {
-    h += "<h2>Checkpoint history</h2>" + checkpointsTable(await api(`/api/v1/jobs/${encodeURIComponent(id)}/checkpoints`));
+  if (tab === "checkpoints" && n) {
+    h += await explainPage(id, n, base);
+  } else if (tab === "checkpoints") {
+    h += "<h2>Checkpoint history</h2>" + checkpointsTable(await api(`/api/v1/jobs/${encodeURIComponent(id)}/checkpoints`), base);
   } else if (tab === "exceptions") {
     h += "<h2>Exception history</h2>" + exceptionsTable(st);
   } else {
@@ -230,7 +247,7 @@ async function leader() {
 async function render() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
-    const html = parts[0] === "jobs" && parts[1] ? await job(parts[1], parts[2]) : await overview();
+    const html = parts[0] === "jobs" && parts[1] ? await job(parts[1], parts[2], parts[3]) : await overview();
     main.innerHTML = html;
     updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (e) {
