@@ -108,7 +108,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		a.demoCmd(), a.runCmd(), a.upCmd(), a.coordinatorCmd(), a.workerCmd(),
 		a.deployCmd(), a.jobsCmd(), a.bucketCmd(), a.versionCmd(),
 		a.savepointCmd(), a.stopCmd(),
-		a.checkpointsCmd(), a.stateCmd(), a.txnCmd(), a.functionsCmd(), a.workersCmd(),
+		a.checkpointsCmd(), a.stateCmd(), a.txnCmd(), a.functionsCmd(), a.workersCmd(), a.savepointsCmd(),
 	)
 	root.CompletionOptions.HiddenDefaultCmd = false
 	groupAll(root)

@@ -81,6 +81,7 @@ sinks:
 			if out, err := c.weir("jobs", "status", id); err != nil || !strings.Contains(out, "BUSY ms/s") {
 				t.Errorf("jobs status: %v\n%s", err, out)
 			}
+
 		}
 		start := time.Now()
 		out, err := c.weir(append(stop, id)...)
@@ -92,6 +93,35 @@ sinks:
 			t.Errorf("after weir %s returned, the job is %s (%v), want %s", strings.Join(stop, " "), st.State, err, want)
 		}
 		t.Logf("weir %s: %s after %v", strings.Join(stop, " "), strings.TrimSpace(out), time.Since(start).Round(time.Millisecond))
+	}
+
+	// A checkpointed job's savepoints are listed from the store, newest
+	// first, with the key weir deploy --from-savepoint takes.
+	ckpt := writeSpec(t, `
+job: saved
+checkpoint: {interval: 500ms}
+sources:
+  - {name: gen, type: datagen, count: 1000000, rate: 200, schema: {k: int64}}
+sinks:
+  - {name: out, input: gen, type: files, path: waits/saved/, format: jsonl}
+`)
+	sid := c.deploy(ckpt)
+	c.waitState(sid, coordinator.JobRunning, time.Minute)
+	var keys []string
+	for range 2 {
+		key, err := c.weir("savepoint", sid)
+		if err != nil {
+			t.Fatalf("savepoint: %v", err)
+		}
+		keys = append(keys, strings.TrimSpace(key))
+	}
+	out, err = c.weir("savepoints", "list", sid)
+	if err != nil || strings.Count(out, "\n") != 3 || !strings.Contains(out, "CHECKPOINT") ||
+		!strings.Contains(out, keys[1]) || strings.Index(out, keys[0]) < strings.Index(out, keys[1]) {
+		t.Errorf("savepoints list after savepoints %v (want both, newest first): %v\n%s", keys, err, out)
+	}
+	if _, err := c.weir("jobs", "cancel", "--wait", sid); err != nil {
+		t.Fatal(err)
 	}
 
 	out, err = c.weir("workers", "list")
