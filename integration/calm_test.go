@@ -47,24 +47,16 @@ func burnCPU(t *testing.T, n int, limit time.Duration) {
 	}
 }
 
-// TestCalmUnderLoad runs 8 checkpointed jobs on 3 workers beside 2
-// processes burning the CPU: however slow the machine gets, no worker is
-// declared lost and no job restarts.
-func TestCalmUnderLoad(t *testing.T) {
-	secs := soakSeconds(t)
-	c := startCluster(t, 3, 3)
-	burnCPU(t, 2, time.Duration(secs+120)*time.Second)
-	dir := t.TempDir()
-	var ids []string
-	for i := range 8 {
-		path := filepath.Join(dir, fmt.Sprintf("calm-%d.yaml", i))
-		spec := fmt.Sprintf(`job: calm-%d
-parallelism: 1
+// calmSpec is the checkpointed job of the load tests: a throttled datagen
+// source into a keyed 5 s tumbling window, written to path.
+func calmSpec(name string, parallelism, rate, count, seed int, path string) string {
+	return fmt.Sprintf(`job: %s
+parallelism: %d
 checkpoint: {interval: 1s}
 sources:
   - name: rides
     type: datagen
-    rate: 500
+    rate: %d
     count: %d
     schema: {ride_id: int64, zone: string, fare: float64, ts: timestamp_ms}
     eventTime: {column: ts, maxOutOfOrderness: 2s}
@@ -76,8 +68,22 @@ operators:
     window: {type: tumbling, size: 5s}
     aggregate: {n: count(), total: sum(fare)}
 sinks:
-  - {name: out, input: w, type: files, path: calm/%d/, format: jsonl}
-`, i, 500*secs, i+1, i)
+  - {name: out, input: w, type: files, path: %s, format: jsonl}
+`, name, parallelism, rate, count, seed, path)
+}
+
+// TestCalmUnderLoad runs 8 checkpointed jobs on 3 workers beside 2
+// processes burning the CPU: however slow the machine gets, no worker is
+// declared lost and no job restarts.
+func TestCalmUnderLoad(t *testing.T) {
+	secs := soakSeconds(t)
+	c := startCluster(t, 3, 3)
+	burnCPU(t, 2, time.Duration(secs+120)*time.Second)
+	dir := t.TempDir()
+	var ids []string
+	for i := range 8 {
+		path := filepath.Join(dir, fmt.Sprintf("calm-%d.yaml", i))
+		spec := calmSpec(fmt.Sprintf("calm-%d", i), 1, 500, 500*secs, i+1, fmt.Sprintf("calm/%d/", i))
 		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -103,27 +109,7 @@ func TestCalmUnderLoadEmbedded(t *testing.T) {
 	secs := soakSeconds(t)
 	burnCPU(t, 2, time.Duration(secs+120)*time.Second)
 	store := t.TempDir()
-	spec := writeSpec(t, fmt.Sprintf(`
-job: calm-embedded
-parallelism: 2
-checkpoint: {interval: 1s}
-sources:
-  - name: rides
-    type: datagen
-    rate: 1000
-    count: %d
-    schema: {ride_id: int64, zone: string, fare: float64, ts: timestamp_ms}
-    eventTime: {column: ts, maxOutOfOrderness: 2s}
-    datagen: {seed: 3, fields: {zone: {cardinality: 50}, fare: {min: 1, max: 50}}}
-operators:
-  - name: w
-    input: rides
-    keyBy: [zone]
-    window: {type: tumbling, size: 5s}
-    aggregate: {n: count(), total: sum(fare)}
-sinks:
-  - {name: out, input: w, type: files, path: out/, format: jsonl}
-`, 1000*secs))
+	spec := writeSpec(t, calmSpec("calm-embedded", 2, 1000, 1000*secs, 3, "out/"))
 	out, err := runWeir(os.Environ(), "run", spec, "--store", "file://"+store)
 	if err != nil {
 		t.Fatalf("weir run beside 2 CPU burners: %v\n%s", err, out)
