@@ -62,10 +62,11 @@ func (a *app) checkpointsExplainCmd() *cobra.Command {
 			}
 			fmt.Fprintln(a.stdout, d.Explanation)
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SUBTASK\tWORKER\tACKED AFTER\tWAITING\tALIGN\tSYNC\tUPLOAD\tUPLOADED")
+			fmt.Fprintln(tw, "SUBTASK\tWORKER\tACKED AFTER\tWAITING\tALIGN\tSYNC\tUPLOAD\tUPLOADED\tLAST BARRIER FROM")
 			for _, s := range d.Subtasks {
 				wait := max(s.AckedMs-s.AlignMs-s.SyncMs-s.AsyncMs, 0)
-				fmt.Fprintf(tw, "%s[%d]\t%s\t%dms\t%dms\t%dms\t%dms\t%dms\t%s\n", s.Vertex, s.Subtask, s.Worker, s.AckedMs, wait, s.AlignMs, s.SyncMs, s.AsyncMs, humanBytes(s.UploadedBytes))
+				fmt.Fprintf(tw, "%s[%d]\t%s\t%dms\t%dms\t%dms\t%dms\t%dms\t%s\t%s\n", s.Vertex, s.Subtask, s.Worker, s.AckedMs, wait, s.AlignMs, s.SyncMs, s.AsyncMs,
+					humanBytes(s.UploadedBytes), cmp.Or(s.LastInput, "-"))
 			}
 			for _, m := range d.Missing {
 				fmt.Fprintf(tw, "%s\t\tnot acknowledged\t\t\t\t\t\n", m)

@@ -261,7 +261,7 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 		}
 		m := a.Subtask.Metrics
 		k.recordAck(a.Checkpoint, CheckpointSubtask{Vertex: t.Vertex, Subtask: t.Subtask, Worker: e.Worker,
-			AckedMs: c.now().Sub(h.Triggered).Milliseconds(), AlignMs: m.AlignMs, SyncMs: m.SyncMs, AsyncMs: m.AsyncMs, UploadedBytes: m.UploadedBytes})
+			AckedMs: c.now().Sub(h.Triggered).Milliseconds(), AlignMs: m.AlignMs, SyncMs: m.SyncMs, AsyncMs: m.AsyncMs, UploadedBytes: m.UploadedBytes, LastInput: m.LastInput})
 	}
 	ds, err := k.sm.Ack(c.now(), a.Checkpoint, checkpoint.Ack{Task: t})
 	if err != nil {

@@ -23,6 +23,9 @@ type CheckpointSubtask struct {
 	SyncMs        int64 `json:"syncMs"`
 	AsyncMs       int64 `json:"asyncMs"`
 	UploadedBytes int64 `json:"uploadedBytes"`
+	// LastInput is the input channel whose barrier came last (producer
+	// edge and subtask, "win[1]"); empty for a source.
+	LastInput string `json:"lastInput,omitempty"`
 }
 
 // CheckpointDetail is one checkpoint with every acknowledgement and the
@@ -86,9 +89,13 @@ func explain(h CheckpointInfo, acks []CheckpointSubtask, tasks []string) Checkpo
 		{"upload (async)", last.AsyncMs},
 	}
 	top := slices.MaxFunc(phases, func(a, b phase) int { return cmp.Compare(a.ms, b.ms) })
-	fmt.Fprintf(&b, " Last to acknowledge: %s[%d] on %s, %s after the trigger: waiting for the barrier %s, alignment %s, sync %s, upload %s (%s). The longest part: %s.",
+	fmt.Fprintf(&b, " Last to acknowledge: %s[%d] on %s, %s after the trigger: waiting for the barrier %s, alignment %s, sync %s, upload %s (%s).",
 		last.Vertex, last.Subtask, last.Worker, secs(last.AckedMs), secs(wait), secs(last.AlignMs), secs(last.SyncMs), secs(last.AsyncMs),
-		humanSize(last.UploadedBytes), top.name)
+		humanSize(last.UploadedBytes))
+	if last.LastInput != "" {
+		fmt.Fprintf(&b, " Its last barrier came on input %s.", last.LastInput)
+	}
+	fmt.Fprintf(&b, " The longest part: %s.", top.name)
 	d.Explanation = b.String()
 	return d
 }

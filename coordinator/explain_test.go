@@ -11,7 +11,7 @@ func TestExplainNamesTheSlowSubtaskAndPhase(t *testing.T) {
 	h := CheckpointInfo{ID: 7, Status: CheckpointCompleted, Triggered: t0, Duration: 1.9}
 	acks := []CheckpointSubtask{
 		{Vertex: "src", Subtask: 0, Worker: "w1", AckedMs: 20, SyncMs: 5, AsyncMs: 10},
-		{Vertex: "win", Subtask: 1, Worker: "w2", AckedMs: 1850, AlignMs: 10, SyncMs: 1600, AsyncMs: 200, UploadedBytes: 3 << 20},
+		{Vertex: "win", Subtask: 1, Worker: "w2", AckedMs: 1850, AlignMs: 10, SyncMs: 1600, AsyncMs: 200, UploadedBytes: 3 << 20, LastInput: "src[1]"},
 		{Vertex: "win", Subtask: 0, Worker: "w1", AckedMs: 90, AlignMs: 5, SyncMs: 40, AsyncMs: 30},
 	}
 	d := explain(h, acks, []string{"src[0]", "win[0]", "win[1]"})
@@ -19,7 +19,8 @@ func TestExplainNamesTheSlowSubtaskAndPhase(t *testing.T) {
 		t.Errorf("subtasks not slowest first: %+v", d.Subtasks)
 	}
 	for _, want := range []string{"checkpoint 7 COMPLETED in 1.9s.", "Last to acknowledge: win[1] on w2, 1.85s after the trigger",
-		"waiting for the barrier 40ms, alignment 10ms, sync 1.6s, upload 200ms (3.0 MiB)", "The longest part: snapshot and sink pre-commit (sync)."} {
+
+		"waiting for the barrier 40ms, alignment 10ms, sync 1.6s, upload 200ms (3.0 MiB). Its last barrier came on input src[1].", "The longest part: snapshot and sink pre-commit (sync)."} {
 		if !strings.Contains(d.Explanation, want) {
 			t.Errorf("explanation lacks %q:\n%s", want, d.Explanation)
 		}

@@ -88,6 +88,10 @@ type AlignDecision struct {
 	// Duration is how long the alignment of Snapshot took, from its first
 	// barrier to the event that completed it.
 	Duration time.Duration
+	// Last is the input whose barrier (or end) completed the alignment of
+	// Snapshot: the one the task waited for longest. Meaningful only with
+	// Snapshot.
+	Last int
 	// Unblock lists the inputs to resume, in increasing order: every input
 	// that was blocked, whenever an alignment completes or is abandoned.
 	Unblock []int
@@ -101,14 +105,15 @@ type AlignDecision struct {
 }
 
 // String renders d compactly for traces, e.g.
-// "abort 1, snapshot 2 (aligned in 50ns), unblock 0 2"; "-" for nothing.
+// "abort 1, snapshot 2 (aligned in 50ns, last input 1), unblock 0 2"; "-"
+// for nothing.
 func (d AlignDecision) String() string {
 	var parts []string
 	if d.Aborted != 0 {
 		parts = append(parts, fmt.Sprintf("abort %d", d.Aborted))
 	}
 	if d.Snapshot != 0 {
-		parts = append(parts, fmt.Sprintf("snapshot %d (aligned in %s)", d.Snapshot, d.Duration))
+		parts = append(parts, fmt.Sprintf("snapshot %d (aligned in %s, last input %d)", d.Snapshot, d.Duration, d.Last))
 	}
 	if len(d.Unblock) > 0 {
 		parts = append(parts, "unblock "+formatInputs(d.Unblock))
@@ -198,7 +203,7 @@ func (a *Aligner) OnBarrier(input int, checkpoint int64, now time.Time) (AlignDe
 	default:
 		a.begin(checkpoint, now)
 	}
-	if a.complete(&d, now) {
+	if a.complete(&d, input, now) {
 		return d, nil
 	}
 	in.blocked = true
@@ -224,7 +229,7 @@ func (a *Aligner) OnEnd(input int, now time.Time) AlignDecision {
 	}
 	in.ended = true
 	if a.aligning != 0 {
-		a.complete(&d, now)
+		a.complete(&d, input, now)
 	}
 	return d
 }
@@ -277,8 +282,8 @@ func (a *Aligner) begin(checkpoint int64, now time.Time) {
 }
 
 // complete ends the alignment in progress with a snapshot if no input is
-// missing, and reports whether it did.
-func (a *Aligner) complete(d *AlignDecision, now time.Time) bool {
+// missing after input's event, and reports whether it did.
+func (a *Aligner) complete(d *AlignDecision, input int, now time.Time) bool {
 	for _, in := range a.inputs {
 		// An input with a newer barrier than aligning cannot exist: that
 		// barrier would have overtaken the alignment.
@@ -286,7 +291,7 @@ func (a *Aligner) complete(d *AlignDecision, now time.Time) bool {
 			return false
 		}
 	}
-	d.Snapshot, d.Duration = a.aligning, now.Sub(a.start)
+	d.Snapshot, d.Duration, d.Last = a.aligning, now.Sub(a.start), input
 	a.release(d)
 	a.aligning = 0
 	return true

@@ -362,12 +362,13 @@ func keepKeyGroups(rec arrow.RecordBatch, start, end int, mem memory.Allocator) 
 // take snapshots the chain at barrier id and sends the barrier on: the
 // source's position, every stateful operator's state (captured here,
 // uploaded later), the sinks' pre-commits. align is how long alignment
-// took.
-func (c *checkpointer) take(id int64, align time.Duration) error {
+// took and last the input whose barrier completed it ("" for a source).
+func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	r := c.r
 	t0 := time.Now()
 	st := c.subtask()
 	st.Metrics.AlignMs = align.Milliseconds()
+	st.Metrics.LastInput = last
 	var decline []string
 	if s := r.cfg.Source; s != nil {
 		pos, err := c.sourcePosition()

@@ -377,7 +377,7 @@ func (r *runner) runInputs() error {
 	}
 	align := func(d AlignDecision) error {
 		if d.Snapshot != 0 {
-			if err := r.cp.take(d.Snapshot, d.Duration); err != nil {
+			if err := r.cp.take(d.Snapshot, d.Duration, inputName(cfg.Inputs[d.Last])); err != nil {
 				return err
 			}
 		}
@@ -626,6 +626,9 @@ func (r *runner) sourceTime(now time.Time, lastWm *time.Time, lastData time.Time
 	return r.tick(now)
 }
 
+// inputName names an input channel by its producer, "win[1]".
+func inputName(ch exchange.Channel) string { return fmt.Sprintf("%s[%d]", ch.Edge, ch.Producer) }
+
 // takeTriggered takes the checkpoints triggered since the last call (a
 // source task's).
 func (r *runner) takeTriggered() error {
@@ -635,7 +638,7 @@ func (r *runner) takeTriggered() error {
 	for {
 		select {
 		case id := <-r.cp.trigger:
-			if err := r.cp.take(id, 0); err != nil {
+			if err := r.cp.take(id, 0, ""); err != nil {
 				return err
 			}
 		default:
@@ -664,7 +667,7 @@ func (r *runner) sleep(d time.Duration) error {
 	case <-t.C:
 		return nil
 	case id := <-trigger:
-		return r.cp.take(id, 0)
+		return r.cp.take(id, 0, "")
 	}
 }
 

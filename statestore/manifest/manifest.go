@@ -136,6 +136,10 @@ type SubtaskMetrics struct {
 	SyncMs        int64 `json:"syncMs"`        // the synchronous snapshot
 	AsyncMs       int64 `json:"asyncMs"`       // the upload
 	UploadedBytes int64 `json:"uploadedBytes"` // bytes of new files this checkpoint wrote
+	// LastInput is the input channel whose barrier came last, completing
+	// the alignment: the producing edge and subtask, "win[1]" (empty for
+	// a source).
+	LastInput string `json:"lastInput,omitempty"`
 }
 
 // nameRE is the job spec's rule for source, operator and sink names (and so

@@ -197,13 +197,13 @@ async function explainPage(id, n, base) {
   const d = await api(`/api/v1/jobs/${encodeURIComponent(id)}/checkpoints/${encodeURIComponent(n)}`);
   let h = `<h2>Checkpoint ${d.id}</h2><p id="explanation">${esc(d.explanation)}</p>
     <table id="acks"><tr><th>Subtask</th><th>Worker</th><th class="num">Acked after</th><th class="num">Waiting</th><th class="num">Align</th>
-    <th class="num">Sync</th><th class="num">Upload</th><th class="num">Uploaded</th></tr>`;
+    <th class="num">Sync</th><th class="num">Upload</th><th class="num">Uploaded</th><th>Last barrier from</th></tr>`;
   for (const s of d.subtasks || []) {
     const wait = Math.max(s.ackedMs - s.alignMs - s.syncMs - s.asyncMs, 0);
     h += `<tr class="ack"><td>${esc(s.vertex)}[${s.subtask}]</td><td>${esc(s.worker)}</td><td class="num">${num(s.ackedMs)} ms</td><td class="num">${num(wait)} ms</td>
-      <td class="num">${num(s.alignMs)} ms</td><td class="num">${num(s.syncMs)} ms</td><td class="num">${num(s.asyncMs)} ms</td><td class="num">${bytes(s.uploadedBytes)}</td></tr>`;
+      <td class="num">${num(s.alignMs)} ms</td><td class="num">${num(s.syncMs)} ms</td><td class="num">${num(s.asyncMs)} ms</td><td class="num">${bytes(s.uploadedBytes)}</td><td>${esc(s.lastInput || "-")}</td></tr>`;
   }
-  for (const m of d.missing || []) h += `<tr class="ack missing"><td>${esc(m)}</td><td colspan="7" class="muted">not acknowledged</td></tr>`;
+  for (const m of d.missing || []) h += `<tr class="ack missing"><td>${esc(m)}</td><td colspan="8" class="muted">not acknowledged</td></tr>`;
   return h + `</table><p><a href="${base}/checkpoints">all checkpoints</a></p>`;
 }
 
