@@ -161,8 +161,8 @@ func TestAlignerDecisionString(t *testing.T) {
 	}{
 		{AlignDecision{}, "-"},
 		{AlignDecision{Block: []int{2}}, "block 2"},
-		{AlignDecision{Snapshot: 3, Duration: 50, Unblock: []int{0, 1}}, "snapshot 3 (aligned in 50ns), unblock 0 1"},
-		{AlignDecision{Aborted: 1, Snapshot: 2, Unblock: []int{0}}, "abort 1, snapshot 2 (aligned in 0s), unblock 0"},
+		{AlignDecision{Snapshot: 3, Duration: 50, Last: 1, Unblock: []int{0, 1}}, "snapshot 3 (aligned in 50ns, last input 1), unblock 0 1"},
+		{AlignDecision{Aborted: 1, Snapshot: 2, Unblock: []int{0}}, "abort 1, snapshot 2 (aligned in 0s, last input 0), unblock 0"},
 		{AlignDecision{Aborted: 1, Unblock: []int{0, 2}, Block: []int{1}}, "abort 1, unblock 0 2, block 1"},
 		{AlignDecision{Ignored: 4}, "ignore 4"},
 	} {
