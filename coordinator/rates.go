@@ -18,6 +18,9 @@ type TaskRates struct {
 	BusyMsPerSecond          float64 `json:"busyTimeMsPerSecond"`
 	IdleMsPerSecond          float64 `json:"idleTimeMsPerSecond"`
 	BackPressuredMsPerSecond float64 `json:"backPressuredTimeMsPerSecond"`
+	// BytesOutPerSecond are the payload bytes the task sent through the
+	// exchange each second, by consumer vertex (the edges it feeds).
+	BytesOutPerSecond map[string]float64 `json:"bytesOutPerSecond,omitempty"`
 }
 
 // minRateInterval is the shortest interval rates are computed over:
@@ -33,7 +36,23 @@ func ratesBetween(prev, cur control.Stats, elapsed time.Duration) (TaskRates, bo
 	}
 	s := elapsed.Seconds()
 	ms := func(a, b float64) float64 { return min(max((b-a)*1000/s, 0), 1000) }
+	var edges map[string]float64
+	if len(cur.Channels) > 0 {
+		edges = map[string]float64{}
+		for _, c := range cur.Channels {
+			edges[c.ToVertex] += float64(c.Bytes)
+		}
+		for _, c := range prev.Channels {
+			if _, ok := edges[c.ToVertex]; ok {
+				edges[c.ToVertex] -= float64(c.Bytes)
+			}
+		}
+		for v, b := range edges {
+			edges[v] = max(b, 0) / s
+		}
+	}
 	return TaskRates{
+		BytesOutPerSecond:        edges,
 		RecordsInPerSecond:       float64(cur.RecordsIn-prev.RecordsIn) / s,
 		RecordsOutPerSecond:      float64(cur.RecordsOut-prev.RecordsOut) / s,
 		SinkRowsPerSecond:        float64(cur.SinkIn-prev.SinkIn) / s,

@@ -37,6 +37,16 @@ func TestRatesBetweenReports(t *testing.T) {
 	if r, ok := ratesBetween(control.Stats{}, control.Stats{BusySeconds: 1.2}, time.Second); !ok || r.BusyMsPerSecond != 1000 {
 		t.Fatalf("capped busy = %+v %v", r, ok)
 	}
+	// Bytes per second per consumer vertex, summed over its channels.
+	ch := func(to string, sub int, b int64) control.ChannelStats {
+		return control.ChannelStats{ToVertex: to, ToSubtask: sub, Bytes: b}
+	}
+	prev := control.Stats{Channels: []control.ChannelStats{ch("win", 0, 100), ch("win", 1, 100), ch("sink", 0, 0)}}
+	cur := control.Stats{Channels: []control.ChannelStats{ch("win", 0, 2100), ch("win", 1, 1100), ch("sink", 0, 500)}}
+	r, ok := ratesBetween(prev, cur, 2*time.Second)
+	if !ok || r.BytesOutPerSecond["win"] != 1500 || r.BytesOutPerSecond["sink"] != 250 || len(r.BytesOutPerSecond) != 2 {
+		t.Fatalf("bytes per second by consumer vertex = %v %v", r.BytesOutPerSecond, ok)
+	}
 }
 
 func near(a, b TaskRates) bool {

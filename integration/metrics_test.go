@@ -106,7 +106,8 @@ func TestMetricsWhileAJobRuns(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	second := scrape(t, workerMetrics)
 	for _, fam := range []string{"weir_task_records_in_total", "weir_task_records_out_total", "weir_task_busy_seconds_total",
-		"weir_task_idle_seconds_total", "weir_task_input_watermark_timestamp_seconds"} {
+		"weir_task_idle_seconds_total", "weir_task_input_watermark_timestamp_seconds", "weir_task_channel_entries_total",
+		"weir_task_channel_bytes_total"} {
 		a, b := of(first, fam, job), of(second, fam, job)
 		if len(b) == 0 {
 			t.Errorf("worker: no %s series of the job", fam)
@@ -125,6 +126,24 @@ func TestMetricsWhileAJobRuns(t *testing.T) {
 		if len(of(second, fam, job)) == 0 {
 			t.Errorf("worker: no %s series of the job", fam)
 		}
+	}
+	// Per channel: the consumer vertex and subtask, from every rides
+	// subtask to each of the 3 tumbling subtasks.
+	for _, fam := range []string{"weir_task_channel_credit_waits_total", "weir_task_channel_credit_wait_seconds_total", "weir_task_channel_entries_total"} {
+		if n := len(of(second, fam, job, `vertex="rides`, `to_vertex="tumbling"`)); n != 2*3 {
+			t.Errorf("worker: %d %s series from rides to tumbling, want 6 (2 producers x 3 consumers)", n, fam)
+		}
+	}
+	// State bytes once a checkpoint holds the windows' state; the
+	// throttled source's backlog (events behind its rate) is there.
+	poll.UntilNil(t, 30*time.Second, "state bytes of the tumbling windows", func() error {
+		if v := sum(of(scrape(t, workerMetrics), "weir_task_state_bytes", job, `vertex="tumbling"`)); v <= 0 {
+			return fmt.Errorf("weir_task_state_bytes of tumbling: %v", v)
+		}
+		return nil
+	})
+	if n := len(of(second, "weir_task_source_backlog_records", job, `vertex="rides`)); n != 2 {
+		t.Errorf("worker: %d weir_task_source_backlog_records series of rides, want 2", n)
 	}
 	if len(of(second, "weir_worker_slots", `worker="worker-m"`)) != 1 {
 		t.Errorf("worker: no weir_worker_slots")

@@ -31,6 +31,22 @@ type WorkerInfo struct {
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
+	// Usage is what the worker's latest heartbeat said of it (Workers
+	// fills it in; nil before the first).
+	Usage *WorkerUsage `json:"usage,omitempty"`
+}
+
+// WorkerUsage is what a worker's heartbeat carries: its tasks and the
+// resources of its process.
+type WorkerUsage struct {
+	At    time.Time `json:"at"` // the worker's clock when it sent the heartbeat
+	Tasks int       `json:"tasks"`
+	// CPUSeconds is the user and system CPU time of the process since it
+	// started; CPUCores is the CPU it used over the last heartbeat
+	// interval, in cores (1.5: one and a half cores busy).
+	CPUSeconds float64 `json:"cpuSeconds"`
+	CPUCores   float64 `json:"cpuCores"`
+	RSSBytes   int64   `json:"rssBytes"` // resident memory
 }
 
 // Command kinds.
@@ -110,9 +126,34 @@ type Stats struct {
 	SinkRows        int64   `json:"sinkRows"`
 	WindowsFired    int64   `json:"windowsFired"`
 	Checkpoints     int64   `json:"checkpoints"`
+	// StateBytes is the size of the task's state files in its latest
+	// acknowledged checkpoint (0 for a stateless task).
+	StateBytes int64 `json:"stateBytes,omitempty"`
+	// Backlog is how much input a source task has not read yet, in
+	// BacklogUnit: "records" (events behind the configured rate; a redis
+	// stream's entries after the position) or "bytes" (files not yet
+	// read). BacklogUnit is empty when the task has no source or its
+	// source cannot say.
+	Backlog     int64  `json:"backlog,omitempty"`
+	BacklogUnit string `json:"backlogUnit,omitempty"`
+	// Channels are the task's output channels, one per consumer subtask it
+	// writes to. Add leaves them out of totals.
+	Channels []ChannelStats `json:"channels,omitempty"`
 	// Functions are the counters of the Wasm functions the task runs,
 	// one per function operator.
 	Functions []FunctionStats `json:"functions,omitempty"`
+}
+
+// ChannelStats are the counters of one output channel of a task.
+type ChannelStats struct {
+	ToVertex  string `json:"toVertex"`
+	ToSubtask int    `json:"toSubtask"`
+	Entries   int64  `json:"entries"` // entries written, of every kind
+	Bytes     int64  `json:"bytes"`   // payload bytes written
+	// CreditWaits counts the data entries that found no credit;
+	// CreditWaitSeconds is the time they waited for it.
+	CreditWaits       int64   `json:"creditWaits"`
+	CreditWaitSeconds float64 `json:"creditWaitSeconds"`
 }
 
 // FunctionStats are the counters of one Wasm function operator.
@@ -176,6 +217,12 @@ func (a Stats) Add(b Stats) Stats {
 	a.DeadLetters += b.DeadLetters
 	a.SinkRows += b.SinkRows
 	a.WindowsFired += b.WindowsFired
+	a.StateBytes += b.StateBytes
+	if b.BacklogUnit != "" && (a.BacklogUnit == "" || a.BacklogUnit == b.BacklogUnit) {
+		a.Backlog += b.Backlog
+		a.BacklogUnit = b.BacklogUnit
+	}
+	a.Channels = nil
 	a.Functions = addFunctions(a.Functions, b.Functions)
 	if b.Watermark < a.Watermark || a.Watermark == 0 {
 		a.Watermark = b.Watermark
@@ -202,8 +249,9 @@ type Plane interface {
 	// Register announces a worker; it is live until its heartbeat lapses
 	// (ttl) or it deregisters.
 	Register(ctx context.Context, w WorkerInfo, ttl time.Duration) error
-	// Heartbeat keeps a worker live for another ttl.
-	Heartbeat(ctx context.Context, workerID string, ttl time.Duration) error
+	// Heartbeat keeps a worker live for another ttl, and records u as its
+	// usage.
+	Heartbeat(ctx context.Context, workerID string, ttl time.Duration, u WorkerUsage) error
 	// Deregister removes a worker at once.
 	Deregister(ctx context.Context, workerID string) error
 	// Workers returns the live workers, sorted by ID.

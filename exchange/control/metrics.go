@@ -2,6 +2,7 @@ package control
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,12 +30,24 @@ var (
 	descTaskSinkRows  = prometheus.NewDesc("weir_task_sink_rows_total", "Rows a sink task wrote.", taskLabels, nil)
 	descTaskWindows   = prometheus.NewDesc("weir_task_windows_fired_total", "Windows a task fired.", taskLabels, nil)
 	descTaskCkpts     = prometheus.NewDesc("weir_task_checkpoints_total", "Checkpoints a task acknowledged.", taskLabels, nil)
+	descTaskState     = prometheus.NewDesc("weir_task_state_bytes", "Bytes of a task's state files in its latest acknowledged checkpoint.", taskLabels, nil)
+	descBacklogRecs   = prometheus.NewDesc("weir_task_source_backlog_records", "Records a source task has not read yet: events behind its rate, or a redis stream's entries after its position.", taskLabels, nil)
+	descBacklogBytes  = prometheus.NewDesc("weir_task_source_backlog_bytes", "Bytes a files source task has not read yet.", taskLabels, nil)
+
+	// One series per output channel: the consumer vertex and subtask
+	// are bounded by the parallelism.
+	channelLabels        = append(slices.Clone(taskLabels), "to_vertex", "to_subtask")
+	descChanEntries      = prometheus.NewDesc("weir_task_channel_entries_total", "Entries a task wrote to an output channel, of every kind.", channelLabels, nil)
+	descChanBytes        = prometheus.NewDesc("weir_task_channel_bytes_total", "Payload bytes a task wrote to an output channel.", channelLabels, nil)
+	descChanCreditWaits  = prometheus.NewDesc("weir_task_channel_credit_waits_total", "Data entries that found no credit on an output channel.", channelLabels, nil)
+	descChanCreditWaited = prometheus.NewDesc("weir_task_channel_credit_wait_seconds_total", "Time a task waited for credit on an output channel.", channelLabels, nil)
 )
 
 // DescribeTasks sends the task families' descriptions.
 func DescribeTasks(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTaskIn, descTaskOut, descTaskBytesOut, descTaskBusy, descTaskIdle, descTaskBP,
-		descTaskWatermark, descTaskLate, descTaskDead, descTaskSinkRows, descTaskWindows, descTaskCkpts} {
+		descTaskWatermark, descTaskLate, descTaskDead, descTaskSinkRows, descTaskWindows, descTaskCkpts, descTaskState,
+		descBacklogRecs, descBacklogBytes, descChanEntries, descChanBytes, descChanCreditWaits, descChanCreditWaited} {
 		ch <- d
 	}
 }
@@ -57,6 +70,20 @@ func CollectTask(ch chan<- prometheus.Metric, id TaskID, s Stats) {
 	counter(descTaskSinkRows, float64(s.SinkRows))
 	counter(descTaskWindows, float64(s.WindowsFired))
 	counter(descTaskCkpts, float64(s.Checkpoints))
+	ch <- prometheus.MustNewConstMetric(descTaskState, prometheus.GaugeValue, float64(s.StateBytes), l...)
+	switch s.BacklogUnit {
+	case "records":
+		ch <- prometheus.MustNewConstMetric(descBacklogRecs, prometheus.GaugeValue, float64(s.Backlog), l...)
+	case "bytes":
+		ch <- prometheus.MustNewConstMetric(descBacklogBytes, prometheus.GaugeValue, float64(s.Backlog), l...)
+	}
+	for _, c := range s.Channels {
+		to := []string{c.ToVertex, strconv.Itoa(c.ToSubtask)}
+		counter(descChanEntries, float64(c.Entries), to...)
+		counter(descChanBytes, float64(c.Bytes), to...)
+		counter(descChanCreditWaits, float64(c.CreditWaits), to...)
+		counter(descChanCreditWaited, c.CreditWaitSeconds, to...)
+	}
 	if s.Watermark > math.MinInt64/2 { // no watermark yet is the minimum, or next to it
 		ch <- prometheus.MustNewConstMetric(descTaskWatermark, prometheus.GaugeValue, float64(s.Watermark)/1000, l...)
 	}

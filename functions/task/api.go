@@ -168,6 +168,17 @@ type Source interface {
 	Close() error
 }
 
+// Backlogged is a source that can say how much of its input it has not
+// read yet, for the backlog metric and the autoscaler. Without it, a
+// source with a rate reports the events it is behind that rate.
+type Backlogged interface {
+	// Backlog returns the input after the source's position and its unit,
+	// "records" or "bytes"; ok is false when it cannot say now. It is
+	// called on the task goroutine between Polls, about once a second,
+	// and may make one round trip to the input.
+	Backlog(ctx context.Context) (n int64, unit string, ok bool)
+}
+
 // MultiOutputSource is a source with several outputs, each with a schema
 // of its own (the nexmark source's person, auction and bid streams). The
 // runtime calls PollOutputs instead of Poll; Poll is never called.

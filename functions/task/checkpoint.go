@@ -700,6 +700,7 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	}
 	// The acknowledged state is every chain as it stands after this
 	// checkpoint's uploads, in node order.
+	var size int64
 	for i := range r.cfg.Nodes {
 		if ch := c.chains[i]; ch != nil {
 			ch.mu.Lock()
@@ -707,6 +708,10 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 			ch.mu.Unlock()
 		}
 	}
+	for _, f := range st.State {
+		size += f.Size
+	}
+	r.stats.stateBytes.Store(size)
 	return nil
 }
 

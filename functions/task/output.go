@@ -85,6 +85,7 @@ func newNetOutput(t *runner, e EdgeOut) (*netOutput, error) {
 			return nil, fmt.Errorf("open channel %s: %w", ch, err)
 		}
 		o.writers[i] = w
+		t.stats.addChannel(ch, w)
 	}
 	return o, nil
 }

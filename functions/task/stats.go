@@ -1,9 +1,12 @@
 package task
 
 import (
-	"github.com/weirstream/weir/exchange/control"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
 )
 
 // Stats are one subtask's cumulative counters. The task goroutine writes
@@ -21,6 +24,50 @@ type Stats struct {
 	Watermark   atomic.Int64
 	Checkpoints atomic.Int64 // snapshots taken
 	Counters    Counters
+
+	stateBytes  atomic.Int64 // state files of the latest acknowledged checkpoint
+	backlog     atomic.Int64
+	backlogUnit atomic.Pointer[string] // nil: no backlog known
+
+	mu       sync.Mutex
+	channels []outChannel // the task's output channels, as opened
+}
+
+// outChannel is an output channel and its writer, whose Stats may be read
+// from any goroutine.
+type outChannel struct {
+	ch exchange.Channel
+	w  exchange.Writer
+}
+
+func (s *Stats) addChannel(ch exchange.Channel, w exchange.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels = append(s.channels, outChannel{ch, w})
+}
+
+// setBacklog records a source's backlog of n in unit ("records",
+// "bytes").
+func (s *Stats) setBacklog(n int64, unit string) {
+	s.backlog.Store(n)
+	if u := s.backlogUnit.Load(); u == nil || *u != unit {
+		s.backlogUnit.Store(&unit)
+	}
+}
+
+func (s *Stats) channelStats() []control.ChannelStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.channels) == 0 {
+		return nil
+	}
+	out := make([]control.ChannelStats, len(s.channels))
+	for i, c := range s.channels {
+		ws := c.w.Stats()
+		out[i] = control.ChannelStats{ToVertex: c.ch.ConsumerVertex, ToSubtask: c.ch.Consumer, Entries: ws.Entries, Bytes: ws.Bytes,
+			CreditWaits: ws.CreditWaits, CreditWaitSeconds: ws.CreditWait.Seconds()}
+	}
+	return out
 }
 
 // StatsSnapshot is a point-in-time copy of Stats, as the cluster protocol
@@ -40,6 +87,11 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		wall = time.Since(time.Unix(0, st))
 	}
 	busy := max(wall-idle-bp, 0)
+	var backlog int64
+	var unit string
+	if u := s.backlogUnit.Load(); u != nil {
+		backlog, unit = s.backlog.Load(), *u
+	}
 	return StatsSnapshot{
 		RecordsIn:       s.RecordsIn.Load(),
 		RecordsOut:      s.RecordsOut.Load(),
@@ -55,6 +107,10 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		SinkRows:        s.Counters.SinkRows.Load(),
 		WindowsFired:    s.Counters.WindowsFired.Load(),
 		Checkpoints:     s.Checkpoints.Load(),
+		StateBytes:      s.stateBytes.Load(),
+		Backlog:         backlog,
+		BacklogUnit:     unit,
+		Channels:        s.channelStats(),
 		Functions:       s.Counters.FunctionStats(),
 	}
 }

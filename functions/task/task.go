@@ -465,6 +465,32 @@ func (r *runner) runInputs() error {
 	return r.finish()
 }
 
+// sourceBacklog measures a source task's backlog about once a second: the
+// source's own (Backlogged), else the events it is behind its rate.
+type sourceBacklog struct {
+	r     *runner
+	start time.Time
+	next  time.Time
+}
+
+func (b *sourceBacklog) update(now time.Time) {
+	if now.Before(b.next) {
+		return
+	}
+	b.next = now.Add(time.Second)
+	s := b.r.cfg.Source
+	if bl, ok := s.Source.(Backlogged); ok {
+		if n, unit, ok := bl.Backlog(b.r.ctx); ok {
+			b.r.stats.setBacklog(n, unit)
+		}
+		return
+	}
+	if s.Rate > 0 {
+		due := int64(s.Rate * now.Sub(b.start).Seconds())
+		b.r.stats.setBacklog(max(due-b.r.stats.RecordsIn.Load(), 0), "records")
+	}
+}
+
 func (r *runner) runSource() error {
 	s := r.cfg.Source
 	var (
@@ -477,10 +503,12 @@ func (r *runner) runSource() error {
 	// Poll once ~10ms worth of events is allowed, not for every token:
 	// batches of one row would cost more than the rows themselves.
 	quantum := max(min(s.Rate/100, burst), 1)
+	backlog := sourceBacklog{r: r, start: r.now()}
 	for {
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
+		backlog.update(r.now())
 		if r.stopped.Load() {
 			r.cfg.Logger.Info("source stopped early: draining")
 			return r.finish()

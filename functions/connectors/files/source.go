@@ -63,6 +63,7 @@ type fileSource struct {
 	cancel context.CancelFunc
 
 	objects []string // this subtask's objects, sorted
+	sizes   []int64  // their sizes when listed at Open
 	obj     int      // index in objects of the one being (or next to be) read
 	body    io.ReadCloser
 	r       *bufio.Reader
@@ -74,7 +75,10 @@ type fileSource struct {
 	restored *filePosition // from Restore, applied at Open
 }
 
-var _ task.Resumable = (*fileSource)(nil)
+var (
+	_ task.Resumable  = (*fileSource)(nil)
+	_ task.Backlogged = (*fileSource)(nil)
+)
 
 // filePosition is a files source's position, as JSON. The fields are
 // pointers so that a missing one is seen.
@@ -101,18 +105,19 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 	if err != nil {
 		return fmt.Errorf("open files source %s: list %q: %w", s.node, s.path, err)
 	}
-	var all []string
+	var all []blob.ObjectInfo
 	for _, info := range infos {
 		if inputObject(s.path, info.Key) {
-			all = append(all, info.Key)
+			all = append(all, info)
 		}
 	}
 	if len(all) == 0 && ctx.Subtask == 0 && ctx.Logger != nil {
 		ctx.Logger.Warn("files source has no input objects", "source", s.node, "path", s.path, "store", s.bucket.Describe())
 	}
-	for k, key := range all {
+	for k, info := range all {
 		if k%ctx.Parallelism == ctx.Subtask {
-			s.objects = append(s.objects, key)
+			s.objects = append(s.objects, info.Key)
+			s.sizes = append(s.sizes, info.Size)
 		}
 	}
 	if s.restored != nil {
@@ -126,6 +131,19 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 	}
 	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, mem)
 	return nil
+}
+
+// Backlog returns the bytes of this subtask's objects not read yet (as
+// listed at Open: objects added later are not read either).
+func (s *fileSource) Backlog(context.Context) (int64, string, bool) {
+	var n int64
+	for i := s.obj; i < len(s.sizes); i++ {
+		n += s.sizes[i]
+	}
+	if s.obj < len(s.sizes) {
+		n -= min(s.offset, s.sizes[s.obj])
+	}
+	return max(n, 0), "bytes", true
 }
 
 // resume moves a just opened source to the restored position.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir/functions/connector/connectortest"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 )
 
@@ -290,4 +291,42 @@ func TestFileSourceNoObjects(t *testing.T) {
 		t.Errorf("open without a bucket: %v", err)
 	}
 	fs.Close()
+}
+
+// TestFileSourceBacklog checks the backlog: the bytes of a subtask's
+// objects not read yet, falling to 0 at the end.
+func TestFileSourceBacklog(t *testing.T) {
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
+	b := connBucket(t)
+	line := `{"id":1,"fare":2,"at":3}` + "\n" // 25 bytes
+	for k := range 4 {
+		connPut(t, b, fmt.Sprintf("in/part-%d.jsonl", k), strings.Repeat(line, 10))
+	}
+	src := connFilesSpec("in")
+	fs, err := NewSource(src, connectortest.SourceSchema(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := connectortest.SourceContext(mem, 1, 2) // parts 1 and 3
+	ctx.Bucket = b
+	if err := fs.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	backlog := func(want int64) {
+		t.Helper()
+		if n, unit, ok := fs.(task.Backlogged).Backlog(context.Background()); !ok || unit != "bytes" || n != want {
+			t.Errorf("backlog %d %s (ok %v), want %d bytes", n, unit, ok, want)
+		}
+	}
+	backlog(2 * 250)
+	rec, err := fs.Poll(context.Background(), 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	backlog(2*250 - 4*25)
+	connectortest.Drain(t, fs, 100)
+	backlog(0)
 }

@@ -164,3 +164,74 @@ func TestRedisSourceRestoreRefused(t *testing.T) {
 		t.Errorf("the largest id: %v", err)
 	}
 }
+
+// TestRedisSourceBacklog checks the backlog (entries after the position)
+// from the start of a trimmed stream, after reads, after a restore and
+// as entries arrive; a position without "read" restores with an unknown
+// backlog.
+func TestRedisSourceBacklog(t *testing.T) {
+	connectortest.CheckLeaks(t)
+	r := testenv.StartRedis(t)
+	mem := connectortest.Mem(t)
+	src := connRedisSpec("in")
+	out := connectortest.SourceSchema(t, src)
+	ctx := context.Background()
+	backlog := func(s task.Source, want int64) {
+		t.Helper()
+		n, unit, ok := s.(task.Backlogged).Backlog(ctx)
+		if !ok || unit != "records" || n != want {
+			t.Errorf("backlog %d %s (ok %v), want %d records", n, unit, ok, want)
+		}
+	}
+	a := connOpenRedisSource(t, src, out, r.Addr, mem, 0, nil)
+	defer a.Close()
+	backlog(a, 0) // no stream yet
+	for i := range 5 {
+		connXAdd(t, r, "in", "data", fmt.Sprintf(`{"id":%d}`, i))
+	}
+	if _, err := r.Do("XTRIM", "in", "MAXLEN", "3"); err != nil {
+		t.Fatal(err)
+	}
+	backlog(a, 3) // the two trimmed before the source read anything are not its backlog
+	connPollRows(t, a, 2, 2)
+	backlog(a, 1)
+	pos := connectortest.Position(t, a)
+	var p struct{ Read int64 }
+	if err := json.Unmarshal([]byte(pos), &p); err != nil || p.Read != 4 {
+		t.Fatalf("position %s: want read 4 (2 trimmed + 2 read)", pos)
+	}
+
+	b, err := NewSource(src, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.(task.Resumable).Restore(json.RawMessage(pos)); err != nil {
+		t.Fatal(err)
+	}
+	sctx := connectortest.SourceContext(mem, 0, 1)
+	sctx.RedisAddr = r.Addr
+	if err := b.Open(sctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	backlog(b, 1)
+	connXAdd(t, r, "in", "data", `{"id":9}`)
+	backlog(b, 2)
+	connPollRows(t, b, 2, 10)
+	backlog(b, 0)
+
+	old, err := NewSource(src, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.(task.Resumable).Restore(json.RawMessage(`{"id":"0-0"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Open(sctx); err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if n, unit, ok := old.(task.Backlogged).Backlog(ctx); ok {
+		t.Errorf("backlog after restoring a position without read: %d %s, want unknown", n, unit)
+	}
+}

@@ -28,8 +28,12 @@ import (
 // not known when the source is constructed, so this is not an error: give
 // a redis source parallelism 1 to avoid idle subtasks.
 //
-// Its position is {"id": "<ms>-<seq>"}: the id of the last entry returned,
-// "0-0" before the first. Restoring it reads the entries after that id.
+// Its position is {"id": "<ms>-<seq>", "read": n}: the id of the last
+// entry returned, "0-0" before the first, and how many entries of the
+// stream come up to it (entries trimmed before the source began count as
+// read). Restoring it reads the entries after that id. "read" is for the
+// backlog (entries-added minus read); a position without it, from an
+// older weir, restores, and the backlog is unknown from then on.
 type redisSource struct {
 	node   string
 	addr   string
@@ -40,13 +44,21 @@ type redisSource struct {
 	dec    *arrowfmt.JSONDecoder
 	dead   func(raw []byte, origin, reason string)
 	lastID string // the id of the last entry read; "0-0" before the first
-	idle   bool   // a subtask other than 0
+	// read counts the entries up to lastID; -1 when unknown (restored
+	// from a position without it). fromStart: the source began at the
+	// start of the stream, and the entries trimmed before it are not
+	// counted in read yet (the first XINFO STREAM does).
+	read      int64
+	fromStart bool
+	idle      bool // a subtask other than 0
 }
+
+var _ task.Backlogged = (*redisSource)(nil)
 
 var _ task.Resumable = (*redisSource)(nil)
 
 func newRedisSource(node string, cfg SourceConfig, out stream.Stream) *redisSource {
-	return &redisSource{node: node, addr: cfg.Addr, stream: cfg.Stream, out: out, lastID: "0-0"}
+	return &redisSource{node: node, addr: cfg.Addr, stream: cfg.Stream, out: out, lastID: "0-0", fromStart: true}
 }
 
 // newRedisClient returns a client whose blocking calls end when their
@@ -78,13 +90,41 @@ func (s *redisSource) Open(ctx *task.SourceContext) error {
 
 // redisPosition is a redis source's position, as JSON.
 type redisPosition struct {
-	ID *string `json:"id"`
+	ID   *string `json:"id"`
+	Read *int64  `json:"read,omitempty"`
 }
 
-// Position returns {"id": id}, the id of the last entry returned ("0-0"
-// before the first). Reading resumes after it.
+// Position returns {"id": id, "read": n}, the id of the last entry
+// returned ("0-0" before the first) and the entries up to it. Reading
+// resumes after it.
 func (s *redisSource) Position() (json.RawMessage, error) {
-	return json.Marshal(redisPosition{ID: &s.lastID})
+	p := redisPosition{ID: &s.lastID}
+	if s.read >= 0 && !s.fromStart {
+		p.Read = &s.read
+	}
+	return json.Marshal(p)
+}
+
+// Backlog returns the entries of the stream after the last one read:
+// XINFO STREAM's entries-added minus those read. Entries deleted or
+// trimmed before the source read them count as backlog.
+func (s *redisSource) Backlog(ctx context.Context) (int64, string, bool) {
+	if s.client == nil || s.read < 0 {
+		return 0, "", false
+	}
+	info, err := s.client.XInfoStream(ctx, s.stream).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return 0, "records", true // no stream yet: nothing to read
+		}
+		return 0, "", false
+	}
+	if s.fromStart {
+		// What was trimmed before the source began was never there to read.
+		s.read += info.EntriesAdded - info.Length
+		s.fromStart = false
+	}
+	return max(info.EntriesAdded-s.read, 0), "records", true
 }
 
 // Restore makes the source read the entries after the id in pos.
@@ -104,6 +144,10 @@ func (s *redisSource) Restore(pos json.RawMessage) error {
 		return fmt.Errorf(`restore %s: position.id: %q is not a stream entry id: want "<ms>-<seq>", e.g. "1767225600000-0"`, what, *p.ID)
 	}
 	s.lastID = *p.ID
+	s.read, s.fromStart = -1, false
+	if p.Read != nil {
+		s.read = *p.Read
+	}
 	return nil
 }
 
@@ -165,6 +209,9 @@ func (s *redisSource) Poll(ctx context.Context, maxRows int, wait time.Duration)
 	for _, st := range streams {
 		for _, m := range st.Messages {
 			s.lastID = m.ID
+			if s.read >= 0 {
+				s.read++
+			}
 			s.append(m)
 		}
 	}
