@@ -98,7 +98,7 @@ func (a *app) workersCmd() *cobra.Command {
 	w := &cobra.Command{Use: "workers", Short: "The cluster's workers"}
 	w.AddCommand(&cobra.Command{
 		Use:   "list",
-		Short: "List the live workers: id, slots, host, pid, start",
+		Short: "List the live workers: id, slots, and from the latest heartbeat tasks, CPU (cores), resident memory and its age; host, pid, start",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var ws []control.WorkerInfo
@@ -112,9 +112,13 @@ func (a *app) workersCmd() *cobra.Command {
 				return writeJSON(a.stdout, ws)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSLOTS\tHOST\tPID\tSTARTED")
+			fmt.Fprintln(tw, "ID\tSLOTS\tTASKS\tCPU\tMEMORY\tHEARTBEAT\tHOST\tPID\tSTARTED")
 			for _, w := range ws {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", w.ID, w.Slots, w.Host, w.PID, w.Started.Local().Format(time.DateTime))
+				usage := "-\t-\t-\t-"
+				if u := w.Usage; u != nil {
+					usage = fmt.Sprintf("%d\t%.2f\t%s\t%s ago", u.Tasks, u.CPUCores, humanBytes(u.RSSBytes), time.Since(u.At).Round(100*time.Millisecond))
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\n", w.ID, w.Slots, usage, w.Host, w.PID, w.Started.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},

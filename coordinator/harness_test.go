@@ -281,11 +281,11 @@ func (p *cutPlane) Register(ctx context.Context, w control.WorkerInfo, ttl time.
 	return p.Plane.Register(ctx, w, ttl)
 }
 
-func (p *cutPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
+func (p *cutPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration, u control.WorkerUsage) error {
 	if p.cut.Load() {
 		return errCut
 	}
-	return p.Plane.Heartbeat(ctx, id, ttl)
+	return p.Plane.Heartbeat(ctx, id, ttl, u)
 }
 
 func (p *cutPlane) Deregister(ctx context.Context, id string) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/poll"
 )
 
 // chromium returns the headless browser's path: Debian's chromium, which
@@ -114,6 +115,14 @@ func TestWebUI(t *testing.T) {
 		t.Errorf("the overview lists %d workers, want 2", n)
 	}
 	time.Sleep(3 * time.Second) // rates appear once the tasks reported twice
+	// Each worker's latest heartbeat: its tasks, CPU, memory and age.
+	usage := get(t, ctx, 30*time.Second, "read the workers' usage",
+		chromedp.Evaluate[[]string](`[...document.querySelectorAll("#workers tr.worker")].map(r => ["tasks", "cpu", "mem", "heartbeat"].map(c => r.querySelector("td." + c).textContent).join("|"))`))
+	for _, u := range usage {
+		if strings.Contains(u, "–") || !strings.Contains(u, "iB") || !strings.Contains(u, "ago") {
+			t.Errorf("a worker's usage on the overview: %q, want tasks|cores|memory|heartbeat age", u)
+		}
+	}
 	shot("overview.png")
 
 	do(t, ctx, time.Minute, "a click on the job opens its page with the graph",
@@ -157,6 +166,22 @@ func TestWebUI(t *testing.T) {
 	if n := len(get(t, ctx, 30*time.Second, "count the subtasks", chromedp.Nodes(chromedp.CSSAll(`#subtasks tr.subtask`)))); n != 3 {
 		t.Errorf("tumbling shows %d subtasks, want its parallelism 3", n)
 	}
+	// The edges into tumbling carry their partitioning and bytes per
+	// second; its subtasks their checkpointed state.
+	edge := get(t, ctx, 30*time.Second, "read an edge", chromedp.TextContent(chromedp.CSS(`svg#graph g.edge[data-to="tumbling"] text`)))
+	if !strings.HasPrefix(edge, "hash") || !strings.HasSuffix(edge, "/s") {
+		t.Errorf("the edge into tumbling reads %q, want its partitioning and bytes/s", edge)
+	}
+	poll.UntilNil(t, 30*time.Second, "state bytes in tumbling's subtasks", func() error {
+		cells := get(t, ctx, 30*time.Second, "read the state cells",
+			chromedp.Evaluate[[]string](`[...document.querySelectorAll("#subtasks td.state-bytes")].map(c => c.textContent)`))
+		for _, c := range cells {
+			if c != "0 B" {
+				return nil
+			}
+		}
+		return fmt.Errorf("state cells %q", cells)
+	})
 	shot("job.png")
 
 	completed := chromedp.CSSAll(`#checkpoints tr.checkpoint[data-status="COMPLETED"]`)

@@ -159,13 +159,22 @@ func testHeartbeat(t *testing.T, p control.Plane) {
 	tick := time.NewTicker(ttl / 5)
 	defer tick.Stop()
 	end := time.Now().Add(2 * ttl)
-	for time.Now().Before(end) {
+	if ws, err := p.Workers(ctxT(t)); err != nil || len(ws) != 1 || ws[0].Usage != nil {
+		t.Fatalf("Workers before a heartbeat = %+v, %v; want one without usage", ws, err)
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for n := 1; time.Now().Before(end); n++ {
 		<-tick.C
-		if err := p.Heartbeat(ctxT(t), "w", ttl); err != nil {
+		u := control.WorkerUsage{At: at.Add(time.Duration(n) * time.Second), Tasks: n, CPUSeconds: 1.5, CPUCores: 0.25, RSSBytes: 1 << 20}
+		if err := p.Heartbeat(ctxT(t), "w", ttl, u); err != nil {
 			t.Fatalf("Heartbeat: %v", err)
 		}
-		if ids := workerIDs(t, p); !reflect.DeepEqual(ids, []string{"w"}) {
-			t.Fatalf("a heartbeating worker is missing: %v", ids)
+		ws, err := p.Workers(ctxT(t))
+		if err != nil || len(ws) != 1 || ws[0].ID != "w" {
+			t.Fatalf("a heartbeating worker is missing: %+v %v", ws, err)
+		}
+		if ws[0].Usage == nil || !reflect.DeepEqual(*ws[0].Usage, u) {
+			t.Fatalf("usage after a heartbeat = %+v, want %+v", ws[0].Usage, u)
 		}
 	}
 	tick.Stop()
@@ -178,14 +187,14 @@ func testHeartbeat(t *testing.T, p control.Plane) {
 }
 
 func testHeartbeatUnknown(t *testing.T, p control.Plane) {
-	if err := p.Heartbeat(ctxT(t), "ghost", time.Second); !errors.Is(err, control.ErrUnknownWorker) {
+	if err := p.Heartbeat(ctxT(t), "ghost", time.Second, control.WorkerUsage{}); !errors.Is(err, control.ErrUnknownWorker) {
 		t.Errorf("Heartbeat of an unknown worker = %v, want ErrUnknownWorker", err)
 	}
 	register(t, p, info("w", 1), 10*time.Second)
 	if err := p.Deregister(ctxT(t), "w"); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Heartbeat(ctxT(t), "w", time.Second); !errors.Is(err, control.ErrUnknownWorker) {
+	if err := p.Heartbeat(ctxT(t), "w", time.Second, control.WorkerUsage{}); !errors.Is(err, control.ErrUnknownWorker) {
 		t.Errorf("Heartbeat after Deregister = %v, want ErrUnknownWorker", err)
 	}
 }

@@ -55,7 +55,7 @@ func (l *local) Register(_ context.Context, w WorkerInfo, ttl time.Duration) err
 	return nil
 }
 
-func (l *local) Heartbeat(_ context.Context, id string, ttl time.Duration) error {
+func (l *local) Heartbeat(_ context.Context, id string, ttl time.Duration, u WorkerUsage) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lw, ok := l.mu.workers[id]
@@ -63,6 +63,7 @@ func (l *local) Heartbeat(_ context.Context, id string, ttl time.Duration) error
 		return fmt.Errorf("heartbeat %s: %w", id, ErrUnknownWorker)
 	}
 	lw.expires = l.now().Add(ttl)
+	lw.info.Usage = &u
 	return nil
 }
 

@@ -21,7 +21,7 @@ import (
 // stream outlive jobs.
 const (
 	keyWorkers = "ctl:workers" // hash: worker id -> WorkerInfo JSON
-	keyAlive   = "ctl:alive:"  // + id: expires with the heartbeat
+	keyAlive   = "ctl:alive:"  // + id: expires with the heartbeat; holds its WorkerUsage JSON
 	keyInbox   = "ctl:inbox:"  // + id: list of commands
 	keyEvents  = "ctl:events"  // stream of task events
 	maxEvents  = 100000        // approximate cap of the event stream
@@ -167,7 +167,11 @@ func (p *redisPlane) Register(ctx context.Context, w WorkerInfo, ttl time.Durati
 	return nil
 }
 
-func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
+func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration, u WorkerUsage) error {
+	usage, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
 	ok, err := p.rdb.HExists(ctx, p.workers, id).Result()
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", id, err)
@@ -178,7 +182,7 @@ func (p *redisPlane) Heartbeat(ctx context.Context, id string, ttl time.Duration
 	if err := p.holdPresence(ctx, id); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", id, err)
 	}
-	if err := p.rdb.Set(ctx, p.alive+id, 1, ttl).Err(); err != nil {
+	if err := p.rdb.Set(ctx, p.alive+id, usage, ttl).Err(); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", id, err)
 	}
 	return nil
@@ -233,6 +237,13 @@ func (p *redisPlane) Workers(ctx context.Context) ([]WorkerInfo, error) {
 		var w WorkerInfo
 		if err := json.Unmarshal([]byte(all[id]), &w); err != nil {
 			return nil, fmt.Errorf("decode worker %s: %w", id, err)
+		}
+		// Before its first heartbeat the key holds 1 (Register).
+		if v, ok := alive[i].(string); ok && strings.HasPrefix(v, "{") {
+			var u WorkerUsage
+			if json.Unmarshal([]byte(v), &u) == nil {
+				w.Usage = &u
+			}
 		}
 		out = append(out, w)
 	}

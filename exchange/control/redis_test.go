@@ -155,7 +155,7 @@ func TestRedisNoticesADeadWorkerAtOnce(t *testing.T) {
 	if ids := workerIDs(t, coord); len(ids) != 0 {
 		t.Fatalf("workers %v listed after their connections were killed", ids)
 	}
-	err = live.Heartbeat(ctx, "w2", time.Minute)
+	err = live.Heartbeat(ctx, "w2", time.Minute, control.WorkerUsage{})
 	if !errors.Is(err, control.ErrUnknownWorker) {
 		t.Fatalf("heartbeat of a dropped worker: %v, want ErrUnknownWorker", err)
 	}

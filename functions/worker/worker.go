@@ -136,6 +136,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 
 	var epoch int64 // the highest leader epoch seen (fromLeader)
+	var usage usageMeter
 	hb := time.NewTicker(min(w.cfg.HeartbeatTTL/3, time.Second))
 	defer hb.Stop()
 	stats := time.NewTicker(w.cfg.StatsInterval)
@@ -145,7 +146,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-hb.C:
-			if err := w.cfg.Plane.Heartbeat(ctx, w.cfg.ID, w.cfg.HeartbeatTTL); err != nil {
+			if err := w.cfg.Plane.Heartbeat(ctx, w.cfg.ID, w.cfg.HeartbeatTTL, usage.sample(time.Now(), w.taskCount())); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}

@@ -95,10 +95,14 @@ async function overview() {
       <td class="num">${num(j.totals.recordsIn)}</td><td class="num">${num(j.totals.sinkIn)}</td>
       <td>${st.checkpoints ? (lastAt ? `#${last.id}, ${ago(lastAt)}` : "none yet") : '<span class="muted">off</span>'}</td></tr>`;
   }
-  h += `</table><h2>Workers</h2><table id="workers"><tr><th>Worker</th><th class="num">Slots</th><th>Host</th><th class="num">PID</th><th>Started</th></tr>`;
-  if (!workers.length) h += `<tr><td colspan="5" class="muted">No workers registered</td></tr>`;
+  h += `</table><h2>Workers</h2><table id="workers"><tr><th>Worker</th><th class="num">Slots</th><th class="num">Tasks</th><th class="num">CPU (cores)</th>
+    <th class="num">Memory</th><th>Last heartbeat</th><th>Host</th><th class="num">PID</th><th>Started</th></tr>`;
+  if (!workers.length) h += `<tr><td colspan="9" class="muted">No workers registered</td></tr>`;
   for (const w of workers) {
-    h += `<tr class="worker"><td>${esc(w.id)}</td><td class="num">${w.slots}</td><td>${esc(w.host)}</td><td class="num">${w.pid}</td><td>${span(w.started)} ago</td></tr>`;
+    const u = w.usage;
+    h += `<tr class="worker"><td>${esc(w.id)}</td><td class="num">${w.slots}</td><td class="num tasks">${u ? u.tasks : "–"}</td>
+      <td class="num cpu">${u ? num(u.cpuCores, 2) : "–"}</td><td class="num mem">${u ? bytes(u.rssBytes) : "–"}</td><td class="heartbeat">${u ? ago(u.at) : "–"}</td>
+      <td>${esc(w.host)}</td><td class="num">${w.pid}</td><td>${span(w.started)} ago</td></tr>`;
   }
   return h + "</table>";
 }
@@ -135,8 +139,9 @@ function graph(st) {
     const a = pos.get(e.from), b = pos.get(v.name);
     if (!a || !b) continue;
     const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+    const bps = edgeBytes(vs.find((x) => x.name === e.from), v.name);
     s += `<g class="edge" data-from="${esc(e.from)}" data-to="${esc(v.name)}"><path d="M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2 - 2},${y2}"/>
-      <text x="${mx}" y="${(y1 + y2) / 2 - 5}" text-anchor="middle">${esc(e.partitioning)}</text></g>`;
+      <text x="${mx}" y="${(y1 + y2) / 2 - 5}" text-anchor="middle">${esc(e.partitioning)}${bps === null ? "" : ` · ${bytes(bps)}/s`}</text></g>`;
   }
   for (const v of vs) {
     const p = pos.get(v.name), r = vertexRates(v);
@@ -154,18 +159,39 @@ function graph(st) {
   return s + "</svg>";
 }
 
+// edgeBytes sums the bytes per second vertex from sends to vertex to
+// (null when no subtask has rates yet, or from is chained into to).
+function edgeBytes(from, to) {
+  let sum = null;
+  for (const t of (from && from.tasks) || []) {
+    const b = t.rates && t.rates.bytesOutPerSecond;
+    if (b && to in b) sum = (sum || 0) + b[to];
+  }
+  return sum;
+}
+
+// creditWaits sums a subtask's output channels' waits for credit.
+function creditWaits(stats) {
+  let n = 0, s = 0;
+  for (const c of stats.channels || []) { n += c.creditWaits; s += c.creditWaitSeconds; }
+  return { n, s };
+}
+
 function subtasks(st) {
   const v = (st.vertices || []).find((x) => x.name === selected[st.id]);
   if (!v) return `<p class="muted">Click a vertex for its subtasks.</p>`;
   let h = `<h2>${esc(v.name)}: subtasks</h2><table id="subtasks"><tr><th>Subtask</th><th>Worker</th><th>State</th><th class="num">In/s</th><th class="num">Out/s</th>
-    <th class="num">Busy ms/s</th><th class="num">Backpressured ms/s</th><th class="num">Idle ms/s</th><th class="num">In</th><th class="num">Out</th><th class="num">Checkpoints</th></tr>`;
+    <th class="num">Busy ms/s</th><th class="num">Backpressured ms/s</th><th class="num">Idle ms/s</th><th class="num">In</th><th class="num">Out</th><th class="num">Credit waits</th><th class="num">State</th><th class="num">Backlog</th><th class="num">Checkpoints</th></tr>`;
   for (const t of v.tasks || []) {
-    const r = t.rates || {};
+    const r = t.rates || {}, cw = creditWaits(t.stats);
     h += `<tr class="subtask"><td>${t.subtask}/${v.parallelism}</td><td>${esc(t.worker)}</td><td class="state ${esc(t.state)}">${esc(t.state)}</td>
       <td class="num">${num(r.recordsInPerSecond)}</td><td class="num">${num(r.recordsOutPerSecond)}</td><td class="num">${num(r.busyTimeMsPerSecond)}</td>
       <td class="num">${num(r.backPressuredTimeMsPerSecond)}</td><td class="num">${num(r.idleTimeMsPerSecond)}</td>
-      <td class="num">${num(t.stats.recordsIn)}</td><td class="num">${num(t.stats.recordsOut)}</td><td class="num">${num(t.stats.checkpoints)}</td></tr>`;
-    if (t.error) h += `<tr><td></td><td colspan="10" class="error">${esc(t.error)}</td></tr>`;
+      <td class="num">${num(t.stats.recordsIn)}</td><td class="num">${num(t.stats.recordsOut)}</td>
+      <td class="num credit-waits">${num(cw.n)} (${num(cw.s, 1)} s)</td><td class="num state-bytes">${bytes(t.stats.stateBytes)}</td>
+      <td class="num backlog">${t.stats.backlogUnit ? (t.stats.backlogUnit === "bytes" ? bytes(t.stats.backlog) : num(t.stats.backlog)) : "–"}</td>
+      <td class="num">${num(t.stats.checkpoints)}</td></tr>`;
+    if (t.error) h += `<tr><td></td><td colspan="13" class="error">${esc(t.error)}</td></tr>`;
   }
   return h + "</table>";
 }
