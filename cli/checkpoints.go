@@ -79,31 +79,42 @@ func (a *app) checkpointsExplainCmd() *cobra.Command {
 func (a *app) checkpointsListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list JOB",
-		Short: "List a job's checkpoints, newest first",
+		Short: "List a job's checkpoints, newest first, and which are retained",
 		Long: `List a job's checkpoints, newest first: status, when it was triggered, how
 long it took, the bytes of state it uploaded (SIZE), the bytes of every state
-file it references (STATE), and how many subtasks acknowledged it.
+file it references (STATE), how many subtasks acknowledged it, and whether
+it is RETAINED: yes while its manifest is in the store (retention has not
+removed it; a savepoint always is), so a job can restore from it.
 
 The coordinator (--coordinator, WEIR_COORDINATOR) is asked first: it knows
-checkpoints in progress and failed ones. When it cannot be reached, does not
-know the job, or has no history of it (a restarted coordinator), the
-manifests in the store are read instead: each is COMPLETED, or CORRUPT
-(with Decode's error) when it does not decode, or UNSUPPORTED when a newer
-weir wrote it.`,
+checkpoints in progress and failed ones. Which of them are retained is read
+from the store of the config file (else ./weir-data); when that cannot be
+read, stderr says why ("retention unknown: ...") and RETAINED is "?". When
+the coordinator cannot be reached, does not know the job, or has no history
+of it (a restarted coordinator), the manifests in the store are read
+instead: each is COMPLETED, or CORRUPT (with Decode's error) when it does
+not decode, or UNSUPPORTED when a newer weir wrote it.
+
+With --store (or WEIR_STORE) the store is read directly, and the
+coordinator is not asked.
+
+With -o json each checkpoint has "retained": true or false, or no
+"retained" when it is unknown.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			list, err := a.listCheckpoints(cmd.Context(), args[0])
+			explicit := cmd.Flags().Changed("store") || os.Getenv("WEIR_STORE") != ""
+			list, err := a.listCheckpoints(cmd.Context(), args[0], explicit)
 			if err != nil {
 				return err
 			}
 			if a.v.GetString("output") == "json" {
 				if list == nil {
-					list = []coordinator.CheckpointInfo{}
+					list = []checkpointRow{}
 				}
 				return writeJSON(a.stdout, list)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tSTATE\tACKS\tREASON")
+			fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tSTATE\tACKS\tRETAINED\tREASON")
 			for _, c := range list {
 				id := strconv.FormatInt(c.ID, 10)
 				switch {
@@ -112,27 +123,48 @@ weir wrote it.`,
 				case c.Final:
 					id += " (final)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", id, c.Status, formatTime(c.Triggered),
-					formatSeconds(c.Duration, c.Status), humanBytes(c.Bytes), humanBytes(c.StateSize), c.Acks, c.Tasks, oneLine(c.Reason))
+				retained := "?"
+				if c.Retained != nil {
+					retained = map[bool]string{true: "yes", false: "no"}[*c.Retained]
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", id, c.Status, formatTime(c.Triggered),
+					formatSeconds(c.Duration, c.Status), humanBytes(c.Bytes), humanBytes(c.StateSize), c.Acks, c.Tasks, retained, oneLine(c.Reason))
 			}
 			return tw.Flush()
 		},
 	}
 }
 
+// checkpointRow is one checkpoint of weir checkpoints list and whether
+// its manifest is still in the store (nil: unknown).
+type checkpointRow struct {
+	coordinator.CheckpointInfo
+	Retained *bool `json:"retained,omitempty"`
+}
+
 // listCheckpoints returns a job's checkpoints from the coordinator, or
 // from the store when the coordinator cannot answer, or has no history of
 // the job (a restarted coordinator remembers none) while the store has
-// manifests.
-func (a *app) listCheckpoints(ctx context.Context, job string) ([]coordinator.CheckpointInfo, error) {
+// manifests. With explicitStore (--store, WEIR_STORE) only the store is
+// read.
+func (a *app) listCheckpoints(ctx context.Context, job string, explicitStore bool) ([]checkpointRow, error) {
+	if explicitStore {
+		b, err := a.openStore(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer b.Close()
+		fmt.Fprintf(a.stderr, "weir: --store given: reading the checkpoints of %s from %s, without the coordinator (which alone knows checkpoints in progress and failed ones)\n", job, b.Describe())
+		return storedRows(storeCheckpoints(ctx, b, job))
+	}
 	list, cerr := a.coordinatorCheckpoints(ctx, job)
 	if cerr == nil && len(list) > 0 {
-		return list, nil
+		return a.markRetained(ctx, job, list), nil
 	}
 	b, err := a.openStore(ctx)
 	if err != nil {
 		if cerr == nil {
-			return list, nil
+			return nil, nil
 		}
 		return nil, fmt.Errorf("%w; and %w", cerr, err)
 	}
@@ -140,13 +172,74 @@ func (a *app) listCheckpoints(ctx context.Context, job string) ([]coordinator.Ch
 	stored, err := storeCheckpoints(ctx, b, job)
 	if cerr == nil {
 		if err != nil || len(stored) == 0 {
-			return list, nil
+			return nil, nil
 		}
 		fmt.Fprintf(a.stderr, "weir: the coordinator has no checkpoint history of %s (restarted?): these are the manifests in %s\n", job, b.Describe())
-		return stored, nil
+		return storedRows(stored, nil)
 	}
 	fmt.Fprintf(a.stderr, "weir: %v\nweir: reading the checkpoints of %s from %s instead\n", cerr, job, b.Describe())
-	return stored, err
+	return storedRows(stored, err)
+}
+
+// storedRows makes rows of checkpoints read from the store: each has its
+// manifest there, so each is retained.
+func storedRows(list []coordinator.CheckpointInfo, err error) ([]checkpointRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]checkpointRow, len(list))
+	for i, c := range list {
+		rows[i] = checkpointRow{CheckpointInfo: c, Retained: new(true)}
+	}
+	return rows, nil
+}
+
+// markRetained tells which of the coordinator's checkpoints still have
+// their manifest in the store; when the store cannot say, stderr says why
+// and every row's Retained is unknown.
+func (a *app) markRetained(ctx context.Context, job string, list []coordinator.CheckpointInfo) []checkpointRow {
+	rows := make([]checkpointRow, len(list))
+	for i, c := range list {
+		rows[i].CheckpointInfo = c
+	}
+	ids, err := a.retainedIDs(ctx, job)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "weir: retention unknown: %v\n", err)
+		return rows
+	}
+	for i, c := range list {
+		rows[i].Retained = new(c.Savepoint || ids[c.ID]) // retention never removes a savepoint
+	}
+	return rows
+}
+
+// retainedIDs returns the checkpoints of job whose manifests are in the
+// store; a store without the job is an error, as it is likely not the
+// coordinator's.
+func (a *app) retainedIDs(ctx context.Context, job string) (map[int64]bool, error) {
+	b, err := a.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	keys, err := manifestKeys(ctx, b, job)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		_, err := b.Stat(ctx, layout.SpecKey(job))
+		switch {
+		case errors.Is(err, blob.ErrNotFound):
+			return nil, fmt.Errorf("no job %s in %s, neither %s nor any checkpoint: is it the coordinator's store? (set store in the config file)", job, b.Describe(), layout.SpecKey(job))
+		case err != nil:
+			return nil, fmt.Errorf("stat %s in %s: %w", layout.SpecKey(job), b.Describe(), err)
+		}
+	}
+	ids := make(map[int64]bool, len(keys))
+	for _, k := range keys {
+		ids[k.id] = true
+	}
+	return ids, nil
 }
 
 // coordinatorCheckpoints asks the coordinator for a job's checkpoint

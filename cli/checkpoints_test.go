@@ -278,7 +278,7 @@ func TestCheckpointsListFromStore(t *testing.T) {
 		t.Errorf("stderr does not say it fell back to the store:\n%s", stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "STATUS", "TRIGGERED", "DURATION", "SIZE", "STATE", "ACKS", "REASON"}) {
+	if got := strings.Fields(lines[0]); !slices.Equal(got, []string{"ID", "STATUS", "TRIGGERED", "DURATION", "SIZE", "STATE", "ACKS", "RETAINED", "REASON"}) {
 		t.Errorf("header %q", lines[0])
 	}
 	if len(lines) != len(ms)+1 {
@@ -296,12 +296,18 @@ func TestCheckpointsListFromStore(t *testing.T) {
 		if acks := fmt.Sprintf("%d/%d", tasks, tasks); !slices.Contains(f, acks) {
 			t.Errorf("row %d: %q, want acks %s", i, lines[i+1], acks)
 		}
+		if !slices.Contains(f, "yes") {
+			t.Errorf("row %d: %q, want RETAINED yes: its manifest is in the store", i, lines[i+1])
+		}
 	}
 
 	stdout, _ = weir(t, "checkpoints", "list", job, "--store", "file://"+store, "-o", "json")
 	var list []coordinator.CheckpointInfo
 	if err := json.Unmarshal([]byte(stdout), &list); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, stdout)
+	}
+	if n := strings.Count(stdout, `"retained": true`); n != len(ms) {
+		t.Errorf("-o json: %d checkpoints with \"retained\": true, want %d\n%s", n, len(ms), stdout)
 	}
 	if len(list) != len(ms) {
 		t.Fatalf("-o json: %d checkpoints, want %d", len(list), len(ms))
@@ -349,11 +355,14 @@ func TestCheckpointsListFromCoordinator(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	stdout, stderr := weir(t, "checkpoints", "list", "known", "--coordinator", srv.URL, "--store", "file://"+store)
-	if stderr != "" {
-		t.Errorf("stderr: %s", stderr)
+	// The store of the config file (not --store, which would skip the
+	// coordinator) marks retention; it has no job "known".
+	config := storeConfig(t, "file://"+store)
+	stdout, stderr := weir(t, "checkpoints", "list", "known", "--coordinator", srv.URL, "--config", config)
+	if !strings.Contains(stderr, "retention unknown: no job known in") {
+		t.Errorf("stderr does not say why retention is unknown: %s", stderr)
 	}
-	for _, want := range []string{"IN_PROGRESS", "3/6", "FAILED", "timed out after 10s", "COMPLETED", "250ms", "1.5 KiB", "3.0 MiB", "6/6"} {
+	for _, want := range []string{"IN_PROGRESS", "3/6", "FAILED", "timed out after 10s", "COMPLETED", "250ms", "1.5 KiB", "3.0 MiB", "6/6", " ? "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -367,15 +376,18 @@ func TestCheckpointsListFromCoordinator(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got) != 3 || got[1].Reason != history[1].Reason {
 		t.Errorf("-o json: %v %+v", err, got)
 	}
+	if strings.Contains(stdout, `"retained"`) {
+		t.Errorf("-o json: retention is unknown, yet:\n%s", stdout)
+	}
 
 	// A coordinator that does not know the job: the store answers.
-	stdout, stderr = weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--store", "file://"+store)
+	stdout, stderr = weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--config", config)
 	if !strings.Contains(stderr, "not found") || !strings.Contains(stdout, "COMPLETED") {
 		t.Errorf("unknown job: stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 	// A coordinator that knows the job but has no history of it.
 	knowsFixture.Store(true)
-	stdout, stderr = weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--store", "file://"+store)
+	stdout, stderr = weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--config", config)
 	if !strings.Contains(stderr, "no checkpoint history") || !strings.Contains(stdout, "COMPLETED") {
 		t.Errorf("no history: stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
@@ -383,6 +395,107 @@ func TestCheckpointsListFromCoordinator(t *testing.T) {
 	stderr = weirFails(t, "checkpoints", "list", "nosuch-00000000", "--store", "file://"+store)
 	if !strings.Contains(stderr, "no job nosuch-00000000") {
 		t.Errorf("unknown job everywhere: %s", stderr)
+	}
+}
+
+// storeConfig writes a config file that sets the store, for commands
+// that must find it without --store (which they take as "read only the
+// store").
+func storeConfig(t *testing.T, storeURL string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "weir.yaml")
+	if err := os.WriteFile(file, []byte("store: "+storeURL+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestCheckpointsListRetained checks the RETAINED column against the
+// fixture's store: a coordinator's checkpoint is retained while its
+// manifest is there, a savepoint always; --store or WEIR_STORE reads the
+// store alone; an unreadable store leaves retention unknown, and says why.
+func TestCheckpointsListRetained(t *testing.T) {
+	store, job := checkpointedJob(t)
+	ms := manifests(t, store, job)
+	inStore := map[int64]bool{}
+	for _, m := range ms {
+		inStore[m.Checkpoint] = true
+	}
+	removed := int64(1) // a checkpoint retention removed
+	for inStore[removed] {
+		removed++
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	newest := ms[0].Checkpoint
+	history := []coordinator.CheckpointInfo{
+		{ID: newest + 2, Status: coordinator.CheckpointInProgress, Triggered: t0.Add(3 * time.Second)},
+		{ID: newest + 1, Status: coordinator.CheckpointCompleted, Savepoint: true, Triggered: t0.Add(2 * time.Second)},
+		{ID: newest, Status: coordinator.CheckpointCompleted, Triggered: t0.Add(time.Second)},
+		{ID: removed, Status: coordinator.CheckpointCompleted, Triggered: t0},
+	}
+	want := map[int64]bool{newest + 2: false, newest + 1: true, newest: true, removed: false}
+	var asked atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/jobs/{id}/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_ = json.NewEncoder(w).Encode(history)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	config := storeConfig(t, "file://"+store)
+
+	stdout, stderr := weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--config", config)
+	if stderr != "" {
+		t.Errorf("stderr: %s", stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != len(history)+1 {
+		t.Fatalf("want the coordinator's %d checkpoints:\n%s", len(history), stdout)
+	}
+	for i, c := range history {
+		f := strings.Fields(lines[i+1])
+		yes := map[bool]string{true: "yes", false: "no"}[want[c.ID]]
+		if f[0] != strconv.FormatInt(c.ID, 10) || !slices.Contains(f, yes) {
+			t.Errorf("row %q: want checkpoint %d RETAINED %s", lines[i+1], c.ID, yes)
+		}
+	}
+	stdout, _ = weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--config", config, "-o", "json")
+	var rows []struct {
+		ID       int64 `json:"id"`
+		Retained *bool `json:"retained"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != len(history) {
+		t.Fatalf("-o json: %v\n%s", err, stdout)
+	}
+	for _, r := range rows {
+		if r.Retained == nil || *r.Retained != want[r.ID] {
+			t.Errorf("-o json: checkpoint %d retained %v, want %v", r.ID, r.Retained, want[r.ID])
+		}
+	}
+
+	// A store that cannot be read: the coordinator's list, retention "?".
+	missing := storeConfig(t, "file://"+filepath.Join(t.TempDir(), "nosuch"))
+	stdout, stderr = weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--config", missing)
+	if !strings.Contains(stderr, "weir: retention unknown: open store") || strings.Count(stdout, " ? ") != len(history) {
+		t.Errorf("unreadable store: stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+
+	// --store, or WEIR_STORE: the store alone, and stderr says so.
+	before := asked.Load()
+	stdout, stderr = weir(t, "checkpoints", "list", job, "--coordinator", srv.URL, "--store", "file://"+store)
+	t.Setenv("WEIR_STORE", "file://"+store)
+	envOut, envErr := weir(t, "checkpoints", "list", job, "--coordinator", srv.URL)
+	if asked.Load() != before {
+		t.Errorf("with --store or WEIR_STORE the coordinator was asked")
+	}
+	for _, out := range []struct{ stdout, stderr string }{{stdout, stderr}, {envOut, envErr}} {
+		if !strings.Contains(out.stderr, "--store given: reading the checkpoints of "+job+" from") {
+			t.Errorf("stderr does not say it read the store alone:\n%s", out.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+		if len(lines) != len(ms)+1 || strings.Count(out.stdout, " yes ") != len(ms) || strings.Contains(out.stdout, "IN_PROGRESS") {
+			t.Errorf("want the store's %d manifests, each retained:\n%s", len(ms), out.stdout)
+		}
 	}
 }
 

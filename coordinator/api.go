@@ -204,6 +204,11 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // collector exports job states and per-vertex counters.
 func (c *Coordinator) collector() prometheus.Collector { return &jobCollector{c: c} }
 
+// DescribeMetrics sends the descriptions of the families a coordinator's
+// /metrics exports (those of its collector), without a coordinator: for
+// checks of dashboards and alerts against the names.
+func DescribeMetrics(ch chan<- *prometheus.Desc) { (&jobCollector{}).Describe(ch) }
+
 type jobCollector struct{ c *Coordinator }
 
 var (
