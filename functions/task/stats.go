@@ -21,6 +21,10 @@ type Stats struct {
 	Watermark   atomic.Int64
 	Checkpoints atomic.Int64 // snapshots taken
 	Counters    Counters
+
+	sourceRead, sourceTotal   atomic.Int64
+	sourceUnit                atomic.Pointer[string]
+	restoreRead, restoreTotal atomic.Int64
 }
 
 // StatsSnapshot is a point-in-time copy of Stats, as the cluster protocol
@@ -40,6 +44,10 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		wall = time.Since(time.Unix(0, st))
 	}
 	busy := max(wall-idle-bp, 0)
+	var unit string
+	if u := s.sourceUnit.Load(); u != nil {
+		unit = *u
+	}
 	return StatsSnapshot{
 		RecordsIn:       s.RecordsIn.Load(),
 		RecordsOut:      s.RecordsOut.Load(),
@@ -56,5 +64,27 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		WindowsFired:    s.Counters.WindowsFired.Load(),
 		Checkpoints:     s.Checkpoints.Load(),
 		Functions:       s.Counters.FunctionStats(),
+		SourceRead:      s.sourceRead.Load(),
+		SourceTotal:     s.sourceTotal.Load(),
+		SourceUnit:      unit,
+		RestoreRead:     s.restoreRead.Load(),
+		RestoreTotal:    s.restoreTotal.Load(),
 	}
+}
+
+// noteProgress records a bounded source's progress.
+func (s *Stats) noteProgress(src Source) {
+	b, ok := src.(Bounded)
+	if !ok {
+		return
+	}
+	read, total, unit, ok := b.Progress()
+	if !ok {
+		return
+	}
+	if u := s.sourceUnit.Load(); u == nil || *u != unit {
+		s.sourceUnit.Store(&unit)
+	}
+	s.sourceRead.Store(read)
+	s.sourceTotal.Store(total)
 }

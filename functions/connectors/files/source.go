@@ -63,6 +63,7 @@ type fileSource struct {
 	cancel context.CancelFunc
 
 	objects []string // this subtask's objects, sorted
+	before  []int64  // before[i]: the listed sizes of objects[:i] summed (len(objects)+1)
 	obj     int      // index in objects of the one being (or next to be) read
 	body    io.ReadCloser
 	r       *bufio.Reader
@@ -74,7 +75,10 @@ type fileSource struct {
 	restored *filePosition // from Restore, applied at Open
 }
 
-var _ task.Resumable = (*fileSource)(nil)
+var (
+	_ task.Resumable = (*fileSource)(nil)
+	_ task.Bounded   = (*fileSource)(nil)
+)
 
 // filePosition is a files source's position, as JSON. The fields are
 // pointers so that a missing one is seen.
@@ -101,18 +105,20 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 	if err != nil {
 		return fmt.Errorf("open files source %s: list %q: %w", s.node, s.path, err)
 	}
-	var all []string
+	var all []blob.ObjectInfo
 	for _, info := range infos {
 		if inputObject(s.path, info.Key) {
-			all = append(all, info.Key)
+			all = append(all, info)
 		}
 	}
 	if len(all) == 0 && ctx.Subtask == 0 && ctx.Logger != nil {
 		ctx.Logger.Warn("files source has no input objects", "source", s.node, "path", s.path, "store", s.bucket.Describe())
 	}
-	for k, key := range all {
+	s.before = []int64{0}
+	for k, info := range all {
 		if k%ctx.Parallelism == ctx.Subtask {
-			s.objects = append(s.objects, key)
+			s.objects = append(s.objects, info.Key)
+			s.before = append(s.before, s.before[len(s.before)-1]+info.Size)
 		}
 	}
 	if s.restored != nil {
@@ -220,6 +226,21 @@ func inputObject(path, key string) bool {
 		}
 	}
 	return true
+}
+
+// Progress counts bytes: of this subtask's objects as listed at Open,
+// those read so far (capped at the total, should an object grow).
+func (s *fileSource) Progress() (read, total int64, unit string, ok bool) {
+	if len(s.before) == 0 {
+		return 0, 0, "", false
+	}
+	total = s.before[len(s.before)-1]
+	if s.obj < len(s.objects) {
+		read = s.before[s.obj] + s.offset
+	} else {
+		read = total
+	}
+	return min(read, total), total, "bytes", true
 }
 
 // Position returns where the source is (see fileSource): the objects read
