@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -19,6 +22,8 @@ const (
 	progressAlways = "always" // even when it is not
 	progressNever  = "never"
 )
+
+const progressUsage = "a live progress line on stderr: auto (when stderr is a terminal), always, never"
 
 // progressEvery is how often a progress line is redrawn.
 const progressEvery = 250 * time.Millisecond
@@ -102,6 +107,15 @@ func savepointProgress(sp coordinator.SavepointProgress) string {
 	return fmt.Sprintf("savepoint %d: %d of %d files, %s of %s copied", sp.Checkpoint, sp.Files, sp.FilesTotal, mib(sp.Bytes), mib(sp.BytesTotal))
 }
 
+// taskState is a task's state for the status table: RESTORING n/m MiB
+// while a running task reads its state files.
+func taskState(t coordinator.TaskStatus) string {
+	if s := t.Stats; t.State == coordinator.JobRunning && s.RestoreTotal > 0 && s.RestoreRead < s.RestoreTotal {
+		return fmt.Sprintf("RESTORING %.1f/%.1f MiB", float64(s.RestoreRead)/(1<<20), float64(s.RestoreTotal)/(1<<20))
+	}
+	return t.State
+}
+
 func percent(n, of int64) string {
 	if of <= 0 {
 		return "?%"
@@ -169,28 +183,74 @@ func (p *progress) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// follow redraws the line from status every progressEvery until the
-// returned stop is called; stop waits for the drawing goroutine.
-func (p *progress) follow(status func() (coordinator.JobStatus, bool)) (stop func()) {
-	done := make(chan struct{})
+// clear blanks the line, leaving the cursor at its start.
+func (p *progress) clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.drawn > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.mu.drawn))
+	}
+	p.mu.line, p.mu.drawn = "", 0
+}
+
+// follow redraws the line every progressEvery, render(status) with the
+// time, until the returned stop is called; a status that is not ok (not
+// known yet, the coordinator not answering) keeps the line as it is.
+// stop cancels a status in flight and waits for the drawing goroutine.
+func (p *progress) follow(status func(context.Context) (coordinator.JobStatus, bool), render func(coordinator.JobStatus, time.Time) string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		for {
-			if st, ok := status(); ok {
-				p.draw(progressLine(st, time.Now()))
+			if st, ok := status(ctx); ok && ctx.Err() == nil {
+				if line := render(st, time.Now()); line != "" {
+					p.draw(line)
+				}
 			}
 			select {
-			case <-done:
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
 		}
 	})
-	var once sync.Once
 	return func() {
-		once.Do(func() { close(done) })
+		cancel()
 		wg.Wait()
 	}
+}
+
+// savepointLine renders a savepoint under way ("" until the job's status
+// shows one).
+func savepointLine(st coordinator.JobStatus, _ time.Time) string {
+	if st.Savepoint == nil {
+		return ""
+	}
+	return savepointProgress(*st.Savepoint)
+}
+
+// whileSavepoint runs take (a request that returns once job id's
+// savepoint is written) and, if mode says so, draws the savepoint's copy
+// on stderr meanwhile, from the job's status.
+func (a *app) whileSavepoint(mode, id string, take func() error) error {
+	show, err := wantProgress(mode, a.stderr)
+	if err != nil {
+		return err
+	}
+	if !show {
+		return take()
+	}
+	pr := newProgress(a.stderr)
+	c := a.client()
+	stop := pr.follow(func(ctx context.Context) (coordinator.JobStatus, bool) {
+		var st coordinator.JobStatus
+		err := c.do(ctx, http.MethodGet, "/api/v1/jobs/"+url.PathEscape(id), nil, &st)
+		return st, err == nil
+	}, savepointLine)
+	err = take()
+	stop()
+	pr.clear()
+	return err
 }

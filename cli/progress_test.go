@@ -116,3 +116,14 @@ sinks: [{name: out, input: gen, type: files, path: out/, format: jsonl}]
 		t.Errorf("counts did not grow while it ran: %v\nstderr %q", counts, stderr)
 	}
 }
+
+func TestTaskStateRestoring(t *testing.T) {
+	ts := coordinator.TaskStatus{State: "RUNNING", Stats: control.Stats{RestoreRead: 3 << 20, RestoreTotal: 10 << 20}}
+	if got := taskState(ts); got != "RESTORING 3.0/10.0 MiB" {
+		t.Errorf("restoring task: %q", got)
+	}
+	ts.Stats.RestoreRead = ts.Stats.RestoreTotal
+	if got := taskState(ts); got != "RUNNING" {
+		t.Errorf("restored task: %q", got)
+	}
+}

@@ -62,7 +62,7 @@ the time so far.`,
 		},
 	}
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop the job after this long (0: run until it ends)")
-	cmd.Flags().StringVar(&progressMode, "progress", progressAuto, "a live progress line on stderr: auto (when stderr is a terminal), always, never")
+	cmd.Flags().StringVar(&progressMode, "progress", progressAuto, progressUsage)
 	return cmd
 }
 
@@ -178,10 +178,10 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 
 	stopProgress := func() {}
 	if pr != nil {
-		stopProgress = pr.follow(func() (coordinator.JobStatus, bool) {
+		stopProgress = pr.follow(func(context.Context) (coordinator.JobStatus, bool) {
 			st, err := coord.Status(id)
 			return st, err == nil
-		})
+		}, progressLine)
 		defer stopProgress()
 	}
 
