@@ -148,13 +148,16 @@ it FAILED, 3 if it was canceled.`,
 
 // savepointCmd takes a savepoint of a running job.
 func (a *app) savepointCmd() *cobra.Command {
-	return &cobra.Command{
+	var progressMode string
+	cmd := &cobra.Command{
 		Use:   "savepoint JOB",
 		Short: "Take a savepoint: a self-contained snapshot under jobs/<job>/savepoints/ that no retention deletes; prints its manifest key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp coordinator.SavepointResponse
-			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/savepoint", nil, &resp); err != nil {
+			if err := a.whileSavepoint(progressMode, args[0], func() error {
+				return a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/savepoint", nil, &resp)
+			}); err != nil {
 				return err
 			}
 			if a.v.GetString("output") == "json" {
@@ -164,11 +167,14 @@ func (a *app) savepointCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&progressMode, "progress", progressAuto, progressUsage)
+	return cmd
 }
 
 // stopCmd drains a job, or stops it with a savepoint.
 func (a *app) stopCmd() *cobra.Command {
 	var withSavepoint, wait bool
+	var progressMode string
 	cmd := &cobra.Command{
 		Use:   "stop JOB",
 		Short: "Drain a job (sources end early, the job FINISHES), or with --savepoint take a savepoint and stop it there",
@@ -187,7 +193,9 @@ func (a *app) stopCmd() *cobra.Command {
 				return nil
 			}
 			var resp coordinator.SavepointResponse
-			if err := a.client().do(cmd.Context(), http.MethodPost, path+"?savepoint=true", nil, &resp); err != nil {
+			if err := a.whileSavepoint(progressMode, args[0], func() error {
+				return a.client().do(cmd.Context(), http.MethodPost, path+"?savepoint=true", nil, &resp)
+			}); err != nil {
 				return err
 			}
 			if a.v.GetString("output") == "json" {
@@ -199,6 +207,7 @@ func (a *app) stopCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&withSavepoint, "savepoint", false, "take a savepoint, then stop; deploy the spec again with --from-savepoint to continue")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the drained job FINISHED (exit 0; 1 if it FAILED, 3 if it ended otherwise)")
+	cmd.Flags().StringVar(&progressMode, "progress", progressAuto, progressUsage)
 	return cmd
 }
 
@@ -300,6 +309,9 @@ func printStatusTo(w io.Writer, st coordinator.JobStatus) {
 	}
 	fmt.Fprintf(w, "events in %d, rows to sinks %d, dead letters %d, late %d (dropped %d)\n",
 		st.Totals.RecordsIn, st.Totals.SinkIn, st.Totals.DeadLetters, st.Totals.LateSide+st.Totals.LateDropped, st.Totals.LateDropped)
+	if sp := st.Savepoint; sp != nil {
+		fmt.Fprintln(w, savepointProgress(*sp))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// Per second like Flink's busyTimeMsPerSecond (of each second, ms
 	// busy / waiting for credit / idle); -o json has the cumulative
@@ -312,7 +324,7 @@ func printStatusTo(w io.Writer, st coordinator.JobStatus) {
 				rates = fmt.Sprintf("%.0f\t%.0f\t%.0f\t%.0f\t%.0f", r.RecordsInPerSecond, r.RecordsOutPerSecond, r.BusyMsPerSecond, r.BackPressuredMsPerSecond, r.IdleMsPerSecond)
 			}
 			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%d\t%s\n", strings.Join(v.Nodes, "->"), t.Subtask, v.Parallelism,
-				t.Worker, t.State, t.Stats.RecordsIn, t.Stats.RecordsOut, rates)
+				t.Worker, taskState(t), t.Stats.RecordsIn, t.Stats.RecordsOut, rates)
 		}
 	}
 	tw.Flush()

@@ -68,7 +68,7 @@ surge-multiplier-wasm (a new version when it changed) and the job pins it.`,
 				isTTY = term.IsTerminal(int(f.Fd()))
 			}
 			src := specSource{data: examples.SurgePricing, file: "examples/surge-pricing.yaml"}
-			return a.runEmbedded(cmd.Context(), js, src, duration, newDemoView(a, isTTY))
+			return a.runEmbedded(cmd.Context(), js, src, duration, newDemoView(a, isTTY), nil)
 		},
 	}
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (0: until the job finishes or Ctrl-C)")

@@ -215,12 +215,15 @@ func (a *app) wasmCache() string {
 	return ""
 }
 
-func (a *app) logger() *slog.Logger {
+func (a *app) logger() *slog.Logger { return a.loggerTo(a.stderr) }
+
+// loggerTo is logger writing to w.
+func (a *app) loggerTo(w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(a.v.GetString("log-level"))); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
 }
 
 func (a *app) versionCmd() *cobra.Command {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 
 func (a *app) runCmd() *cobra.Command {
 	var duration time.Duration
+	var progressMode string
 	cmd := &cobra.Command{
 		Use:   "run SPEC.yaml",
 		Short: "Run one job in this process until it finishes (exit 0), fails (exit 1) or is interrupted",
@@ -30,10 +32,18 @@ config file are ignored, and --redis-addr is refused (weir deploy runs a job
 on a cluster). Ctrl-C or --duration drains the job (sources end early, the last
 windows fire, sinks flush); a second Ctrl-C, or a drain that takes over 30s,
 cancels it. The exit status tells FINISHED (0) from FAILED (1); a cancelled
-job exits 130.`,
+job exits 130. While it runs, a line on stderr (redrawn in place four times
+a second, when stderr is a terminal or with --progress=always) shows the
+records read, of how many when the sources know (a datagen or nexmark
+count, the bytes of a files source's objects), rows to sinks, the rate and
+the time so far.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseCluster(cmd); err != nil {
+				return err
+			}
+			show, err := wantProgress(progressMode, a.stderr)
+			if err != nil {
 				return err
 			}
 			data, err := os.ReadFile(args[0])
@@ -44,10 +54,15 @@ job exits 130.`,
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			return a.runEmbedded(cmd.Context(), js, specSource{data: data, file: args[0]}, duration, nil)
+			var pr *progress
+			if show {
+				pr = newProgress(a.stderr)
+			}
+			return a.runEmbedded(cmd.Context(), js, specSource{data: data, file: args[0]}, duration, nil, pr)
 		},
 	}
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop the job after this long (0: run until it ends)")
+	cmd.Flags().StringVar(&progressMode, "progress", progressAuto, progressUsage)
 	return cmd
 }
 
@@ -97,13 +112,19 @@ type view interface {
 const embeddedHeartbeat = 24 * time.Hour
 
 // deployed functions the spec names are pinned against the store first.
-func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, duration time.Duration, v view) error {
+// With pr the job's progress is drawn on it, and the log and messages
+// that go to stderr go above it.
+func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, duration time.Duration, v view, pr *progress) error {
 	if parent == nil {
 		parent = context.Background()
 	}
 	sigCtx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
-	log := a.logger()
+	errOut := a.stderr
+	if pr != nil {
+		errOut = pr
+	}
+	log := a.loggerTo(errOut)
 	e, err := a.openEnv(sigCtx, embedded)
 	if err != nil {
 		return err
@@ -133,6 +154,9 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 	if v != nil {
 		wcfg.Tap = v.tap
 	}
+	if pr != nil {
+		wcfg.StatsInterval = progressEvery // counts as fresh as the line
+	}
 	w := worker.New(wcfg)
 	g, gctx := errgroup.WithContext(svcCtx)
 	g.Go(func() error { return coord.Run(gctx) })
@@ -150,6 +174,15 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 	id, err := coord.Submit(sigCtx, js)
 	if err != nil {
 		return &exitError{code: 2, err: err}
+	}
+
+	stopProgress := func() {}
+	if pr != nil {
+		stopProgress = pr.follow(func(context.Context) (coordinator.JobStatus, bool) {
+			st, err := coord.Status(id)
+			return st, err == nil
+		}, progressLine)
+		defer stopProgress()
 	}
 
 	runCtx := sigCtx
@@ -174,7 +207,11 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 		}
 	}
 	if runCtx.Err() != nil && !isTerminal(st.State) {
-		st = a.drain(coord, id, v)
+		st = a.drain(coord, id, v, errOut)
+	}
+	if pr != nil {
+		stopProgress()
+		pr.end(progressLine(st, time.Now()))
 	}
 	if v != nil {
 		v.update(st, true)
@@ -194,8 +231,8 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 
 // drain stops a running job gracefully, and cancels it if the drain takes
 // over 30s or a second interrupt comes.
-func (a *app) drain(coord *coordinator.Coordinator, id string, v view) coordinator.JobStatus {
-	fmt.Fprintln(a.stderr, "weir: draining the job (Ctrl-C again to cancel)")
+func (a *app) drain(coord *coordinator.Coordinator, id string, v view, errOut io.Writer) coordinator.JobStatus {
+	fmt.Fprintln(errOut, "weir: draining the job (Ctrl-C again to cancel)")
 	hard, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(hard, 30*time.Second)

@@ -73,6 +73,8 @@ type ckpt struct {
 
 	origin string // savepoint the job started from, "" for none
 	waits  []*savepointWait
+	// copying counts the savepoint being copied (nil when none is).
+	copying *savepointCopy
 
 	sinkMu sync.Mutex
 	sinks  map[string]task.TwoPhaseSink // opened to commit
@@ -327,6 +329,11 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 	delete(k.acks, d.Checkpoint)
 	j.lc.ManifestWriting()
 	id, attempt := d.Checkpoint, j.lc.Attempt()
+	var cp *savepointCopy
+	if m.Savepoint {
+		cp = newSavepointCopy(m)
+		k.copying = cp
+	}
 	c.goAsync(time.Minute, func(ctx context.Context) func(context.Context) {
 		cm := m
 		if m.Savepoint {
@@ -353,10 +360,13 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 		var spKey string
 		var spErr error
 		if err == nil && m.Savepoint {
-			spKey, spErr = c.copySavepoint(ctx, cm)
+			spKey, spErr = c.copySavepoint(ctx, cm, cp)
 		}
 		return func(ctx context.Context) {
 			stop := false // a stop-with-savepoint waits for this one
+			if k.copying == cp {
+				k.copying = nil
+			}
 			if m.Savepoint {
 				if err != nil {
 					spErr = err

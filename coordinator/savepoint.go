@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/coordinator/internal/checkpoint"
@@ -133,7 +134,9 @@ func (k *ckpt) failWaits(err error) {
 // prefix and writes its self-contained manifest there. Its sink
 // transactions are committed already and are left out: a job restored
 // from the savepoint starts with nothing pending.
-func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (string, error) {
+//
+// cp, if not nil, counts the files and bytes as they are copied.
+func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest, cp *savepointCopy) (string, error) {
 	name := fmt.Sprintf("sp-%d-%s", m.Checkpoint, c.now().UTC().Format("20060102T150405Z"))
 	sp := *m
 	sp.Savepoint = true
@@ -158,6 +161,10 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (
 						return "", fmt.Errorf("copy %s to %s: %w", file.Key, to, err)
 					}
 					copied[file.Key] = to
+					if cp != nil {
+						cp.files.Add(1)
+						cp.bytes.Add(int64(len(data)))
+					}
 				}
 				file.Key = to
 				ns.State[f] = file
@@ -175,6 +182,48 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest) (
 		return "", fmt.Errorf("write %s: %w", key, err)
 	}
 	return key, nil
+}
+
+// savepointCopy counts a savepoint's copy while it runs. The loop makes
+// it (with the totals) and reads it for the status; the goroutine that
+// copies only adds to the counters.
+type savepointCopy struct {
+	checkpoint             int64
+	filesTotal, bytesTotal int64
+	files, bytes           atomic.Int64
+}
+
+// newSavepointCopy counts the distinct state files of m, as
+// copySavepoint copies them.
+func newSavepointCopy(m *manifest.Manifest) *savepointCopy {
+	cp := &savepointCopy{checkpoint: m.Checkpoint}
+	seen := map[string]bool{}
+	for _, v := range m.Vertices {
+		for _, st := range v.Subtasks {
+			for _, f := range st.State {
+				if !seen[f.Key] {
+					seen[f.Key] = true
+					cp.filesTotal++
+					cp.bytesTotal += f.Size
+				}
+			}
+		}
+	}
+	return cp
+}
+
+// SavepointProgress is how far the copy of a savepoint's state files is.
+type SavepointProgress struct {
+	Checkpoint int64 `json:"checkpoint"`
+	Files      int64 `json:"files"`
+	FilesTotal int64 `json:"filesTotal"`
+	Bytes      int64 `json:"bytes"`
+	BytesTotal int64 `json:"bytesTotal"`
+}
+
+func (cp *savepointCopy) progress() *SavepointProgress {
+	return &SavepointProgress{Checkpoint: cp.checkpoint, Files: cp.files.Load(), FilesTotal: cp.filesTotal,
+		Bytes: cp.bytes.Load(), BytesTotal: cp.bytesTotal}
 }
 
 // StopWithSavepoint takes a savepoint and then cancels the job, aborting

@@ -43,6 +43,8 @@ type JobStatus struct {
 	Epoch int64 `json:"epoch,omitempty"`
 	// Fences are the job's takeovers by new leaders (see Fence).
 	Fences []Fence `json:"fences,omitempty"`
+	// Savepoint is how far the copy of a savepoint is, while one runs.
+	Savepoint *SavepointProgress `json:"savepoint,omitempty"`
 }
 
 // Exception is one failure of a job, one that restarted or failed it.
@@ -125,6 +127,9 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 				}
 			}
 			st.Checkpoints = sum
+		}
+		if k.copying != nil {
+			st.Savepoint = k.copying.progress()
 		}
 	}
 	var sinks, sources control.Stats

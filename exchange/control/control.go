@@ -142,6 +142,17 @@ type Stats struct {
 	// Functions are the counters of the Wasm functions the task runs,
 	// one per function operator.
 	Functions []FunctionStats `json:"functions,omitempty"`
+	// SourceRead of SourceTotal is how much of a bounded source's input
+	// the subtask has read, in SourceUnit ("records" or "bytes"; "mixed"
+	// in a sum over sources that count differently). Zero for an
+	// unbounded source and for tasks that are not sources.
+	SourceRead  int64  `json:"sourceRead,omitempty"`
+	SourceTotal int64  `json:"sourceTotal,omitempty"`
+	SourceUnit  string `json:"sourceUnit,omitempty"`
+	// RestoreRead of RestoreTotal are the bytes of state files the task
+	// has restored so far (while it restores; equal once it has).
+	RestoreRead  int64 `json:"restoreRead,omitempty"`
+	RestoreTotal int64 `json:"restoreTotal,omitempty"`
 }
 
 // ChannelStats are the counters of one output channel of a task.
@@ -227,6 +238,15 @@ func (a Stats) Add(b Stats) Stats {
 	if b.Watermark < a.Watermark || a.Watermark == 0 {
 		a.Watermark = b.Watermark
 	}
+	a.SourceRead += b.SourceRead
+	a.SourceTotal += b.SourceTotal
+	if a.SourceUnit == "" {
+		a.SourceUnit = b.SourceUnit
+	} else if b.SourceUnit != "" && b.SourceUnit != a.SourceUnit {
+		a.SourceUnit = "mixed"
+	}
+	a.RestoreRead += b.RestoreRead
+	a.RestoreTotal += b.RestoreTotal
 	return a
 }
 

@@ -192,6 +192,18 @@ type MultiOutputSource interface {
 	PollOutputs(ctx context.Context, maxRows int, wait time.Duration) ([]arrow.RecordBatch, error)
 }
 
+// Bounded is implemented by sources that know how much input they have,
+// so that a bounded job can show how far it is.
+type Bounded interface {
+	Source
+	// Progress returns how much of its input the subtask has read and how
+	// much there is, in unit: "records" or "bytes". ok is false when the
+	// source has no end (a datagen source without a count). It is called
+	// on the task goroutine after Open and after each Poll, and does not
+	// block.
+	Progress() (read, total int64, unit string, ok bool)
+}
+
 // Resumable is implemented by sources that can resume from a recorded
 // position, so that a job restored from a checkpoint reads every input
 // record exactly once. A position is JSON, and each source documents its

@@ -234,6 +234,17 @@ func (c *checkpointer) restore(ctx context.Context) error {
 	}
 	r := c.r
 	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
+	// Progress for the status: bytes of the state files restored so far,
+	// counted file by file (a file is read whole).
+	var total int64
+	for _, n := range r.cfg.Nodes {
+		if _, ok := n.Op.(Stateful); ok {
+			for _, f := range rs.Files[n.Name] {
+				total += f.Size
+			}
+		}
+	}
+	r.stats.restoreTotal.Store(total)
 	for i, n := range r.cfg.Nodes {
 		sf, ok := n.Op.(Stateful)
 		if !ok {
@@ -245,6 +256,7 @@ func (c *checkpointer) restore(ctx context.Context) error {
 			if err := c.restoreFile(ctx, state, n.Name, f, kgStart, kgEnd); err != nil {
 				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
 			}
+			r.stats.restoreRead.Add(f.Size)
 		}
 		if rs.Continue[n.Name] && len(files) > 0 {
 			ch := c.chains[i]

@@ -29,6 +29,10 @@ type Stats struct {
 	backlog     atomic.Int64
 	backlogUnit atomic.Pointer[string] // nil: no backlog known
 
+	sourceRead, sourceTotal   atomic.Int64
+	sourceUnit                atomic.Pointer[string]
+	restoreRead, restoreTotal atomic.Int64
+
 	mu       sync.Mutex
 	channels []outChannel // the task's output channels, as opened
 }
@@ -88,9 +92,12 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	}
 	busy := max(wall-idle-bp, 0)
 	var backlog int64
-	var unit string
+	var unit, srcUnit string
 	if u := s.backlogUnit.Load(); u != nil {
 		backlog, unit = s.backlog.Load(), *u
+	}
+	if u := s.sourceUnit.Load(); u != nil {
+		srcUnit = *u
 	}
 	return StatsSnapshot{
 		RecordsIn:       s.RecordsIn.Load(),
@@ -112,5 +119,27 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		BacklogUnit:     unit,
 		Channels:        s.channelStats(),
 		Functions:       s.Counters.FunctionStats(),
+		SourceRead:      s.sourceRead.Load(),
+		SourceTotal:     s.sourceTotal.Load(),
+		SourceUnit:      srcUnit,
+		RestoreRead:     s.restoreRead.Load(),
+		RestoreTotal:    s.restoreTotal.Load(),
 	}
+}
+
+// noteProgress records a bounded source's progress.
+func (s *Stats) noteProgress(src Source) {
+	b, ok := src.(Bounded)
+	if !ok {
+		return
+	}
+	read, total, unit, ok := b.Progress()
+	if !ok {
+		return
+	}
+	if u := s.sourceUnit.Load(); u == nil || *u != unit {
+		s.sourceUnit.Store(&unit)
+	}
+	s.sourceRead.Store(read)
+	s.sourceTotal.Store(total)
 }

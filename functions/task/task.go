@@ -300,6 +300,7 @@ func (r *runner) open() error {
 			return fmt.Errorf("open %s[%d]: %w", s.Name, cfg.Subtask, err)
 		}
 		r.srcOpened = true
+		r.stats.noteProgress(s.Source)
 	}
 	return nil
 }
@@ -536,6 +537,7 @@ func (r *runner) runSource() error {
 		t0 := time.Now()
 		if r.multi != nil {
 			got, err := r.pollMulti(maxRows, min(r.untilWake(now), 100*time.Millisecond))
+			r.stats.noteProgress(s.Source)
 			if errors.Is(err, io.EOF) {
 				return r.finish()
 			}
@@ -560,6 +562,7 @@ func (r *runner) runSource() error {
 			continue
 		}
 		b, err := s.Source.Poll(r.ctx, maxRows, min(r.untilWake(now), 100*time.Millisecond))
+		r.stats.noteProgress(s.Source)
 		if errors.Is(err, io.EOF) {
 			return r.finish()
 		}

@@ -368,3 +368,50 @@ func BenchmarkDatagen(b *testing.B) {
 	b.ReportMetric(float64(polls)*batch/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(polls)/batch, "ns/row")
 }
+
+// A bounded datagen subtask reports its share of count, read up to all of
+// it; an unbounded one reports no total.
+func TestDatagenProgress(t *testing.T) {
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
+	src := &spec.Source{Name: "g", Type: "datagen", Count: 10, Schema: connectortest.Schema("n", "int64")}
+	out := connectortest.SourceSchema(t, src)
+	var sum int64
+	for s := range 3 {
+		g, err := datagen.NewSource(src, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Open(connectortest.SourceContext(mem, s, 3)); err != nil {
+			t.Fatal(err)
+		}
+		b := g.(task.Bounded)
+		read, total, unit, ok := b.Progress()
+		if !ok || read != 0 || unit != "records" {
+			t.Fatalf("subtask %d before polling: %d of %d %s (ok %v)", s, read, total, unit, ok)
+		}
+		rows := connectortest.Drain(t, g, 2)
+		if read, _, _, _ = b.Progress(); read != int64(len(rows)) || read != total {
+			t.Errorf("subtask %d drained: read %d of %d, generated %d", s, read, total, len(rows))
+		}
+		sum += total
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sum != 10 {
+		t.Errorf("subtask totals sum to %d, want 10", sum)
+	}
+	src.Count = 0
+	g, err := datagen.NewSource(src, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Open(connectortest.SourceContext(mem, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, _, _, ok := g.(task.Bounded).Progress(); ok {
+		t.Error("an unbounded datagen source reports a total")
+	}
+}

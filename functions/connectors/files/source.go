@@ -63,7 +63,7 @@ type fileSource struct {
 	cancel context.CancelFunc
 
 	objects []string // this subtask's objects, sorted
-	sizes   []int64  // their sizes when listed at Open
+	before  []int64  // before[i]: the listed sizes of objects[:i] summed (len(objects)+1)
 	obj     int      // index in objects of the one being (or next to be) read
 	body    io.ReadCloser
 	r       *bufio.Reader
@@ -77,6 +77,7 @@ type fileSource struct {
 
 var (
 	_ task.Resumable  = (*fileSource)(nil)
+	_ task.Bounded    = (*fileSource)(nil)
 	_ task.Backlogged = (*fileSource)(nil)
 )
 
@@ -114,10 +115,11 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 	if len(all) == 0 && ctx.Subtask == 0 && ctx.Logger != nil {
 		ctx.Logger.Warn("files source has no input objects", "source", s.node, "path", s.path, "store", s.bucket.Describe())
 	}
+	s.before = []int64{0}
 	for k, info := range all {
 		if k%ctx.Parallelism == ctx.Subtask {
 			s.objects = append(s.objects, info.Key)
-			s.sizes = append(s.sizes, info.Size)
+			s.before = append(s.before, s.before[len(s.before)-1]+info.Size)
 		}
 	}
 	if s.restored != nil {
@@ -136,14 +138,11 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 // Backlog returns the bytes of this subtask's objects not read yet (as
 // listed at Open: objects added later are not read either).
 func (s *fileSource) Backlog(context.Context) (int64, string, bool) {
-	var n int64
-	for i := s.obj; i < len(s.sizes); i++ {
-		n += s.sizes[i]
+	read, total, _, ok := s.Progress()
+	if !ok {
+		return 0, "", false
 	}
-	if s.obj < len(s.sizes) {
-		n -= min(s.offset, s.sizes[s.obj])
-	}
-	return max(n, 0), "bytes", true
+	return max(total-read, 0), "bytes", true
 }
 
 // resume moves a just opened source to the restored position.
@@ -238,6 +237,21 @@ func inputObject(path, key string) bool {
 		}
 	}
 	return true
+}
+
+// Progress counts bytes: of this subtask's objects as listed at Open,
+// those read so far (capped at the total, should an object grow).
+func (s *fileSource) Progress() (read, total int64, unit string, ok bool) {
+	if len(s.before) == 0 {
+		return 0, 0, "", false
+	}
+	total = s.before[len(s.before)-1]
+	if s.obj < len(s.objects) {
+		read = s.before[s.obj] + s.offset
+	} else {
+		read = total
+	}
+	return min(read, total), total, "bytes", true
 }
 
 // Position returns where the source is (see fileSource): the objects read

@@ -330,3 +330,50 @@ func TestFileSourceBacklog(t *testing.T) {
 	connectortest.Drain(t, fs, 100)
 	backlog(0)
 }
+
+// A files source reports the bytes of its objects read, up to all of them.
+func TestFileSourceProgress(t *testing.T) {
+	connectortest.CheckLeaks(t)
+	mem := connectortest.Mem(t)
+	b := connBucket(t)
+	var all int64
+	for k := range 3 {
+		var sb strings.Builder
+		for i := range 40 {
+			fmt.Fprintf(&sb, `{"id":%d,"fare":%d,"at":%d}`+"\n", k*1000+i, i, i)
+		}
+		connPut(t, b, fmt.Sprintf("in/part-%02d.jsonl", k), sb.String())
+		all += int64(sb.Len())
+	}
+	src := connFilesSpec("in")
+	fs, err := NewSource(src, connectortest.SourceSchema(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := connectortest.SourceContext(mem, 0, 1)
+	ctx.Bucket = b
+	if err := fs.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	s := fs.(*fileSource)
+	var last int64
+	for {
+		read, total, unit, ok := s.Progress()
+		if !ok || unit != "bytes" || total != all || read < last || read > total {
+			t.Fatalf("progress %d of %d %s (ok %v), last %d, want of %d bytes", read, total, unit, ok, last, all)
+		}
+		last = read
+		rec, err := fs.Poll(context.Background(), 25, 0)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if last != all {
+		t.Errorf("drained: read %d of %d bytes", last, all)
+	}
+}

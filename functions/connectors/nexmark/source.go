@@ -175,6 +175,7 @@ type nexmarkPosition struct {
 
 var _ task.MultiOutputSource = (*nexmarkSource)(nil)
 var _ task.Resumable = (*nexmarkSource)(nil)
+var _ task.Bounded = (*nexmarkSource)(nil)
 
 // NewSource returns the nexmark source src describes; it has no stream of
 // its own (out is ignored), only outputs.
@@ -236,6 +237,32 @@ func (s *nexmarkSource) PollOutputs(_ context.Context, maxRows int, _ time.Durat
 	s.next = n
 	p, a, b := s.bb.Flush()
 	return []arrow.RecordBatch{p, a, b}, nil
+}
+
+// Progress counts this subtask's events: generated, and in all below
+// count (unbounded without one).
+func (s *nexmarkSource) Progress() (read, total int64, unit string, ok bool) {
+	if s.count == 0 || s.parallelism == 0 {
+		return 0, 0, "", false
+	}
+	total = subtaskEvents(s.subtask, s.parallelism, s.count)
+	return min(subtaskEvents(s.subtask, s.parallelism, s.next), total), total, "records", true
+}
+
+// subtaskEvents counts the events below limit that subtask of parallelism
+// generates: Events(subtask, parallelism, limit, ...) calls its f that
+// many times.
+func subtaskEvents(subtask, parallelism int, limit int64) int64 {
+	blocks, rest := limit/nexmarkBlock, limit%nexmarkBlock
+	p, k := int64(parallelism), int64(subtask)
+	n := blocks / p * nexmarkBlock
+	if blocks%p > k {
+		n += nexmarkBlock
+	}
+	if blocks%p == k {
+		n += rest
+	}
+	return n
 }
 
 func (s *nexmarkSource) Position() (json.RawMessage, error) {
