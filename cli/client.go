@@ -177,7 +177,7 @@ func (a *app) stopCmd() *cobra.Command {
 	var progressMode string
 	cmd := &cobra.Command{
 		Use:   "stop JOB",
-		Short: "Drain a job (sources end early, the job FINISHES), or with --savepoint take a savepoint and stop it there",
+		Short: "Drain a job (sources end early, the last windows fire, sinks flush, the job FINISHES), or with --savepoint take a savepoint and stop it there (FINISHED too)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "/api/v1/jobs/" + url.PathEscape(args[0]) + "/stop"
@@ -198,15 +198,18 @@ func (a *app) stopCmd() *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if a.v.GetString("output") == "json" {
+			if a.v.GetString("output") == "json" && !wait {
 				return writeJSON(a.stdout, resp)
 			}
 			fmt.Fprintln(a.stdout, resp.Savepoint)
+			if wait {
+				return a.waitFor(cmd.Context(), args[0], coordinator.JobFinished)
+			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&withSavepoint, "savepoint", false, "take a savepoint, then stop; deploy the spec again with --from-savepoint to continue")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the drained job FINISHED (exit 0; 1 if it FAILED, 3 if it ended otherwise)")
+	cmd.Flags().BoolVar(&withSavepoint, "savepoint", false, "take a savepoint, then stop there (the job ends FINISHED, like Flink's stop-with-savepoint); deploy the spec again with --from-savepoint to continue")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job FINISHED (exit 0; 1 if it FAILED, 3 if it ended otherwise)")
 	cmd.Flags().StringVar(&progressMode, "progress", progressAuto, progressUsage)
 	return cmd
 }
@@ -256,7 +259,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			return nil
 		},
 	})
-	jobs.AddCommand(a.jobActionCmd("stop", "Drain a job: sources end early, the last windows fire, sinks flush, the job FINISHES", coordinator.JobFinished))
+	jobs.AddCommand(a.stopCmd())
 	jobs.AddCommand(a.jobsUpgradeCmd())
 	return jobs
 }

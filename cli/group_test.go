@@ -24,3 +24,14 @@ func TestUnknownSubcommand(t *testing.T) {
 		t.Errorf("weir jobs: exit %d, %q", code, stdout)
 	}
 }
+
+// TestBadFlagIsAUsageError: an unknown flag or a flag value that does
+// not parse exits 2, like an unknown command, naming the flag.
+func TestBadFlagIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"jobs", "list", "--bogus"}, {"run", "--duration", "abc", "x.yaml"}, {"deploy", "--wait=maybe", "x.yaml"}} {
+		_, stderr, code := execWeir(args...)
+		if code != 2 || !strings.Contains(stderr, "--") {
+			t.Errorf("weir %s: exit %d, stderr %q; want exit 2 naming the flag", strings.Join(args, " "), code, stderr)
+		}
+	}
+}

@@ -90,6 +90,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// A bad flag is a usage error, exit 2 like an unknown command (set on
+	// the root, cobra applies it to every subcommand).
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	pf := root.PersistentFlags()
 	pf.String("config", "", "config file (default ./weir.yaml, ./weir.yml, ./weir.json or ~/.config/weir/config.yaml)")
 	pf.String("store", "", "object store URL: s3://bucket/prefix or file:///path (default file://./weir-data)")

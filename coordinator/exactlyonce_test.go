@@ -232,8 +232,8 @@ func TestSavepointRescale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("savepoint %s", key)
-	if st := e.wait(id, 20*time.Second); st.State != coordinator.JobCanceled {
-		t.Fatalf("stopped job is %s, want CANCELED", st.State)
+	if st := e.wait(id, 20*time.Second); st.State != coordinator.JobFinished || st.Message != "stopped with savepoint "+key {
+		t.Fatalf("stopped job is %s (%q), want FINISHED, stopped with savepoint %s", st.State, st.Message, key)
 	}
 	firstW, firstS := e.lines("first/windows/"), e.lines("first/seq/")
 	// Savepoints outlive their job.

@@ -359,8 +359,8 @@ func TestUpgrade(t *testing.T) {
 	if up.Job == "" || up.Job == sub.ID || up.Savepoint == "" || up.Function != "pass" || up.Version != 3 || !slices.Equal(up.Operators, []string{"p"}) {
 		t.Fatalf("upgrade = %+v", up)
 	}
-	if st := api.status(sub.ID); st.State != coordinator.JobCanceled {
-		t.Errorf("the old job is %s, want CANCELED", st.State)
+	if st := api.status(sub.ID); st.State != coordinator.JobFinished || st.Message != "stopped with savepoint "+up.Savepoint {
+		t.Errorf("the old job is %s (%q), want FINISHED, stopped with savepoint %s", st.State, st.Message, up.Savepoint)
 	}
 	raw, err := e.bucket.Get(e.ctx, layout.SpecKey(up.Job))
 	if err != nil {
@@ -468,8 +468,8 @@ func TestWasmStateRescales(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := e.wait(id, 20*time.Second); st.State != coordinator.JobCanceled {
-		t.Fatalf("stopped job is %s, want CANCELED", st.State)
+	if st := e.wait(id, 20*time.Second); st.State != coordinator.JobFinished || st.Message != "stopped with savepoint "+key {
+		t.Fatalf("stopped job is %s (%q), want FINISHED, stopped with savepoint %s", st.State, st.Message, key)
 	}
 	first := e.readJSONL("first/")
 	if len(first) == 0 || len(first) >= 6000 {

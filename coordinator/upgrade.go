@@ -22,7 +22,8 @@ var ErrUpgradeRefused = errors.New("coordinator: upgrade refused")
 // UpgradeResponse says how a job was upgraded: the job that continues it
 // from a savepoint, and which version of which function it runs.
 type UpgradeResponse struct {
-	// Job is the id of the new job; the old one is CANCELED.
+	// Job is the id of the new job; the old one FINISHED, stopped with
+	// the savepoint.
 	Job string `json:"job"`
 	// Savepoint is the manifest key of the savepoint between the two.
 	Savepoint string `json:"savepoint"`

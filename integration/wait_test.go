@@ -120,8 +120,14 @@ sinks:
 		!strings.Contains(out, keys[1]) || strings.Index(out, keys[0]) < strings.Index(out, keys[1]) {
 		t.Errorf("savepoints list after savepoints %v (want both, newest first): %v\n%s", keys, err, out)
 	}
-	if _, err := c.weir("jobs", "cancel", "--wait", sid); err != nil {
-		t.Fatal(err)
+	// One stop command: with --savepoint it prints the savepoint, waits,
+	// and the job ends FINISHED like Flink's stop-with-savepoint.
+	out, err = c.weir("jobs", "stop", "--savepoint", "--wait", sid)
+	if err != nil || !strings.Contains(out, "/savepoints/") || !strings.Contains(out, "job "+sid+" FINISHED") {
+		t.Errorf("jobs stop --savepoint --wait: %v\n%s", err, out)
+	}
+	if st, err := c.status(sid); err != nil || st.State != coordinator.JobFinished || !strings.HasPrefix(st.Message, "stopped with savepoint ") {
+		t.Errorf("after jobs stop --savepoint: %s %q (%v), want FINISHED, stopped with savepoint", st.State, st.Message, err)
 	}
 
 	out, err = c.weir("workers", "list")

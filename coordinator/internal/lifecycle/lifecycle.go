@@ -512,8 +512,8 @@ func (j *Job) Cancel(now time.Time) ([]Decision, bool) {
 	return ds, true
 }
 
-// StoppedWithSavepoint cancels the job after savepoint key was taken: its
-// end message names the savepoint.
+// StoppedWithSavepoint cancels the job after savepoint key was taken: it
+// ends FINISHED (not CANCELED), and its end message names the savepoint.
 func (j *Job) StoppedWithSavepoint(now time.Time, key string) ([]Decision, bool) {
 	j.stoppedAt = key
 	return j.Cancel(now)
@@ -666,8 +666,12 @@ func (j *Job) cancelTasks() []Decision {
 }
 
 func (j *Job) end(now time.Time, state, msg string) []Decision {
-	if j.stoppedAt != "" && msg == "" {
-		msg = "stopped with savepoint " + j.stoppedAt
+	if j.stoppedAt != "" && state == Canceled {
+		// Stopped with a savepoint: the job ends FINISHED, as Flink's
+		// stop-with-savepoint does, even if a worker did not confirm
+		// the cancel (the savepoint is whole either way).
+		state = Finished
+		msg = strings.TrimSuffix("stopped with savepoint "+j.stoppedAt+"; "+msg, "; ")
 	}
 	j.state, j.errMsg, j.ended = state, msg, now
 	j.finalizing, j.deploy = false, false
