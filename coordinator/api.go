@@ -108,6 +108,34 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, SavepointResponse{Savepoint: key})
 	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}/savepoints", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := c.Status(r.PathValue("id")); err != nil {
+			writeErr(w, err)
+			return
+		}
+		list, err := ListSavepoints(r.Context(), c.cfg.Bucket, r.PathValue("id"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
+	mux.HandleFunc("GET /api/v1/jobs/{id}/deadletters", func(w http.ResponseWriter, r *http.Request) {
+		n := 5
+		if v := r.URL.Query().Get("samples"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 0 || n > 100 {
+				writeJSON(w, http.StatusBadRequest, APIError{Error: fmt.Sprintf("samples: %q is not a number from 0 to 100", v)})
+				return
+			}
+		}
+		list, err := c.DeadLetters(r.Context(), r.PathValue("id"), n)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
 	mux.HandleFunc("POST /api/v1/jobs/{id}/stop", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("savepoint") == "true" {
 			key, err := c.StopWithSavepoint(r.Context(), r.PathValue("id"))

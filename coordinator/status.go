@@ -22,8 +22,8 @@ type JobStatus struct {
 	// Error is why the job FAILED; it is set only in that state (a failure
 	// the job restarted from is in Exceptions).
 	Error string `json:"error,omitempty"`
-	// Message is why a job that ended otherwise did (canceled: stopped
-	// with a savepoint, or the cancel timed out).
+	// Message says more of how a job ended: FINISHED, stopped with a
+	// savepoint (naming it); CANCELED, the cancel timed out.
 	Message  string         `json:"message,omitempty"`
 	Vertices []VertexStatus `json:"vertices,omitempty"`
 	Totals   control.Stats  `json:"totals"`

@@ -312,6 +312,20 @@ exchange: {bufferTimeout: 20ms}
 	if len(letters) != 2 {
 		t.Errorf("redis dead letters written: %v, want 2", letters)
 	}
+	// The API (and the console's dead letters tab): the count and samples.
+	resp, err := http.Get(c.api + "/api/v1/jobs/" + id + "/deadletters?samples=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var dl []coordinator.SourceDeadLetters
+	if err := json.NewDecoder(resp.Body).Decode(&dl); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET deadletters: %s, %v", resp.Status, err)
+	}
+	if len(dl) != 1 || dl[0].Source != "redis-in" || dl[0].Count != 2 || len(dl[0].Samples) != 1 ||
+		dl[0].Samples[0].Reason == "" || !strings.HasPrefix(dl[0].Samples[0].Origin, "dl-in:") {
+		t.Errorf("GET deadletters?samples=1 = %+v, want redis-in's 2 with one sample", dl)
+	}
 }
 
 func readDeadLetters(t *testing.T, b blob.BucketReader, prefix string) []map[string]string {

@@ -211,6 +211,27 @@ func TestWebUI(t *testing.T) {
 	if ex := get(t, ctx, 30*time.Second, "read the exceptions", chromedp.Text(chromedp.CSS(`#exceptions`))); !strings.Contains(ex, "No failures") {
 		t.Errorf("exceptions of a job that never failed: %q", ex)
 	}
+	// A savepoint taken from the CLI appears in the savepoints tab (the
+	// page redraws itself), with its key.
+	key, err := c.weir("savepoint", id)
+	if err != nil {
+		t.Fatalf("savepoint: %v", err)
+	}
+	key = strings.TrimSpace(key)
+	do(t, ctx, 30*time.Second, "the savepoints tab lists the savepoint",
+		chromedp.Click(chromedp.CSS(`#tab-savepoints`)),
+		chromedp.WaitVisible(chromedp.CSS(`#savepoints tr.savepoint`)),
+	)
+	if sp := get(t, ctx, 30*time.Second, "read the savepoints", chromedp.Text(chromedp.CSS(`#savepoints`))); !strings.Contains(sp, key) {
+		t.Errorf("the savepoints tab: %q, want %s", sp, key)
+	}
+	do(t, ctx, 30*time.Second, "the dead letters tab",
+		chromedp.Click(chromedp.CSS(`#tab-deadletters`)),
+		chromedp.WaitVisible(chromedp.CSS(`#deadletters tr.deadletter-source[data-source="rides"]`)),
+	)
+	if dl := get(t, ctx, 30*time.Second, "read the dead letters", chromedp.Text(chromedp.CSS(`#deadletters tr.deadletter-source`))); !strings.Contains(dl, "none committed") {
+		t.Errorf("dead letters of a job without malformed input: %q", dl)
+	}
 	if _, err := c.weir("jobs", "cancel", "--wait", id); err != nil {
 		t.Fatal(err)
 	}

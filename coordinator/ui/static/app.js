@@ -33,6 +33,14 @@ const span = (from, to) => {
   if (s < 7200) return `${num(s / 60)} min`;
   return `${num(s / 3600, 1)} h`;
 };
+// lag is how far a watermark is behind the wall clock.
+const lag = (wm) => {
+  const s = Math.max(0, (Date.now() - wm) / 1000);
+  if (s < 120) return `${num(s, 1)} s`;
+  if (s < 7200) return `${num(s / 60)} min`;
+  if (s < 172800) return `${num(s / 3600, 1)} h`;
+  return `${num(s / 86400)} d`;
+};
 const isEnded = (st) => st === "FINISHED" || st === "FAILED" || st === "CANCELED";
 
 async function api(path) {
@@ -123,7 +131,7 @@ function layout(vertices) {
   vertices.forEach((v) => lv(v));
   const cols = [];
   for (const v of vertices) (cols[level.get(v.name)] ||= []).push(v);
-  const W = 230, H = 96, GX = 90, GY = 26, pos = new Map();
+  const W = 230, H = 112, GX = 90, GY = 26, pos = new Map();
   cols.forEach((col, c) => col.forEach((v, r) => pos.set(v.name, { x: 20 + c * (W + GX), y: 20 + r * (H + GY) })));
   const width = 40 + cols.length * (W + GX) - GX;
   const height = 40 + Math.max(...cols.map((c) => c.length)) * (H + GY) - GY;
@@ -148,13 +156,14 @@ function graph(st) {
     const busy = r.busy / 1000, hue = Math.round(120 * (1 - Math.min(1, busy)));
     const fill = r.n ? `hsl(${hue},65%,${92 - 14 * busy}%)` : "#eef0f4";
     const sel = selected[st.id] === v.name ? " selected" : "";
-    const wm = r.wm !== null ? new Date(r.wm).toISOString().slice(11, 19) : "–";
+    const wm = r.wm !== null ? `${new Date(r.wm).toISOString().slice(11, 19)} (lag ${lag(r.wm)})` : "–";
     s += `<g class="vertex${sel}" data-vertex="${esc(v.name)}" transform="translate(${p.x},${p.y})">
       <rect width="${W}" height="${H}" fill="${fill}"${r.bp > 500 ? ' stroke-dasharray="5 3"' : ""}/>
       <text class="name" x="10" y="19">${esc(v.name)}</text><text x="${W - 10}" y="19" text-anchor="end">×${v.parallelism}</text>
       <text class="rate" x="10" y="40">in ${num(r.in)}/s · out ${num(r.out)}/s</text>
       <text class="busy" x="10" y="59">busy ${num(r.busy / 10)}% · backpressured ${num(r.bp / 10)}%</text>
-      <text class="wm" x="10" y="78">watermark ${wm} · ${esc((v.nodes || []).join(" → "))}</text></g>`;
+      <text class="wm" x="10" y="78">watermark ${wm}</text>
+      <text class="nodes" x="10" y="97">${esc((v.nodes || []).join(" → "))}</text></g>`;
   }
   return s + "</svg>";
 }
@@ -211,6 +220,33 @@ function checkpointsTable(cps, base) {
   return h + "</table>";
 }
 
+function savepointsTable(sps) {
+  let h = `<table id="savepoints"><tr><th>Name</th><th class="num">Checkpoint</th><th>Completed</th><th class="num">State</th><th class="num">Files</th><th>Key (weir deploy --from-savepoint)</th></tr>`;
+  if (!sps.length) h += `<tr><td colspan="6" class="muted">No savepoints: weir savepoint JOB</td></tr>`;
+  for (const p of sps) {
+    if (p.error) {
+      h += `<tr class="savepoint"><td>${esc(p.name)}</td><td colspan="5" class="error">${esc(p.key)}: ${esc(p.error)}</td></tr>`;
+      continue;
+    }
+    h += `<tr class="savepoint"><td>${esc(p.name)}</td><td class="num">${p.checkpoint}</td><td>${esc(new Date(p.completed).toLocaleString())}</td>
+      <td class="num">${bytes(p.stateBytes)}</td><td class="num">${p.files}</td><td><code>${esc(p.key)}</code></td></tr>`;
+  }
+  return h + "</table>";
+}
+
+function deadLettersTable(sources) {
+  let h = `<table id="deadletters"><tr><th>Source</th><th class="num">Count</th><th>Origin</th><th>Reason</th><th>Record</th></tr>`;
+  for (const s of sources) {
+    const samples = s.samples || [];
+    h += `<tr class="deadletter-source" data-source="${esc(s.source)}"><td>${esc(s.source)}</td><td class="num">${num(s.count)}</td>
+      <td colspan="3" class="muted">${samples.length ? `newest ${samples.length} of the committed letters` : "none committed"}</td></tr>`;
+    for (const d of samples) {
+      h += `<tr class="deadletter"><td></td><td></td><td>${esc(d.origin)}</td><td class="error">${esc(d.reason)}</td><td><code>${esc(d.raw)}</code></td></tr>`;
+    }
+  }
+  return h + "</table>";
+}
+
 function exceptionsTable(st) {
   const ex = [...(st.exceptions || [])].reverse();
   let h = `<table id="exceptions"><tr><th>Time</th><th class="num">Attempt</th><th>Error</th></tr>`;
@@ -248,13 +284,19 @@ async function job(id, tab, n) {
   if (st.message) h += `<p class="muted">${esc(st.message)}</p>`;
   h += `<nav class="tabs"><a id="tab-graph" class="${tab ? "" : "on"}" href="${base}">Graph</a>
     <a id="tab-checkpoints" class="${tab === "checkpoints" ? "on" : ""}" href="${base}/checkpoints">Checkpoints</a>
-    <a id="tab-exceptions" class="${tab === "exceptions" ? "on" : ""}" href="${base}/exceptions">Exceptions (${(st.exceptions || []).length})</a></nav>`;
+    <a id="tab-exceptions" class="${tab === "exceptions" ? "on" : ""}" href="${base}/exceptions">Exceptions (${(st.exceptions || []).length})</a>
+    <a id="tab-savepoints" class="${tab === "savepoints" ? "on" : ""}" href="${base}/savepoints">Savepoints</a>
+    <a id="tab-deadletters" class="${tab === "deadletters" ? "on" : ""}" href="${base}/deadletters">Dead letters (${num(t.deadLetters)})</a></nav>`;
   if (tab === "checkpoints" && n) {
     h += await explainPage(id, n, base);
   } else if (tab === "checkpoints") {
     h += "<h2>Checkpoint history</h2>" + checkpointsTable(await api(`/api/v1/jobs/${encodeURIComponent(id)}/checkpoints`), base);
   } else if (tab === "exceptions") {
     h += "<h2>Exception history</h2>" + exceptionsTable(st);
+  } else if (tab === "savepoints") {
+    h += "<h2>Savepoints</h2>" + savepointsTable(await api(`/api/v1/jobs/${encodeURIComponent(id)}/savepoints`));
+  } else if (tab === "deadletters") {
+    h += "<h2>Dead letters</h2>" + deadLettersTable(await api(`/api/v1/jobs/${encodeURIComponent(id)}/deadletters`));
   } else {
     h += "<h2>Dataflow</h2>" + graph(st) + subtasks(st);
   }
