@@ -479,7 +479,7 @@ func manifestKeys(ctx context.Context, b blob.BucketReader, job string) ([]manif
 	prefix := layout.CheckpointsPrefix(job)
 	objs, err := b.List(ctx, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("list %s in %s: %w", prefix, b.Describe(), err)
+		return nil, err // it names the prefix and the store
 	}
 	var keys []manifestKey
 	for _, o := range objs {

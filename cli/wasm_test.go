@@ -398,7 +398,7 @@ func TestDemoWasm(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
 	stdout, stderr, code := execWeir("demo", "--wasm", mod, "--dir", dir, "--duration", "1s")
 	if code == 0 || !strings.Contains(stdout, "is surge-multiplier-wasm version 1") ||
-		!strings.Contains(stderr, `examples/surge-pricing.yaml:24: operators[surge]: operators[surge].function: surge-multiplier-wasm (version 1): reads column "k"`) {
+		!strings.Contains(stderr, `examples/surge-pricing.yaml:27: operators[surge].function: surge-multiplier-wasm (version 1) reads column "k"`) {
 		t.Errorf("demo --wasm: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "functions", wasmSurge, "versions", "000001.json")); err != nil {

@@ -145,8 +145,18 @@ func TestHTTPAPI(t *testing.T) {
 	if len(apiErr.Problems) != 1 {
 		t.Fatalf("problems = %+v", apiErr.Problems)
 	}
-	if p := apiErr.Problems[0]; p.Field != "operators[even]" || p.File != "spec" || p.Line != 10 || !strings.Contains(p.Msg, "boolean") {
-		t.Errorf("problem = %+v, want operators[even] at spec:10", p)
+	if p := apiErr.Problems[0]; p.Field != "operators[even].filter" || p.File != "spec" || p.Line != 10 || !strings.Contains(p.Msg, "boolean") {
+		t.Errorf("problem = %+v, want operators[even].filter at spec:10", p)
+	}
+	// The field is said once, not again inside the message.
+	if want := `invalid job spec: spec:10: operators[even].filter: expression "id + 1": filter must be a boolean expression, got int`; apiErr.Error != want {
+		t.Errorf("error = %q\nwant    %q", apiErr.Error, want)
+	}
+	// A YAML type error names its field and value.
+	apiErr = coordinator.APIError{}
+	api.call("POST", "/api/v1/jobs?file=bad.yaml", strings.Replace(evens, "    count: 1000\n", "    count: lots\n", 1), http.StatusBadRequest, &apiErr)
+	if want := `invalid job spec: bad.yaml:6: sources[nums].count: "lots" is not an integer`; apiErr.Error != want {
+		t.Errorf("error = %q\nwant    %q", apiErr.Error, want)
 	}
 	api.call("POST", "/api/v1/jobs", "job: [unclosed\n", http.StatusBadRequest, nil)
 	api.call("POST", "/api/v1/jobs", "", http.StatusBadRequest, nil)

@@ -128,7 +128,7 @@ func TestSubmitInvalid(t *testing.T) {
 		job   string
 		field string
 	}{
-		{"type error", strings.Replace(evens, "id % 2 == 0", "id + 1", 1), "operators[even]"},
+		{"type error", strings.Replace(evens, "id % 2 == 0", "id + 1", 1), "operators[even].filter"},
 		{"unknown input", strings.Replace(evens, "input: even,", "input: odd,", 1), "sinks[out].input"},
 		{"unknown function", strings.Replace(evens, "filter: id % 2 == 0", "keyBy: [id], function: nope", 1), "operators[even].function"},
 	}

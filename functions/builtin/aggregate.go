@@ -52,14 +52,16 @@ type Aggregate struct {
 
 // ParseAggregates parses the aggregate map of an operator against the
 // operator's input schema, in order. It reports every problem at once;
-// each error names the aggregate, its expression and what is accepted.
-func ParseAggregates(aggs *spec.OrderedMap, in *arrow.Schema) ([]Aggregate, error) {
+// each error is a spec problem of field.<name> (field is the aggregate
+// map's, e.g. operators[stats].aggregate) that quotes its expression and
+// says what is accepted.
+func ParseAggregates(field string, aggs *spec.OrderedMap, in *arrow.Schema) ([]Aggregate, error) {
 	out := make([]Aggregate, 0, aggs.Len())
 	var errs []error
 	for i, name := range aggs.Keys {
 		a, err := parseAggregate(name, aggs.Values[i], in)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("aggregate %s: %w", name, err))
+			errs = append(errs, spec.Errorf(field+"."+name, "%w", err))
 			continue
 		}
 		out = append(out, a)

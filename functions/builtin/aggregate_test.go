@@ -28,7 +28,7 @@ func aggTestSchema(t *testing.T) *arrow.Schema {
 
 func TestAggregateParse(t *testing.T) {
 	in := aggTestSchema(t)
-	aggs, err := ParseAggregates(spec.NewOrderedMap(
+	aggs, err := ParseAggregates("aggregate", spec.NewOrderedMap(
 		spec.Pair{Key: "rows", Value: "count()"},
 		spec.Pair{Key: "rows2", Value: "  COUNT ( * ) "},
 		spec.Pair{Key: "zones", Value: "count(zone)"},
@@ -76,7 +76,7 @@ func TestAggregateParseErrors(t *testing.T) {
 		expr string
 		want []string
 	}{
-		{"avg(zone)", []string{"aggregate x", "avg(zone): column zone is string, want int64 or float64"}},
+		{"avg(zone)", []string{"aggregate.x: ", "avg(zone): column zone is string, want int64 or float64"}},
 		{"sum(ok)", []string{"sum(ok): column ok is bool, want int64 or float64"}},
 		{"min(zone)", []string{"min(zone): column zone is string, want int64, float64 or timestamp_ms"}},
 		{"median(fare)", []string{`unknown function "median"`, "count(), count(col), sum(col)"}},
@@ -86,7 +86,7 @@ func TestAggregateParseErrors(t *testing.T) {
 		{"sum(fare, n)", []string{"one column name"}},
 		{"sum(fare))", []string{"one column name"}},
 	} {
-		_, err := ParseAggregates(spec.NewOrderedMap(spec.Pair{Key: "x", Value: tc.expr}), in)
+		_, err := ParseAggregates("aggregate", spec.NewOrderedMap(spec.Pair{Key: "x", Value: tc.expr}), in)
 		if err == nil {
 			t.Errorf("%s: no error", tc.expr)
 			continue
@@ -98,12 +98,12 @@ func TestAggregateParseErrors(t *testing.T) {
 		}
 	}
 	// Every problem at once.
-	_, err := ParseAggregates(spec.NewOrderedMap(
+	_, err := ParseAggregates("aggregate", spec.NewOrderedMap(
 		spec.Pair{Key: "a", Value: "avg(zone)"},
 		spec.Pair{Key: "b", Value: "count()"},
 		spec.Pair{Key: "c", Value: "sum(nope)"},
 	), in)
-	if err == nil || !strings.Contains(err.Error(), "aggregate a") || !strings.Contains(err.Error(), "aggregate c") {
+	if err == nil || !strings.Contains(err.Error(), "aggregate.a: ") || !strings.Contains(err.Error(), "aggregate.c: ") {
 		t.Errorf("want errors for a and c, got %v", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestAggregateParseErrors(t *testing.T) {
 // order of NaNs, including across a merge.
 func TestAccumulatorsNaN(t *testing.T) {
 	in := aggTestSchema(t)
-	aggs, err := ParseAggregates(spec.NewOrderedMap(
+	aggs, err := ParseAggregates("aggregate", spec.NewOrderedMap(
 		spec.Pair{Key: "lo", Value: "min(fare)"},
 		spec.Pair{Key: "hi", Value: "max(fare)"},
 	), in)

@@ -39,7 +39,7 @@ func InputColumns(o *spec.Operator, side int, in Stream) []string {
 		if o.Window == nil || o.Window.LateOutput != "" {
 			return nil
 		}
-		aggs, err := ParseAggregates(o.Aggregate, in.Schema)
+		aggs, err := ParseAggregates("aggregate", o.Aggregate, in.Schema)
 		if err != nil {
 			return nil
 		}

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -14,10 +15,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
 )
 
 // exprKind is the kind of the values an expression computes.
@@ -128,7 +131,7 @@ func exprColumns(field string, schema *arrow.Schema) ([]exprColumn, map[string]a
 	for i, f := range schema.Fields() {
 		t, err := arrowfmt.TypeOf(f.Type)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: input column %q: %w", field, f.Name, err)
+			return nil, nil, spec.Errorf(field, "input column %q: %w", f.Name, err)
 		}
 		c := exprColumn{name: f.Name}
 		switch t {
@@ -171,11 +174,26 @@ type compiledExpr struct {
 	valid   []bool
 }
 
+// exprError is the problem of an expression that does not compile, on one
+// line: the library's message and where in the expression, without its
+// multi-line snippet (the message quotes the expression).
+func exprError(field, src string, err error) error {
+	var fe *file.Error
+	if !errors.As(err, &fe) {
+		return spec.Errorf(field, "expression %q: %w", src, err)
+	}
+	at := fmt.Sprintf("column %d", fe.Column+1)
+	if strings.Contains(src, "\n") {
+		at = fmt.Sprintf("line %d, column %d", fe.Line, fe.Column+1)
+	}
+	return spec.Errorf(field, "expression %q: %s at %s", src, fe.Message, at)
+}
+
 // compileExpr parses and type-checks src against in. field names the spec
 // field in errors. It does not check the result type.
 func compileExpr(field, src string, in Stream) (*compiledExpr, error) {
 	if strings.TrimSpace(src) == "" {
-		return nil, fmt.Errorf("%s: empty expression", field)
+		return nil, spec.Errorf(field, "empty expression")
 	}
 	cols, env, err := exprColumns(field, in.Schema)
 	if err != nil {
@@ -183,7 +201,7 @@ func compileExpr(field, src string, in Stream) (*compiledExpr, error) {
 	}
 	prog, err := expr.Compile(src, expr.Env(env))
 	if err != nil {
-		return nil, fmt.Errorf("%s: expression %q: %w", field, src, err)
+		return nil, exprError(field, src, err)
 	}
 	node := prog.Node()
 	e := &compiledExpr{
@@ -210,7 +228,7 @@ func compileExpr(field, src string, in Stream) (*compiledExpr, error) {
 	// left: tip > 0 || true reads tip.
 	tree, err := parser.Parse(src)
 	if err != nil {
-		return nil, fmt.Errorf("%s: expression %q: %w", field, src, err)
+		return nil, exprError(field, src, err)
 	}
 	refs := &exprRefs{cols: index, seen: make([]bool, len(cols))}
 	ast.Walk(&tree.Node, refs)

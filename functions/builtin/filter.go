@@ -67,7 +67,7 @@ func compileFilter(op *spec.Operator, in Stream) (*compiledExpr, error) {
 		return nil, err
 	}
 	if !e.kindOK || e.kind != exBool {
-		return nil, fmt.Errorf("%s: expression %q: filter must be a boolean expression, got %s", field, op.Filter, exprTypeName(e.typ))
+		return nil, spec.Errorf(field, "expression %q: filter must be a boolean expression, got %s", op.Filter, exprTypeName(e.typ))
 	}
 	return e, nil
 }
@@ -84,7 +84,7 @@ type selectPlan struct {
 func compileSelect(op *spec.Operator, in Stream) (*selectPlan, error) {
 	base := fmt.Sprintf("operators[%s].select", op.Name)
 	if op.Select.Len() == 0 {
-		return nil, fmt.Errorf("%s: no columns: want name: expression entries", base)
+		return nil, spec.Errorf(base, "no columns: want name: expression entries")
 	}
 	p := &selectPlan{out: Stream{TimeColumn: -1}}
 	fields := make([]arrowfmt.Field, op.Select.Len())
@@ -101,7 +101,7 @@ func compileSelect(op *spec.Operator, in Stream) (*selectPlan, error) {
 		case e.ident >= 0:
 			t, err := arrowfmt.TypeOf(in.Schema.Field(e.ident).Type)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", field, err))
+				errs = append(errs, spec.Errorf(field, "%w", err))
 				continue
 			}
 			fields[i] = arrowfmt.Field{Name: name, Type: t}
@@ -111,7 +111,7 @@ func compileSelect(op *spec.Operator, in Stream) (*selectPlan, error) {
 		case e.kindOK:
 			fields[i] = arrowfmt.Field{Name: name, Type: e.kind.arrowType()}
 		default:
-			errs = append(errs, fmt.Errorf("%s: expression %q has type %s: want a number, string, bool or time", field, src, exprTypeName(e.typ)))
+			errs = append(errs, spec.Errorf(field, "expression %q has type %s: want a number, string, bool or time", src, exprTypeName(e.typ)))
 			continue
 		}
 		p.fields = append(p.fields, field)
@@ -122,7 +122,7 @@ func compileSelect(op *spec.Operator, in Stream) (*selectPlan, error) {
 	}
 	schema, err := arrowfmt.NewSchema(fields)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", base, err)
+		return nil, spec.Errorf(base, "%w", err)
 	}
 	p.out.Schema = schema
 	return p, nil

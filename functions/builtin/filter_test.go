@@ -193,7 +193,7 @@ func TestFilterSchemaErrors(t *testing.T) {
 		src  string
 		want []string
 	}{
-		{`fare > `, []string{`operators[f].filter`, `"fare > "`, `(1:`}},
+		{`fare > `, []string{`operators[f].filter: expression "fare > ": unexpected token EOF at column 7`}},
 		{`ride_id + 1`, []string{`operators[f].filter`, `filter must be a boolean expression, got int`}},
 		{`nope > 1`, []string{`operators[f].filter`, `unknown name nope`}},
 		{`zone == 1`, []string{`mismatched types string and int`}},

@@ -89,12 +89,14 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 	}
 	cfg := &joinConfig{name: o.Name, in: [2]Stream{left, right}}
 	var errs []error
-	add := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf(format, args...))
+	// Every problem names the spec field it is about.
+	base := fmt.Sprintf("operators[%s]", o.Name)
+	addAt := func(field, format string, args ...any) {
+		errs = append(errs, spec.Errorf(base+"."+field, format, args...))
 	}
 	ms := func(field string, d spec.Duration) int64 {
 		if d%spec.Duration(time.Millisecond) != 0 {
-			add("%s: %s is not a whole number of milliseconds", field, d)
+			addAt(field, "%s is not a whole number of milliseconds", d)
 		}
 		return int64(d.D() / time.Millisecond)
 	}
@@ -103,7 +105,7 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 	case spec.JoinRegular:
 		cfg.kind = joinRegular
 		if jn.TTL < 0 {
-			add("join.ttl: %s is negative: want 0 (keep rows forever) or more", jn.TTL)
+			addAt("join.ttl", "%s is negative: want 0 (keep rows forever) or more", jn.TTL)
 		}
 		cfg.ttl = ms("join.ttl", jn.TTL)
 	case spec.JoinInterval:
@@ -111,18 +113,18 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 		cfg.lower = ms("join.lower", jn.Lower)
 		cfg.upper = ms("join.upper", jn.Upper)
 		if jn.Lower > jn.Upper {
-			add("join.lower: %s is above upper %s", jn.Lower, jn.Upper)
+			addAt("join.lower", "%s is above upper %s", jn.Lower, jn.Upper)
 		}
 	case spec.JoinWindow:
 		cfg.kind = joinWindow
 		w := jn.Window
 		if w == nil {
-			add("join.window: missing: a window join needs a window: {type: tumbling|sliding, ...}")
+			addAt("join.window", "missing: a window join needs a window: {type: tumbling|sliding, ...}")
 			break
 		}
 		positive := func(field string, d spec.Duration) int64 {
 			if d < spec.Duration(time.Millisecond) {
-				add("join.window.%s: %s: want at least 1ms", field, d)
+				addAt("join.window."+field, "%s: want at least 1ms", d)
 				return 1
 			}
 			return max(1, ms("join.window."+field, d))
@@ -137,16 +139,16 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 			cfg.size = positive("size", w.Size)
 			cfg.slide = positive("slide", w.Slide)
 			if w.Slide > w.Size {
-				add("join.window.slide: %s is longer than size %s", w.Slide, w.Size)
+				addAt("join.window.slide", "%s is longer than size %s", w.Slide, w.Size)
 			}
 		default:
-			add("join.window.type: %q is not supported in joins: want tumbling or sliding", w.Type)
+			addAt("join.window.type", "%q is not supported in joins: want tumbling or sliding", w.Type)
 		}
 		if w.AllowedLateness != 0 || w.LateOutput != "" {
-			add("join.window: allowedLateness and lateOutput are not supported in joins: late rows are counted and dropped")
+			addAt("join.window", "allowedLateness and lateOutput are not supported in joins: late rows are counted and dropped")
 		}
 	default:
-		add("join.type: %q is not a join type: want regular, interval or window", jn.Type)
+		addAt("join.type", "%q is not a join type: want regular, interval or window", jn.Type)
 	}
 
 	needTime := cfg.kind == joinInterval || cfg.kind == joinWindow || cfg.kind == joinRegular && cfg.ttl > 0
@@ -155,16 +157,16 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 		field := "join." + joinSideNames[s] + ".input"
 		switch {
 		case in.Schema == nil:
-			add("%s: %q has no schema", field, inputs[s])
+			addAt(field, "%q has no schema", inputs[s])
 		case !in.HasTime():
 			if needTime {
-				add("%s: %q has no event time: %s needs event time on both inputs (the source's eventTime)", field, inputs[s], cfg.needsTime())
+				addAt(field, "%q has no event time: %s needs event time on both inputs (the source's eventTime)", inputs[s], cfg.needsTime())
 			}
 		case in.TimeColumn >= in.Schema.NumFields():
-			add("%s: event time column %d is out of range: %q has %d columns", field, in.TimeColumn, inputs[s], in.Schema.NumFields())
+			addAt(field, "event time column %d is out of range: %q has %d columns", in.TimeColumn, inputs[s], in.Schema.NumFields())
 		default:
 			if t := in.Schema.Field(in.TimeColumn).Type; t.ID() != arrow.TIMESTAMP && t.ID() != arrow.INT64 {
-				add("%s: event time column %q is %v, want timestamp_ms", field, in.Schema.Field(in.TimeColumn).Name, t)
+				addAt(field, "event time column %q is %v, want timestamp_ms", in.Schema.Field(in.TimeColumn).Name, t)
 			}
 		}
 	}
@@ -179,11 +181,11 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 	for s := range 2 {
 		field := "join." + joinSideNames[s] + ".keyBy"
 		if len(keyBy[s]) == 0 {
-			add("%s: missing: the columns of the %s key", field, joinSideNames[s])
+			addAt(field, "missing: the columns of the %s key", joinSideNames[s])
 			keysOK = false
 			continue
 		}
-		idx, err := cfg.in[s].Columns(field, keyBy[s])
+		idx, err := cfg.in[s].Columns(base+"."+field, keyBy[s])
 		if err != nil {
 			errs = append(errs, err)
 			keysOK = false
@@ -193,7 +195,7 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 		for i, c := range idx {
 			t, err := arrowfmt.TypeOf(cfg.in[s].Schema.Field(c).Type)
 			if err != nil {
-				add("%s: column %q: %w", field, keyBy[s][i], err)
+				addAt(field, "column %q: %w", keyBy[s][i], err)
 				keysOK = false
 			}
 			keyTypes[s] = append(keyTypes[s], t)
@@ -201,11 +203,11 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 	}
 	if keysOK {
 		if len(keyBy[0]) != len(keyBy[1]) {
-			add("join.right.keyBy: %d columns %q, but join.left.keyBy has %d %q: the keys must have the same number of columns", len(keyBy[1]), keyBy[1], len(keyBy[0]), keyBy[0])
+			addAt("join.right.keyBy", "%d columns %q, but join.left.keyBy has %d %q: the keys must have the same number of columns", len(keyBy[1]), keyBy[1], len(keyBy[0]), keyBy[0])
 		} else {
 			for i := range keyBy[0] {
 				if lt, rt := keyTypes[0][i], keyTypes[1][i]; lt != rt {
-					add("join.right.keyBy: column %q is %s, but left key column %q is %s: key columns must have the same types pairwise", keyBy[1][i], rt, keyBy[0][i], lt)
+					addAt("join.right.keyBy", "column %q is %s, but left key column %q is %s: key columns must have the same types pairwise", keyBy[1][i], rt, keyBy[0][i], lt)
 				}
 			}
 			cfg.keyTypes = keyTypes[0]
@@ -225,7 +227,7 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 	addCol := func(field, name string, side, col int) {
 		t, err := arrowfmt.TypeOf(cfg.in[side].Schema.Field(col).Type)
 		if err != nil {
-			add("%s: %w", field, err)
+			addAt(field, "%w", err)
 			return
 		}
 		cfg.cols = append(cfg.cols, joinOutCol{side: side, col: col})
@@ -236,7 +238,7 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 			for c, f := range cfg.in[s].Schema.Fields() {
 				from := fmt.Sprintf("%s.%s", joinSideNames[s], f.Name)
 				if prev, dup := names[f.Name]; dup {
-					add("join.columns: missing, and the default output columns (every left column, then every right column) have %q twice, as %s and %s: list the output columns, e.g. columns: {%s: %s, %s_%s: %s}",
+					addAt("join.columns", "missing, and the default output columns (every left column, then every right column) have %q twice, as %s and %s: list the output columns, e.g. columns: {%s: %s, %s_%s: %s}",
 						f.Name, prev, from, f.Name, strings.TrimPrefix(prev, "the "), joinSideNames[s], f.Name, from)
 					continue
 				}
@@ -251,16 +253,16 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 			sideName, col, ok := strings.Cut(v, ".")
 			side := slices.Index(joinSideNames[:], sideName)
 			if !ok || side < 0 || col == "" {
-				add("%s: %q: want left.<column> or right.<column>", field, v)
+				addAt(field, "%q: want left.<column> or right.<column>", v)
 				continue
 			}
 			idx := cfg.in[side].Schema.FieldIndices(col)
 			if len(idx) == 0 {
-				add("%s: %q: the %s input has no column %q (columns: %s)", field, v, sideName, col, columnList(cfg.in[side].Schema))
+				addAt(field, "%q: the %s input has no column %q (columns: %s)", v, sideName, col, columnList(cfg.in[side].Schema))
 				continue
 			}
 			if prev, dup := names[name]; dup {
-				add("%s: the name collides with %s", field, prev)
+				addAt(field, "the name collides with %s", prev)
 				continue
 			}
 			names[name] = "column " + name
@@ -289,12 +291,13 @@ func newJoinConfig(o *spec.Operator, left, right Stream) (*joinConfig, error) {
 		}
 	}
 	if strings.TrimSpace(jn.Where) != "" {
-		e, err := compileExpr("join.where", jn.Where, cfg.out)
+		field := fmt.Sprintf("operators[%s].join.where", o.Name)
+		e, err := compileExpr(field, jn.Where, cfg.out)
 		if err != nil {
 			return nil, fmt.Errorf("join %s: %w", o.Name, err)
 		}
 		if !e.kindOK || e.kind != exBool {
-			return nil, fmt.Errorf("join %s: join.where: expression %q: where must be a boolean expression, got %s", o.Name, jn.Where, exprTypeName(e.typ))
+			return nil, fmt.Errorf("join %s: %w", o.Name, spec.Errorf(field, "expression %q: where must be a boolean expression, got %s", jn.Where, exprTypeName(e.typ)))
 		}
 		cfg.where = e
 	}

@@ -235,7 +235,7 @@ func TestJoinSchemaErrors(t *testing.T) {
 		want []string
 	}{
 		{"left key", &spec.Operator{Name: "j", Join: &spec.Join{Type: spec.JoinRegular, Left: spec.JoinSide{KeyBy: []string{"sellr"}}, Right: spec.JoinSide{KeyBy: []string{"rk2"}}}}, ins,
-			[]string{`join j: join.left.keyBy: "sellr" is not a column of the input (columns: ts timestamp[ms, tz=UTC], k utf8`}},
+			[]string{`join j: operators[j].join.left.keyBy: "sellr" is not a column of the input (columns: ts timestamp[ms, tz=UTC], k utf8`}},
 		{"right key", &spec.Operator{Name: "j", Join: &spec.Join{Type: spec.JoinRegular, Left: spec.JoinSide{KeyBy: []string{"k2"}}, Right: spec.JoinSide{KeyBy: []string{"id"}}}}, ins,
 			[]string{`join.right.keyBy: "id" is not a column of the input (columns: rts`}},
 		{"missing keys", &spec.Operator{Name: "j", Join: &spec.Join{Type: spec.JoinRegular}}, ins,
@@ -269,13 +269,13 @@ func TestJoinSchemaErrors(t *testing.T) {
 		{"session", joinOp(spec.Join{Type: spec.JoinWindow, Window: &spec.Window{Type: spec.WindowSession, Gap: winMs(5)}}, ""), ins,
 			[]string{`join.window.type: "session" is not supported in joins: want tumbling or sliding`}},
 		{"slide", joinOp(spec.Join{Type: spec.JoinWindow, Window: &spec.Window{Type: spec.WindowSliding, Size: winMs(5), Slide: winMs(10)}}, ""), ins,
-			[]string{"join.window.slide: 10ms is longer than size 5ms"}},
+			[]string{"operators[j].join.window.slide: 10ms is longer than size 5ms"}},
 		{"size", joinOp(spec.Join{Type: spec.JoinWindow, Window: &spec.Window{Type: spec.WindowTumbling, Size: spec.Duration(2500 * time.Microsecond)}}, ""), ins,
-			[]string{"join.window.size: 2.5ms is not a whole number of milliseconds"}},
+			[]string{"operators[j].join.window.size: 2.5ms is not a whole number of milliseconds"}},
 		{"where type", joinOp(spec.Join{Type: spec.JoinRegular, Where: "lv + 1"}, ""), ins,
-			[]string{`join.where: expression "lv + 1": where must be a boolean expression, got int`}},
+			[]string{`operators[j].join.where: expression "lv + 1": where must be a boolean expression, got int`}},
 		{"where column", joinOp(spec.Join{Type: spec.JoinRegular, Where: "nope > 1"}, ""), ins,
-			[]string{`join.where: expression "nope > 1"`}},
+			[]string{`operators[j].join.where: expression "nope > 1"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, _, err := JoinSchema(tc.o, tc.ins[0], tc.ins[1])

@@ -85,7 +85,7 @@ func newProcessConfig(op *spec.Operator, in Stream) (*processConfig, error) {
 	cfg := &processConfig{name: op.Name, fnName: op.Function, keyBy: op.KeyBy, in: in}
 	var errs []error
 	if len(op.KeyBy) == 0 {
-		errs = append(errs, fmt.Errorf("%s.keyBy: missing: a function operator needs key columns (its state is per key)", p))
+		errs = append(errs, spec.Errorf(p+".keyBy", "missing: a function operator needs key columns (its state is per key)"))
 	} else if idx, err := in.Columns(p+".keyBy", op.KeyBy); err != nil {
 		errs = append(errs, err)
 	} else {
@@ -93,7 +93,7 @@ func newProcessConfig(op *spec.Operator, in Stream) (*processConfig, error) {
 		for i, c := range idx {
 			t, err := arrowfmt.TypeOf(in.Schema.Field(c).Type)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s.keyBy: column %q: %w", p, op.KeyBy[i], err))
+				errs = append(errs, spec.Errorf(p+".keyBy", "column %q: %w", op.KeyBy[i], err))
 				continue
 			}
 			cfg.keyTypes = append(cfg.keyTypes, t)
@@ -120,27 +120,27 @@ func (cfg *processConfig) goSchema(p string, op *spec.Operator) []error {
 		if len(names) == 0 {
 			known = "none"
 		}
-		return []error{fmt.Errorf("%s.function: %q is not a registered function (registered: %s) nor a deployed one (see weir functions list)", p, op.Function, known)}
+		return []error{spec.Errorf(p+".function", "%q is not a registered function (registered: %s) nor a deployed one (see weir functions list)", op.Function, known)}
 	}
 	cfg.def = def
 	in := cfg.in
 	var errs []error
-	fp := fmt.Sprintf("%s.function: %s", p, op.Function)
+	fp, who := p+".function", op.Function
 	var fields []arrowfmt.Field
 	if err := callUser(func() error {
 		var err error
 		fields, err = def.Output(in.Schema)
 		return err
 	}); err != nil {
-		errs = append(errs, fmt.Errorf("%s: output schema: %w", fp, err))
+		errs = append(errs, spec.Errorf(fp, "%s: output schema: %w", who, err))
 	} else {
-		errs = append(errs, cfg.setOutput(fp, fields, def.TimeColumn)...)
+		errs = append(errs, cfg.setOutput(fp, who, fields, def.TimeColumn)...)
 	}
 	if err := callUser(func() error {
 		_, err := def.New(op.Config)
 		return err
 	}); err != nil {
-		errs = append(errs, fmt.Errorf("%s.config: %s: %w", p, op.Function, err))
+		errs = append(errs, spec.Errorf(p+".config", "%s: %w", op.Function, err))
 	}
 	return errs
 }
@@ -149,34 +149,34 @@ func (cfg *processConfig) goSchema(p string, op *spec.Operator) []error {
 // it reads, and takes its declared output.
 func (cfg *processConfig) moduleSchema(p string, m *spec.Module) []error {
 	cfg.module = m
-	fp := fmt.Sprintf("%s.function: %s (version %d)", p, m.Name, m.Version)
+	fp, who := p+".function", fmt.Sprintf("%s (version %d)", m.Name, m.Version)
 	var errs []error
 	for _, c := range m.Input {
 		idx := cfg.in.Schema.FieldIndices(c.Name)
 		if len(idx) == 0 {
-			errs = append(errs, fmt.Errorf("%s: reads column %q (%s), which the input lacks (columns: %s)", fp, c.Name, c.Type, columnList(cfg.in.Schema)))
+			errs = append(errs, spec.Errorf(fp, "%s reads column %q (%s), which the input lacks (columns: %s)", who, c.Name, c.Type, columnList(cfg.in.Schema)))
 			continue
 		}
 		t, err := arrowfmt.TypeOf(cfg.in.Schema.Field(idx[0]).Type)
 		if err != nil || string(t) != c.Type {
-			errs = append(errs, fmt.Errorf("%s: reads column %q as %s, but the input's is %v", fp, c.Name, c.Type, cfg.in.Schema.Field(idx[0]).Type))
+			errs = append(errs, spec.Errorf(fp, "%s reads column %q as %s, but the input's is %v", who, c.Name, c.Type, cfg.in.Schema.Field(idx[0]).Type))
 		}
 	}
 	fields := make([]arrowfmt.Field, len(m.Output))
 	for i, c := range m.Output {
 		fields[i] = arrowfmt.Field{Name: c.Name, Type: arrowfmt.Type(c.Type)}
 	}
-	errs = append(errs, cfg.setOutput(fp, fields, m.TimeColumn)...)
+	errs = append(errs, cfg.setOutput(fp, who, fields, m.TimeColumn)...)
 	cfg.out.TimeOffset = m.TimeOffset
 	return errs
 }
 
 // setOutput sets the output stream from the function's columns and time
-// column.
-func (cfg *processConfig) setOutput(fp string, fields []arrowfmt.Field, timeColumn string) []error {
+// column; problems are of field fp and name the function who.
+func (cfg *processConfig) setOutput(fp, who string, fields []arrowfmt.Field, timeColumn string) []error {
 	schema, err := arrowfmt.NewSchema(fields)
 	if err != nil {
-		return []error{fmt.Errorf("%s: output schema: %w", fp, err)}
+		return []error{spec.Errorf(fp, "%s: output schema: %w", who, err)}
 	}
 	cfg.out = Stream{Schema: schema, TimeColumn: -1}
 	if timeColumn == "" {
@@ -185,9 +185,9 @@ func (cfg *processConfig) setOutput(fp string, fields []arrowfmt.Field, timeColu
 	idx := schema.FieldIndices(timeColumn)
 	switch {
 	case len(idx) == 0:
-		return []error{fmt.Errorf("%s: time column %q is not an output column (columns: %s)", fp, timeColumn, columnList(schema))}
+		return []error{spec.Errorf(fp, "%s: time column %q is not an output column (columns: %s)", who, timeColumn, columnList(schema))}
 	case fields[idx[0]].Type != arrowfmt.TimestampMs:
-		return []error{fmt.Errorf("%s: time column %q is %s, want %s", fp, timeColumn, fields[idx[0]].Type, arrowfmt.TimestampMs)}
+		return []error{spec.Errorf(fp, "%s: time column %q is %s, want %s", who, timeColumn, fields[idx[0]].Type, arrowfmt.TimestampMs)}
 	}
 	cfg.out.TimeColumn = idx[0]
 	return nil

@@ -67,8 +67,13 @@ func WindowLateSchema(in Stream) Stream { return in }
 func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 	cfg := &windowConfig{name: op.Name, in: in}
 	var errs []error
+	// Every problem names the spec field it is about.
+	base := fmt.Sprintf("operators[%s]", op.Name)
+	addAt := func(field, format string, args ...any) {
+		errs = append(errs, spec.Errorf(base+"."+field, format, args...))
+	}
 	add := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf(format, args...))
+		errs = append(errs, spec.Errorf(base+".input", format, args...))
 	}
 	if !in.HasTime() {
 		add("the input has no event time: a window needs the source to set eventTime (the timestamp_ms column of each record)")
@@ -79,15 +84,15 @@ func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 	}
 	w := op.Window
 	if w == nil {
-		add("window: missing: want {type: tumbling|sliding|session, ...}")
+		addAt("window", "missing: want {type: tumbling|sliding|session, ...}")
 	} else {
 		cfg.lateOutput = w.LateOutput
 		ms := func(field string, d spec.Duration, positive bool) int64 {
 			switch {
 			case d < 0 || (positive && d < spec.Duration(time.Millisecond)):
-				add("window.%s: %s: want at least 1ms", field, d)
+				addAt("window."+field, "%s: want at least 1ms", d)
 			case d%spec.Duration(time.Millisecond) != 0:
-				add("window.%s: %s is not a whole number of milliseconds", field, d)
+				addAt("window."+field, "%s is not a whole number of milliseconds", d)
 			}
 			return int64(d.D() / time.Millisecond)
 		}
@@ -100,13 +105,13 @@ func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 			cfg.size = ms("size", w.Size, true)
 			cfg.slide = ms("slide", w.Slide, true)
 			if cfg.slide > cfg.size {
-				add("window.slide: %s is longer than size %s", w.Slide, w.Size)
+				addAt("window.slide", "%s is longer than size %s", w.Slide, w.Size)
 			}
 		case spec.WindowSession:
 			cfg.kind = kindSession
 			cfg.gap = ms("gap", w.Gap, true)
 		default:
-			add("window.type: %q is not a window type: want tumbling, sliding or session", w.Type)
+			addAt("window.type", "%q is not a window type: want tumbling, sliding or session", w.Type)
 		}
 		cfg.lateness = ms("allowedLateness", w.AllowedLateness, false)
 	}
@@ -115,7 +120,7 @@ func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 		"window_start": "the window_start column",
 		"window_end":   "the window_end column",
 	}
-	if idx, err := in.Columns("keyBy", op.KeyBy); err != nil {
+	if idx, err := in.Columns(base+".keyBy", op.KeyBy); err != nil {
 		errs = append(errs, err)
 	} else {
 		cfg.keyCols = idx
@@ -123,25 +128,25 @@ func newWindowConfig(op *spec.Operator, in Stream) (*windowConfig, error) {
 			name := op.KeyBy[i]
 			t, err := arrowfmt.TypeOf(in.Schema.Field(c).Type)
 			if err != nil {
-				add("keyBy: column %q: %w", name, err)
+				addAt("keyBy", "column %q: %w", name, err)
 				continue
 			}
 			if prev, dup := names[name]; dup {
-				add("keyBy: %q collides with %s", name, prev)
+				addAt("keyBy", "%q collides with %s", name, prev)
 			}
 			names[name] = fmt.Sprintf("key column %q", name)
 			cfg.keyTypes = append(cfg.keyTypes, t)
 		}
 	}
 	if op.Aggregate.Len() == 0 {
-		add("aggregate: missing: a window needs aggregates, e.g. {requests: count(), avg_fare: avg(fare)}")
-	} else if aggs, err := ParseAggregates(op.Aggregate, in.Schema); err != nil {
+		addAt("aggregate", "missing: a window needs aggregates, e.g. {requests: count(), avg_fare: avg(fare)}")
+	} else if aggs, err := ParseAggregates(base+".aggregate", op.Aggregate, in.Schema); err != nil {
 		errs = append(errs, err)
 	} else {
 		cfg.aggs = aggs
 		for _, a := range aggs {
 			if prev, dup := names[a.Name]; dup {
-				add("aggregate %s: the name collides with %s", a.Name, prev)
+				addAt("aggregate."+a.Name, "the name collides with %s", prev)
 			}
 			names[a.Name] = fmt.Sprintf("aggregate %q", a.Name)
 		}

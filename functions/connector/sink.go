@@ -19,7 +19,7 @@ import (
 func NewSink(snk *spec.Sink, in stream.Stream) (task.Sink, error) {
 	p := fmt.Sprintf("sinks[%s]", snk.Name)
 	if snk.Rate < 0 {
-		return nil, fmt.Errorf("%s.rate: %g is negative", p, snk.Rate)
+		return nil, spec.Errorf(p+".rate", "%g is negative", snk.Rate)
 	}
 	t, ok := LookupSink(snk.Type)
 	if !ok {

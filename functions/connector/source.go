@@ -21,13 +21,13 @@ func SourceSchema(src *spec.Source) (stream.Stream, error) {
 	p := fmt.Sprintf("sources[%s]", src.Name)
 	var errs []error
 	if src.Schema.Len() == 0 {
-		errs = append(errs, fmt.Errorf("%s.schema: a source needs a schema: {column: type, ...}", p))
+		errs = append(errs, spec.Errorf(p+".schema", "a source needs a schema: {column: type, ...}"))
 	}
 	fields := make([]arrowfmt.Field, 0, src.Schema.Len())
 	for i, name := range src.Schema.Keys {
 		t, err := arrowfmt.ParseType(src.Schema.Values[i])
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.schema.%s: %w", p, name, err))
+			errs = append(errs, spec.Errorf(p+".schema."+name, "%w", err))
 			continue
 		}
 		fields = append(fields, arrowfmt.Field{Name: name, Type: t})
@@ -37,7 +37,7 @@ func SourceSchema(src *spec.Source) (stream.Stream, error) {
 	}
 	schema, err := arrowfmt.NewSchema(fields)
 	if err != nil {
-		return stream.Stream{}, fmt.Errorf("%s.schema: %w", p, err)
+		return stream.Stream{}, spec.Errorf(p+".schema", "%w", err)
 	}
 	s := stream.Stream{Schema: schema, TimeColumn: -1}
 	if src.Event == nil {
@@ -47,11 +47,11 @@ func SourceSchema(src *spec.Source) (stream.Stream, error) {
 	idx := schema.FieldIndices(col)
 	switch {
 	case col == "":
-		return stream.Stream{}, fmt.Errorf("%s.eventTime.column: missing: name the timestamp_ms column that holds event time", p)
+		return stream.Stream{}, spec.Errorf(p+".eventTime.column", "missing: name the timestamp_ms column that holds event time")
 	case len(idx) == 0:
-		return stream.Stream{}, fmt.Errorf("%s.eventTime.column: %q is not a column of the schema (columns: %s)", p, col, stream.ColumnList(schema))
+		return stream.Stream{}, spec.Errorf(p+".eventTime.column", "%q is not a column of the schema (columns: %s)", col, stream.ColumnList(schema))
 	case fields[idx[0]].Type != arrowfmt.TimestampMs:
-		return stream.Stream{}, fmt.Errorf("%s.eventTime.column: column %q is %s: event time needs a %s column", p, col, fields[idx[0]].Type, arrowfmt.TimestampMs)
+		return stream.Stream{}, spec.Errorf(p+".eventTime.column", "column %q is %s: event time needs a %s column", col, fields[idx[0]].Type, arrowfmt.TimestampMs)
 	}
 	s.TimeColumn = idx[0]
 	return s, nil

@@ -136,8 +136,10 @@ func Build(job *spec.Job) (*Plan, error) {
 	j := job.Effective()
 	p := &Plan{Job: j, byName: map[string]*Node{}}
 	var probs spec.Problems
+	// A check's error names its own field when it can (spec.Errorf);
+	// field is for those that do not.
 	fail := func(field string, err error) {
-		probs = append(probs, spec.Problem{Field: field, Msg: err.Error()})
+		probs = append(probs, spec.ProblemsOf(field, err)...)
 	}
 	// producers: name -> (node, port)
 	type prod struct {

@@ -289,29 +289,29 @@ sources:
 		msg   []string
 	}{
 		{"avg over a string", src(evTime, "  - {name: last, input: rides, keyBy: [id], window: {type: tumbling, size: 1m}, aggregate: {a: avg(zone)}}\n"),
-			"operators[last]", []string{"avg", "zone", "string"}},
+			"operators[last].aggregate.a", []string{"avg", "zone", "string"}},
 		{"filter not boolean", src(evTime, "  - {name: last, input: rides, filter: fare + 1}\n"),
-			"operators[last]", []string{"operators[last].filter", "filter must be a boolean expression"}},
+			"operators[last].filter", []string{"filter must be a boolean expression"}},
 		{"filter on a missing column", src(evTime, "  - {name: last, input: rides, filter: price > 1}\n"),
-			"operators[last]", []string{"price"}},
+			"operators[last].filter", []string{"price"}},
 		{"select of a missing column", src(evTime, "  - {name: last, input: rides, select: {p: price * 2}}\n"),
-			"operators[last]", []string{"operators[last].select.p", "price"}},
+			"operators[last].select.p", []string{"price"}},
 		{"unknown function", src(evTime, "  - {name: last, input: rides, keyBy: [zone], function: no-such-fn}\n"),
-			"operators[last]", []string{`"no-such-fn" is not a registered function`, "plan-test-tag", "surge-multiplier"}},
+			"operators[last].function", []string{`"no-such-fn" is not a registered function`, "plan-test-tag", "surge-multiplier"}},
 		{"function output refuses its input", src(evTime, "  - {name: sel, input: rides, select: {id: id}}\n  - {name: last, input: sel, keyBy: [id], function: plan-test-tag}\n"),
-			"operators[last]", []string{"plan-test-tag", `no column "zone"`}},
+			"operators[last].function", []string{"plan-test-tag", `no column "zone"`}},
 		{"keyBy column missing", src(evTime, "  - {name: last, input: rides, keyBy: [colour], window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),
 			"operators[last].keyBy", []string{`"colour" is not a column of the input`, "zone"}},
 		{"window without keyBy above parallelism 1", src(evTime, "  - {name: last, input: rides, parallelism: 2, window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),
 			"operators[last].keyBy", []string{"a window without keyBy sees every row", "parallelism 1 (it has 2)"}},
 		{"window without event time", src("", "  - {name: last, input: rides, keyBy: [zone], window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),
-			"operators[last]", []string{"window last", "the input has no event time"}},
+			"operators[last].input", []string{"the input has no event time"}},
 		{"window after a select that drops event time", src(evTime, "  - {name: sel, input: rides, select: {zone: zone}}\n  - {name: last, input: sel, keyBy: [zone], window: {type: tumbling, size: 1m}, aggregate: {n: count()}}\n"),
-			"operators[last]", []string{"no event time"}},
+			"operators[last].input", []string{"no event time"}},
 		{"bad column type", strings.Replace(src("", "  - {name: last, input: rides, filter: id > 1}\n"), "fare: float64", "fare: float65", 1),
-			"sources[rides]", []string{"sources[rides].schema.fare", "float65"}},
+			"sources[rides].schema.fare", []string{"float65"}},
 		{"event time not a timestamp", src("    eventTime: {column: id}\n", "  - {name: last, input: rides, filter: id > 1}\n"),
-			"sources[rides]", []string{`column "id" is int64`, "timestamp_ms"}},
+			"sources[rides].eventTime.column", []string{`column "id" is int64`, "timestamp_ms"}},
 		{"redis source above parallelism 1", strings.Replace(src("", "  - {name: last, input: rides, filter: id > 1}\n"), "    type: datagen\n    count: 10\n", "    type: redis\n    stream: s\n    parallelism: 2\n", 1),
 			"sources[rides].parallelism", []string{"a redis source reads one stream: parallelism must be 1, got 2"}},
 	}
@@ -377,7 +377,7 @@ sinks:
 	for _, p := range ps {
 		fields = append(fields, p.Field)
 	}
-	if want := []string{"operators[a]", "operators[b]", "operators[c]"}; !reflect.DeepEqual(fields, want) {
+	if want := []string{"operators[a].filter", "operators[b].select.x", "operators[c].function"}; !reflect.DeepEqual(fields, want) {
 		t.Errorf("problem fields = %v, want %v:\n%v", fields, want, ps)
 	}
 

@@ -23,7 +23,12 @@ type Problem struct {
 	// nth picks the nth list item of that name (0-based) when a name is
 	// repeated, so a duplicate's line is the duplicate's, not the first's.
 	nth int
+	// err is the error the message wraps (Errorf's %w), for errors.Is.
+	err error
 }
+
+// Unwrap returns the error the problem's message wraps, if any.
+func (p Problem) Unwrap() error { return p.err }
 
 func (p Problem) Error() string {
 	var b strings.Builder
@@ -62,6 +67,60 @@ func (ps Problems) Error() string {
 // does: how the checks of a connector's fields (package connector) report.
 func (ps *Problems) Add(field, format string, args ...any) {
 	*ps = append(*ps, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Errorf returns the problem of field, its message formatted as
+// fmt.Sprintf does, as an error: how a check outside this package (a
+// schema, an expression, a connector) says which field is wrong, so that
+// whoever collects it (ProblemsOf) need not add the field again.
+func Errorf(field, format string, args ...any) error {
+	e := fmt.Errorf(format, args...)
+	return Problem{Field: field, Msg: e.Error(), err: errors.Unwrap(e)}
+}
+
+// ProblemsOf returns the problems inside err, which may join several
+// (errors.Join) and wrap them: a Problem keeps its own field and the text
+// that wraps it is dropped (the field says where it is); any other error is
+// a problem of field with its text as the message.
+func ProblemsOf(field string, err error) Problems {
+	if err == nil {
+		return nil
+	}
+	if ps := problemsIn(field, err); ps != nil {
+		return ps
+	}
+	return Problems{{Field: field, Msg: err.Error()}}
+}
+
+// problemsIn collects the problems err holds, or nil if it holds none. A
+// joined error's parts that hold none become problems of field.
+func problemsIn(field string, err error) Problems {
+	switch e := err.(type) {
+	case Problem:
+		return Problems{e}
+	case Problems:
+		return e
+	case interface{ Unwrap() []error }:
+		var ps Problems
+		var plain []error
+		for _, part := range e.Unwrap() {
+			if sub := problemsIn(field, part); sub != nil {
+				ps = append(ps, sub...)
+			} else {
+				plain = append(plain, part)
+			}
+		}
+		if ps == nil {
+			return nil
+		}
+		for _, part := range plain {
+			ps = append(ps, Problem{Field: field, Msg: part.Error()})
+		}
+		return ps
+	case interface{ Unwrap() error }:
+		return problemsIn(field, e.Unwrap())
+	}
+	return nil
 }
 
 // AsProblems returns the problems inside err, if it holds any.
@@ -159,16 +218,16 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string, probs *Problems)
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // left at its zero value
+	}
+	if msg := checkType(n, t); msg != "" {
+		*probs = append(*probs, Problem{File: file, Line: n.Line, Field: path, Msg: msg})
+		return
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if t == reflect.TypeOf(OrderedMap{}) {
-			return
-		}
-		if n.Kind != yaml.MappingNode {
-			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-				return
-			}
-			*probs = append(*probs, Problem{File: file, Line: n.Line, Field: path, Msg: fmt.Sprintf("want a mapping, got %q", n.Value)})
 			return
 		}
 		fields := map[string]reflect.StructField{}
@@ -200,9 +259,6 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string, probs *Problems)
 			checkKeys(v, f.Type, sub, file, probs)
 		}
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return // the decoder reports the type error
-		}
 		for i, item := range n.Content {
 			checkKeys(item, t.Elem(), fmt.Sprintf("%s[%s]", path, itemName(item, i)), file, probs)
 		}
@@ -213,6 +269,95 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string, probs *Problems)
 			}
 		}
 	}
+}
+
+var (
+	durationType   = reflect.TypeOf(Duration(0))
+	orderedMapType = reflect.TypeOf(OrderedMap{})
+)
+
+// checkType reports, as a problem's message, a value of the wrong shape or
+// type for t: what the value is and what is accepted. The decoder would
+// refuse most of them too, but without the field, and it truncates 1.5
+// into an integer field. "" means the value fits.
+func checkType(n *yaml.Node, t reflect.Type) string {
+	switch {
+	case t == durationType:
+		if n.Kind != yaml.ScalarNode {
+			return "want a duration such as 5s, got " + describeNode(n)
+		}
+		if _, err := ParseDuration(n.Value); err != nil {
+			return fmt.Sprintf("%q is not a duration: want e.g. 500ms, 5s, 1m30s, 2h or 7d", n.Value)
+		}
+		return ""
+	case t == orderedMapType:
+		if n.Kind != yaml.MappingNode {
+			return "want a mapping of name: value, got " + describeNode(n)
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if v.Kind != yaml.ScalarNode {
+				return fmt.Sprintf("the value of %q is %s: want a single value, as in {%s: count()}", k.Value, describeNode(v), k.Value)
+			}
+			if seen[k.Value] {
+				return fmt.Sprintf("%q is repeated", k.Value)
+			}
+			seen[k.Value] = true
+		}
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return "want a mapping, got " + describeNode(n)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			if n.Kind == yaml.ScalarNode {
+				return fmt.Sprintf("%q is not a list: write [%s]", n.Value, n.Value)
+			}
+			return "want a list, got " + describeNode(n)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n.Kind != yaml.ScalarNode {
+			return "want an integer, got " + describeNode(n)
+		}
+		if n.Tag != "!!int" || n.Decode(reflect.New(t).Interface()) != nil {
+			return fmt.Sprintf("%q is not an integer", n.Value)
+		}
+	case reflect.Float32, reflect.Float64:
+		if n.Kind != yaml.ScalarNode {
+			return "want a number, got " + describeNode(n)
+		}
+		if (n.Tag != "!!int" && n.Tag != "!!float") || n.Decode(reflect.New(t).Interface()) != nil {
+			return fmt.Sprintf("%q is not a number", n.Value)
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode {
+			return "want true or false, got " + describeNode(n)
+		}
+		if n.Tag != "!!bool" {
+			return fmt.Sprintf("%q is not a boolean: want true or false", n.Value)
+		}
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			return "want a string, got " + describeNode(n)
+		}
+	}
+	return ""
+}
+
+// describeNode says what a YAML value is, for messages: its text when it
+// is a scalar, else a list or a mapping.
+func describeNode(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%q", n.Value)
 }
 
 func joinPath(path, key string) string {

@@ -248,7 +248,7 @@ func TestParseShapeAndSyntax(t *testing.T) {
 		},
 		{
 			name: "select value not a scalar", src: strings.Replace(base, "{n: count()}", "{n: [count()]}", 1),
-			msg: []string{`value of "n" must be a scalar`},
+			field: "operators[stats].aggregate", marker: "aggregate:", msg: []string{`the value of "n" is a list: want a single value`},
 		},
 		{
 			name: "repeated aggregate", src: strings.Replace(base, "{n: count()}", "{n: count(), n: count()}", 1),
@@ -331,7 +331,7 @@ func TestParseDurationsInSpec(t *testing.T) {
 	ps := problems(t, err)
 	p := ps[0]
 	wantMsg(t, p, `"5 minutes"`, "want e.g.")
-	if line := lineOf(t, bad, "size: 5 minutes"); !strings.Contains(p.Error(), "job.yaml") || !strings.Contains(p.Error(), fmt.Sprintf("line %d", line)) {
+	if line := lineOf(t, bad, "size: 5 minutes"); !strings.Contains(p.Error(), "job.yaml") || !strings.Contains(p.Error(), fmt.Sprintf("job.yaml:%d: operators[stats].window.size: ", line)) {
 		t.Errorf("problem %q does not name the file and line %d", p.Error(), line)
 	}
 }

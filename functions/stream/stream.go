@@ -1,9 +1,9 @@
 package stream
 
 import (
-	"fmt"
-
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/weirstream/weir/functions/spec"
 )
 
 // Stream describes what flows on an edge: the schema and which column, if
@@ -29,7 +29,7 @@ func (s Stream) Columns(field string, names []string) ([]int, error) {
 	for i, n := range names {
 		j := s.Schema.FieldIndices(n)
 		if len(j) == 0 {
-			return nil, fmt.Errorf("%s: %q is not a column of the input (columns: %s)", field, n, ColumnList(s.Schema))
+			return nil, spec.Errorf(field, "%q is not a column of the input (columns: %s)", n, ColumnList(s.Schema))
 		}
 		idx[i] = j[0]
 	}

@@ -45,7 +45,8 @@ type BucketReader interface {
 	// Stat returns the object's info, or ErrNotFound.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
 	// List returns every object whose key starts with prefix (recursively),
-	// sorted by key.
+	// sorted by key. Its error names the prefix and the bucket (Describe):
+	// callers need not repeat them.
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 	// Describe names the bucket for messages, e.g. "s3://bucket/prefix" or
 	// "file:///dir". It never contains credentials.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,9 +20,11 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 )
 
 // DefaultRegion is used when neither S3Config.Region nor the environment
@@ -142,6 +145,16 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		// body and, for unsigned payloads, chunked encoding.
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+		// The SDK's own logger writes lines such as "SDK ... WARN falling
+		// back to IMDSv1" straight to stderr, into the user's terminal;
+		// what matters reaches the caller as an error.
+		config.WithLogger(logging.Nop{}),
+	}
+	if cfg.Endpoint != "" || os.Getenv("AWS_ENDPOINT_URL_S3") != "" || os.Getenv("AWS_ENDPOINT_URL") != "" {
+		// A custom endpoint (MinIO, another S3-compatible server) is
+		// not on EC2's metadata service: asking it for credentials only
+		// adds a timeout and a confusing error.
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	if cfg.Region != "" {
 		opts = append(opts, config.WithRegion(cfg.Region))
@@ -154,6 +167,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 bucket %q: load aws config: %w", cfg.Bucket, err)
 	}
+	awsCfg.Credentials = credentialsProvider{awsCfg.Credentials}
 	if awsCfg.Region == "" {
 		awsCfg.Region = DefaultRegion
 	}
@@ -211,7 +225,7 @@ func (s *S3) EnsureBucket(ctx context.Context) error {
 		return nil
 	}
 	if !isCode(err, "NotFound", "NoSuchBucket") {
-		return fmt.Errorf("check bucket %s: %w", s.Describe(), err)
+		return fmt.Errorf("check bucket %s: %w", s.Describe(), s.explain(err))
 	}
 	in := &s3.CreateBucketInput{Bucket: &s.bucket}
 	if r := s.client.Options().Region; r != DefaultRegion {
@@ -221,7 +235,7 @@ func (s *S3) EnsureBucket(ctx context.Context) error {
 	}
 	_, err = s.client.CreateBucket(ctx, in)
 	if err != nil && !isCode(err, "BucketAlreadyOwnedByYou") {
-		return fmt.Errorf("create bucket %s: %w", s.Describe(), err)
+		return fmt.Errorf("create bucket %s: %w", s.Describe(), s.explain(err))
 	}
 	return nil
 }
@@ -250,7 +264,7 @@ func (s *S3) key(op, key string) (*string, error) {
 }
 
 func (s *S3) errorf(op, key string, err error) error {
-	return fmt.Errorf("%s %q in %s: %w", op, key, s.Describe(), err)
+	return fmt.Errorf("%s %q in %s: %w", op, key, s.Describe(), s.explain(err))
 }
 
 // Get returns the whole object, or ErrNotFound.
@@ -322,7 +336,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %q in %s: %w", prefix, s.Describe(), err)
+			return nil, fmt.Errorf("list %q in %s: %w", prefix, s.Describe(), s.explain(err))
 		}
 		for _, o := range page.Contents {
 			k, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix)

@@ -464,7 +464,7 @@ func newDatagenGen(src *spec.Source, out stream.Stream) (*datagenGen, error) {
 	p := fmt.Sprintf("sources[%s]", src.Name)
 	types, err := arrowfmt.Types(out.Schema)
 	if err != nil {
-		return nil, fmt.Errorf("%s.schema: %w", p, err)
+		return nil, spec.Errorf(p+".schema", "%w", err)
 	}
 	opt := spec.DatagenOpt{}
 	if src.Gen != nil {
@@ -472,7 +472,7 @@ func newDatagenGen(src *spec.Source, out stream.Stream) (*datagenGen, error) {
 	}
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s.%s: %s", p, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, spec.Errorf(p+"."+field, format, args...))
 	}
 	g := &datagenGen{schema: out.Schema, count: src.Count, eps: opt.EventsPerSecond}
 	if src.Count < 0 {

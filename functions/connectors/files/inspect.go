@@ -55,7 +55,7 @@ func (i inspector) Staged(ctx context.Context, snk *spec.Sink) ([]string, error)
 	dir := layout.StagingPrefix(snk.Path)
 	objs, err := i.b.List(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("list %s in %s: %w", dir, i.b.Describe(), err)
+		return nil, err // it names the directory and the store
 	}
 	var ids []string
 	for _, o := range objs {

@@ -124,12 +124,12 @@ func ConfigOf(src *spec.Source, now time.Time) (Config, error) {
 	default:
 		t, err := time.Parse(time.RFC3339, opt.Start)
 		if err != nil {
-			return cfg, fmt.Errorf("%s.start: %q is not an RFC 3339 time or \"now\"", p, opt.Start)
+			return cfg, spec.Errorf(p+".start", "%q is not an RFC 3339 time or \"now\"", opt.Start)
 		}
 		cfg.BaseTime = t.UnixMilli()
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("%s: %w", p, err)
+		return cfg, spec.Errorf(p, "%w", err)
 	}
 	return cfg, nil
 }
