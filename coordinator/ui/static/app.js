@@ -131,7 +131,7 @@ function layout(vertices) {
   vertices.forEach((v) => lv(v));
   const cols = [];
   for (const v of vertices) (cols[level.get(v.name)] ||= []).push(v);
-  const W = 230, H = 112, GX = 90, GY = 26, pos = new Map();
+  const W = 230, H = 112, GX = 150, GY = 26, pos = new Map();
   cols.forEach((col, c) => col.forEach((v, r) => pos.set(v.name, { x: 20 + c * (W + GX), y: 20 + r * (H + GY) })));
   const width = 40 + cols.length * (W + GX) - GX;
   const height = 40 + Math.max(...cols.map((c) => c.length)) * (H + GY) - GY;
