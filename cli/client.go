@@ -261,6 +261,7 @@ func (a *app) jobsCmd() *cobra.Command {
 	})
 	jobs.AddCommand(a.stopCmd())
 	jobs.AddCommand(a.jobsUpgradeCmd())
+	jobs.AddCommand(a.jobsScaleCmd())
 	return jobs
 }
 

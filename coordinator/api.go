@@ -108,6 +108,24 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, SavepointResponse{Savepoint: key})
 	})
+	mux.HandleFunc("POST /api/v1/jobs/{id}/scale", func(w http.ResponseWriter, r *http.Request) {
+		var to map[string]int
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		if err := dec.Decode(&to); err != nil {
+			writeJSON(w, http.StatusBadRequest, APIError{Error: fmt.Sprintf(`scale: the body is not a JSON object of parallelisms, {"window": 4}: %v`, err)})
+			return
+		}
+		resp, err := c.Scale(r.Context(), r.PathValue("id"), to)
+		if err != nil {
+			if ps, ok := spec.AsProblems(err); ok {
+				writeJSON(w, http.StatusBadRequest, APIError{Error: err.Error(), Problems: ps})
+				return
+			}
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
 	mux.HandleFunc("GET /api/v1/jobs/{id}/savepoints", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := c.Status(r.PathValue("id")); err != nil {
 			writeErr(w, err)
@@ -211,7 +229,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrEnded), errors.Is(err, ErrFunctionInUse), errors.Is(err, ErrUpgradeRefused):
+	case errors.Is(err, ErrEnded), errors.Is(err, ErrFunctionInUse), errors.Is(err, ErrUpgradeRefused), errors.Is(err, ErrScaleRefused):
 		code = http.StatusConflict
 	case errors.Is(err, registry.ErrNotFound):
 		code = http.StatusNotFound

@@ -134,8 +134,8 @@ sinks:
 	if err != nil || !strings.Contains(out, "worker-1") || !strings.Contains(out, "worker-2") {
 		t.Errorf("workers list: %v\n%s", err, out)
 	}
-	out, err = c.weir("jobs", "scale", "x=1")
-	if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), `unknown command "scale" for "weir jobs"`) {
+	out, err = c.weir("jobs", "sclae", "x=1")
+	if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), `unknown command "sclae" for "weir jobs"`) {
 		t.Errorf("an unknown subcommand: exit %d, %q, %v; want 2 naming it", code, out, err)
 	}
 }

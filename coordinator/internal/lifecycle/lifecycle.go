@@ -519,6 +519,27 @@ func (j *Job) StoppedWithSavepoint(now time.Time, key string) ([]Decision, bool)
 	return j.Cancel(now)
 }
 
+// Rescale restarts a running job at once as a new attempt of tasks (the
+// plan at its new parallelism), restored from its latest checkpoint with
+// key groups redistributed. It is no failure: it is not counted as a
+// restart, adds no exception and waits for no backoff, but it is a
+// Recovery (with reason), so the time it took is in the history. It
+// reports false, changing nothing, unless the job is RUNNING and not
+// finishing.
+func (j *Job) Rescale(now time.Time, tasks []Task, reason string) ([]Decision, bool) {
+	if j.state != Running || j.finalizing {
+		return nil, false
+	}
+	j.cfg.Tasks = slices.Clone(tasks)
+	msg := "rescale: " + reason
+	ds := []Decision{{Kind: AbortCheckpoints, Message: msg}, {Kind: FailSavepoints, Message: msg}}
+	j.state = Restarting
+	j.recovered, j.deploy = false, false
+	j.restartAt = now // recovery starts at the next Tick, once no manifest is being written
+	j.recover(Recovery{Attempt: j.attempt + 1, Reason: msg, Detected: now})
+	return append(ds, j.cancelTasks()...), true
+}
+
 // ManifestWriting and ManifestWritten bracket a checkpoint manifest write;
 // allCommitted reports that every transaction it lists committed, so an
 // older checkpoint can no longer replace it.

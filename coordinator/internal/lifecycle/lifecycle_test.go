@@ -20,6 +20,7 @@ import (
 //	deploy @ms v/0=w1 w/1=w2 | deploy-failed @ms msg=...
 //	task v/0 <STATE> @ms [worker=w1] [msg=...] [corrupt=N]
 //	lost w1 [w2...] @ms | tick @ms | cancel @ms | stop-savepoint key @ms
+//	rescale tasks=v/0,v/1,w/0 reason=... @ms
 //	writing | written N ok|failed [committed] @ms
 //	recovered N [final] @ms | recovery-failed [fatal] msg=... @ms | finalized ok|failed @ms
 //	restart-coordinator @ms  (this job's status stored, and resumed by a new coordinator)
@@ -82,6 +83,15 @@ func TestTraces(t *testing.T) {
 				var ok bool
 				if ds, ok = j.Cancel(a.now); !ok {
 					return "refused: the job has ended\n" + j.summary(), nil
+				}
+			case "rescale":
+				var tasks []Task
+				for _, w := range strings.Split(a.kv["tasks"], ",") {
+					tasks = append(tasks, parseTask(t, w))
+				}
+				var ok bool
+				if ds, ok = j.Rescale(a.now, tasks, a.kv["reason"]); !ok {
+					return "refused: the job is not running\n" + j.summary(), nil
 				}
 			case "stop-savepoint":
 				var ok bool
