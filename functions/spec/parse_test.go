@@ -112,7 +112,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		{
 			name: "top", from: "job: rides\n", to: "job: rides\nparallelizm: 2\n",
 			field: "parallelizm", marker: "parallelizm", suggest: "parallelism",
-			accept: "checkpoint, exchange, job, maxParallelism, operators, parallelism, restart, sinks, sources",
+			accept: "autoscale, checkpoint, exchange, job, maxParallelism, operators, parallelism, restart, sinks, sources",
 		},
 		{
 			name: "source", from: "    type: datagen\n", to: "    typ: datagen\n",

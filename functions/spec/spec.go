@@ -27,6 +27,76 @@ type Job struct {
 	Checkpoint *Checkpoint `yaml:"checkpoint,omitempty" json:"checkpoint,omitempty"`
 	// Restart says how a failed job restarts from its latest checkpoint.
 	Restart *Restart `yaml:"restart,omitempty" json:"restart,omitempty"`
+	// Autoscale lets the coordinator change the parallelism of the
+	// job's vertices from their metrics (docs/autoscaling.md); nil is off.
+	Autoscale *Autoscale `yaml:"autoscale,omitempty" json:"autoscale,omitempty"`
+}
+
+// Autoscale configures the autoscaler of a job (docs/autoscaling.md).
+// Zero fields take the defaults in DefaultAutoscale; EffectiveAutoscale
+// fills them in.
+type Autoscale struct {
+	// Enabled turns the autoscaler on; a section without it only records
+	// settings.
+	Enabled bool `yaml:"enabled,omitempty" json:"enabled,omitempty"`
+	// MinParallelism and MaxParallelism bound every vertex's parallelism
+	// (defaults 1 and 8); MaxParallelism is at most the job's
+	// maxParallelism (its key groups).
+	MinParallelism int `yaml:"minParallelism,omitempty" json:"minParallelism,omitempty"`
+	MaxParallelism int `yaml:"maxParallelism,omitempty" json:"maxParallelism,omitempty"`
+	// TargetUtilization is the busy share each vertex is sized for, in
+	// (0, 1] (default 0.7).
+	TargetUtilization float64 `yaml:"targetUtilization,omitempty" json:"targetUtilization,omitempty"`
+	// Window is how long metrics are averaged over (default 20s).
+	Window Duration `yaml:"window,omitempty" json:"window,omitempty"`
+	// Stabilization is the least time between two rescales (default 30s).
+	Stabilization Duration `yaml:"stabilization,omitempty" json:"stabilization,omitempty"`
+	// CatchUp is how soon a source's backlog should be gone (default 60s).
+	CatchUp Duration `yaml:"catchUp,omitempty" json:"catchUp,omitempty"`
+	// ScaleToZero suspends the job once every source received nothing
+	// for this long; 0 never suspends it.
+	ScaleToZero Duration `yaml:"scaleToZero,omitempty" json:"scaleToZero,omitempty"`
+}
+
+// DefaultAutoscale holds the values a zero field of an autoscale section
+// takes.
+var DefaultAutoscale = Autoscale{MinParallelism: 1, MaxParallelism: 8, TargetUtilization: 0.7,
+	Window: Duration(20 * time.Second), Stabilization: Duration(30 * time.Second), CatchUp: Duration(time.Minute)}
+
+// EffectiveAutoscale returns the autoscale settings with defaults filled
+// in, and whether the autoscaler is on. MaxParallelism is lowered to the
+// job's maxParallelism when the default would exceed it.
+func (j *Job) EffectiveAutoscale() (Autoscale, bool) {
+	if j.Autoscale == nil {
+		return Autoscale{}, false
+	}
+	a, d := *j.Autoscale, DefaultAutoscale
+	if a.MinParallelism == 0 {
+		a.MinParallelism = d.MinParallelism
+	}
+	if a.MaxParallelism == 0 {
+		a.MaxParallelism = max(min(d.MaxParallelism, j.maxParallelism()), a.MinParallelism)
+	}
+	if a.TargetUtilization == 0 {
+		a.TargetUtilization = d.TargetUtilization
+	}
+	if a.Window == 0 {
+		a.Window = d.Window
+	}
+	if a.Stabilization == 0 {
+		a.Stabilization = d.Stabilization
+	}
+	if a.CatchUp == 0 {
+		a.CatchUp = d.CatchUp
+	}
+	return a, a.Enabled
+}
+
+func (j *Job) maxParallelism() int {
+	if j.MaxParallelism == 0 {
+		return DefaultMaxParallelism
+	}
+	return j.MaxParallelism
 }
 
 // Checkpoint configures periodic checkpoints (DESIGN.md, "Checkpoints").

@@ -253,6 +253,9 @@ func (j *Job) Validate() error {
 			add("restart.maxBackoff", "%s is less than backoff %s", time.Duration(r.MaxBackoff), time.Duration(r.Backoff))
 		}
 	}
+	if a := j.Autoscale; a != nil {
+		validateAutoscale(a, maxP, add)
+	}
 	if cyc := j.cycle(); cyc != "" {
 		add("operators", "the graph has a cycle: %s", cyc)
 	}
@@ -260,6 +263,35 @@ func (j *Job) Validate() error {
 		return ps
 	}
 	return nil
+}
+
+func validateAutoscale(a *Autoscale, maxP int, add func(string, string, ...any)) {
+	if a.MinParallelism < 0 || a.MinParallelism > maxP {
+		add("autoscale.minParallelism", "%d is out of range: want 1..maxParallelism (%d), or 0 for the default (1)", a.MinParallelism, maxP)
+	}
+	if a.MaxParallelism < 0 || a.MaxParallelism > maxP {
+		add("autoscale.maxParallelism", "%d is out of range: want 1..maxParallelism (%d, the key groups), or 0 for the default (8)", a.MaxParallelism, maxP)
+	} else if a.MaxParallelism > 0 && a.MaxParallelism < max(a.MinParallelism, 1) {
+		add("autoscale.maxParallelism", "%d is less than minParallelism %d", a.MaxParallelism, max(a.MinParallelism, 1))
+	}
+	if u := a.TargetUtilization; math.IsNaN(u) || u < 0 || u > 1 {
+		add("autoscale.targetUtilization", "%g is out of range: want a share in (0, 1], e.g. 0.7", u)
+	}
+	for _, d := range []struct {
+		field string
+		v     Duration
+	}{{"window", a.Window}, {"stabilization", a.Stabilization}, {"catchUp", a.CatchUp}, {"scaleToZero", a.ScaleToZero}} {
+		if d.v < 0 {
+			add("autoscale."+d.field, "%s is negative: want a duration such as 30s", time.Duration(d.v))
+		}
+	}
+	w := a.Window
+	if w == 0 {
+		w = DefaultAutoscale.Window
+	}
+	if a.ScaleToZero > 0 && a.ScaleToZero < w {
+		add("autoscale.scaleToZero", "%s is shorter than the window %s: want at least the window, or leave it out to never suspend", time.Duration(a.ScaleToZero), time.Duration(w))
+	}
 }
 
 func checkInput(field, input string, produced map[string]string, sinks map[string]bool, add func(string, string, ...any)) {
