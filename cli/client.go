@@ -261,7 +261,7 @@ func (a *app) jobsCmd() *cobra.Command {
 	})
 	jobs.AddCommand(a.stopCmd())
 	jobs.AddCommand(a.jobsUpgradeCmd())
-	jobs.AddCommand(a.jobsScaleCmd())
+	jobs.AddCommand(a.jobsScaleCmd(), a.jobsScalingCmd())
 	return jobs
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,5 +98,48 @@ func (a *app) waitRunning(ctx context.Context, id string, attempt int) error {
 			return &exitError{code: 1, err: fmt.Errorf("wait for job %s to run again: %w", id, ctx.Err())}
 		case <-time.After(waitPoll):
 		}
+	}
+}
+
+// jobsScalingCmd prints a job's autoscaling history.
+func (a *app) jobsScalingCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "scaling JOB",
+		Short: "The autoscaler's decisions for a job, oldest first: time, vertex, old -> new, busy, rates, backlog, predicted restart cost, reason",
+		Long: `The autoscaler's decisions for a job whose spec turns autoscale on, oldest
+first, each with what it was based on: the busiest subtask's busy share,
+the records per busy second of one subtask (TRUE RATE), the rate the
+vertex receives and must sustain (the sources' input plus their backlog
+over catchUp), the backlog carried to it, and the predicted cost of a
+restart. A decision not to act is listed when it first differs from the
+one before it, and again every 30s. -o json has every field.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var st coordinator.JobStatus
+			if err := a.client().do(cmd.Context(), http.MethodGet, "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &st); err != nil {
+				return err
+			}
+			if a.v.GetString("output") == "json" {
+				if st.Scaling == nil {
+					st.Scaling = []coordinator.ScalingDecision{}
+				}
+				return writeJSON(a.stdout, st.Scaling)
+			}
+			if len(st.Scaling) == 0 {
+				fmt.Fprintf(a.stdout, "%s: no autoscaling decisions (autoscale is off in its spec, or it has not run yet)\n", args[0])
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tVERTEX\tACTION\tBUSY\tTRUE RATE/s\tIN/s\tREQUIRED/s\tBACKLOG\tRESTART\tREASON")
+			for _, d := range st.Scaling {
+				action := fmt.Sprintf("%d -> %d", d.From, d.To)
+				if d.Kind == "none" {
+					action = fmt.Sprintf("stay %d", d.From)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1fs\t%s\n", d.Time.Local().Format(time.TimeOnly), d.Vertex, action,
+					d.Busy, d.TrueRate, d.InputRate, d.RequiredRate, d.Backlog, d.RestartSeconds, oneLine(d.Reason))
+			}
+			return tw.Flush()
+		},
 	}
 }

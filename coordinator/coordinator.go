@@ -172,6 +172,8 @@ type job struct {
 	ck    *ckpt // checkpoints, commits, savepoints
 	// fences are the job's takeovers by leaders (fence.go).
 	fences []Fence
+	// scaler drives the job's autoscaling policy (nil when off).
+	scaler *autoscaler
 }
 
 type taskInfo struct {
@@ -205,7 +207,9 @@ func New(cfg Config) *Coordinator {
 func (c *Coordinator) now() time.Time { return c.cfg.Now() }
 
 func (c *Coordinator) newJob(id string, js *spec.Job, specJSON []byte, p *plan.Plan) *job {
-	return &job{id: id, spec: js, specJSON: specJSON, plan: p, created: c.now(), tasks: map[lifecycle.Task]*taskInfo{}, ck: newCkpt(js)}
+	j := &job{id: id, spec: js, specJSON: specJSON, plan: p, created: c.now(), tasks: map[lifecycle.Task]*taskInfo{}, ck: newCkpt(js)}
+	j.scaler = newAutoscaler(j)
+	return j
 }
 
 // lifecycleConfig describes the job to its lifecycle machine.

@@ -50,6 +50,7 @@ func (c *Coordinator) tick(ctx context.Context, now time.Time) {
 			c.execLocked(ctx, j, k.sm.Tick(now))
 		}
 		c.exec(ctx, j, j.lc.Tick(now))
+		c.autoscaleLocked(j, now)
 	}
 }
 

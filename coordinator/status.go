@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -45,6 +46,9 @@ type JobStatus struct {
 	Fences []Fence `json:"fences,omitempty"`
 	// Savepoint is how far the copy of a savepoint is, while one runs.
 	Savepoint *SavepointProgress `json:"savepoint,omitempty"`
+	// Scaling is the autoscaler's history, oldest first (when the spec
+	// turns it on): each decision, to act or not, with its inputs.
+	Scaling []ScalingDecision `json:"scaling,omitempty"`
 }
 
 // Exception is one failure of a job, one that restarted or failed it.
@@ -131,6 +135,9 @@ func (c *Coordinator) statusLocked(j *job) JobStatus {
 		if k.copying != nil {
 			st.Savepoint = k.copying.progress()
 		}
+	}
+	if as := j.scaler; as != nil {
+		st.Scaling = slices.Clone(as.history)
 	}
 	var sinks, sources control.Stats
 	for _, vi := range j.plan.Describe() {

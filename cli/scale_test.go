@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+)
+
+// weir jobs scale sends NAME=N as a JSON object and prints what changed;
+// a malformed NAME=N is a usage error; weir jobs scaling prints the
+// autoscaler's history as a table, and -o json as it is.
+func TestScaleCommands(t *testing.T) {
+	var got map[string]int
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/jobs/j-1/scale", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Errorf("scale body %q: %v", body, err)
+		}
+		_ = json.NewEncoder(w).Encode(coordinator.ScaleResponse{Job: "j-1", Before: map[string]int{"win": 2, "src": 1}, After: map[string]int{"win": 4, "src": 1}, Attempt: 2})
+	})
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	mux.HandleFunc("GET /api/v1/jobs/j-1", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(coordinator.JobStatus{ID: "j-1", State: coordinator.JobRunning, Attempt: 2, Scaling: []coordinator.ScalingDecision{
+			{Time: at, Kind: "none", Vertex: "win", From: 2, To: 2, Reason: "collecting metrics: 1s of the 20s window"},
+			{Time: at.Add(25 * time.Second), Kind: "scale", Vertex: "win", From: 2, To: 4, Reason: "falls behind: must sustain 4727/s", Busy: 1,
+				TrueRate: 1858, InputRate: 4000, RequiredRate: 4727, Backlog: 6646, RestartSeconds: 5},
+		}})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	out, _ := weir(t, "jobs", "scale", "j-1", "win=4", "--coordinator", srv.URL)
+	if got["win"] != 4 || len(got) != 1 || out != "win 2 -> 4\n" {
+		t.Errorf("jobs scale j-1 win=4: sent %v, printed %q", got, out)
+	}
+	if _, stderr, code := execWeir("jobs", "scale", "j-1", "win:4", "--coordinator", srv.URL); code != 2 || !strings.Contains(stderr, `"win:4": want NAME=N`) {
+		t.Errorf("a malformed NAME=N: exit %d, %q", code, stderr)
+	}
+	out, _ = weir(t, "jobs", "scaling", "j-1", "--coordinator", srv.URL)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "TRUE RATE/s") || !strings.Contains(lines[1], "stay 2") ||
+		!strings.Contains(lines[2], "2 -> 4") || !strings.Contains(lines[2], "1858") || !strings.Contains(lines[2], "falls behind") {
+		t.Errorf("jobs scaling:\n%s", out)
+	}
+	out, _ = weir(t, "jobs", "scaling", "j-1", "-o", "json", "--coordinator", srv.URL)
+	var ds []coordinator.ScalingDecision
+	if err := json.Unmarshal([]byte(out), &ds); err != nil || len(ds) != 2 || ds[1].RequiredRate != 4727 {
+		t.Errorf("jobs scaling -o json: %v\n%s", err, out)
+	}
+}
