@@ -137,7 +137,7 @@ func (a *app) workerCmd() *cobra.Command {
 			return serveWith(ctx, metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), a.logger(), w.Run)
 		},
 	}
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (the running tasks' weir_task_* families) on this address at /metrics")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics (the running tasks' weir_task_* families) on this address at /metrics, and GET /healthz")
 	cmd.Flags().IntVar(&slots, "slots", 4, "subtasks this worker runs at once")
 	cmd.Flags().StringVar(&id, "id", "", "worker id (default <host>-<pid>)")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat-timeout", worker.DefaultHeartbeatTimeout,
@@ -145,8 +145,9 @@ func (a *app) workerCmd() *cobra.Command {
 	return cmd
 }
 
-// serveWith runs run and an HTTP server of h on addr until ctx is done or
-// run returns.
+// serveWith runs run and an HTTP server of h (at /metrics) on addr until
+// ctx is done or run returns. GET /healthz answers ok while the process
+// serves, for a liveness probe.
 func serveWith(ctx context.Context, addr string, h http.Handler, log *slog.Logger, run func(context.Context) error) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -154,6 +155,7 @@ func serveWith(ctx context.Context, addr string, h http.Handler, log *slog.Logge
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	g, gctx := errgroup.WithContext(ctx)

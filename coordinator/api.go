@@ -42,6 +42,7 @@ type SavepointResponse struct {
 //	POST /api/v1/jobs/{id}/cancel  cancel a job at once
 //	POST /api/v1/jobs/{id}/stop    drain a job: sources end early, windows fire, sinks flush
 //	GET  /api/v1/workers           live workers
+//	GET  /api/v1/cluster           slots wanted and available (clusterRoutes in wanted.go)
 //	/api/v1/functions...           deployed Wasm functions (functionRoutes in functions.go)
 //	GET  /healthz, GET /metrics
 func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
@@ -180,6 +181,7 @@ func (c *Coordinator) Handler(reg *prometheus.Registry) http.Handler {
 		writeJSON(w, http.StatusOK, ws)
 	})
 	c.functionRoutes(mux)
+	c.clusterRoutes(mux, reg)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -253,7 +255,10 @@ func (c *Coordinator) collector() prometheus.Collector { return &jobCollector{c:
 // DescribeMetrics sends the descriptions of the families a coordinator's
 // /metrics exports (those of its collector), without a coordinator: for
 // checks of dashboards and alerts against the names.
-func DescribeMetrics(ch chan<- *prometheus.Desc) { (&jobCollector{}).Describe(ch) }
+func DescribeMetrics(ch chan<- *prometheus.Desc) {
+	(&jobCollector{}).Describe(ch)
+	(&clusterCollector{}).Describe(ch)
+}
 
 type jobCollector struct{ c *Coordinator }
 

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/integration/poll"
+)
+
+// TestMetricsServerHealthz checks what a worker's --metrics-addr serves:
+// /metrics, and /healthz for a liveness probe (deploy/kubernetes).
+func TestMetricsServerHealthz(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "weir_worker_slots 1\n") })
+	go func() {
+		done <- serveWith(ctx, addr, metrics, slog.New(slog.DiscardHandler), func(ctx context.Context) error {
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	get := func(path string) (int, string, error) {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	poll.UntilNil(t, 10*time.Second, "metrics server up", func() error { _, _, err := get("/healthz"); return err })
+	for path, want := range map[string]string{"/healthz": "ok", "/metrics": "weir_worker_slots 1"} {
+		code, body, err := get(path)
+		if err != nil || code != http.StatusOK || strings.TrimSpace(body) != want {
+			t.Errorf("GET %s = %d %q (%v), want 200 %q", path, code, body, err, want)
+		}
+	}
+	if code, _, _ := get("/nope"); code != http.StatusNotFound {
+		t.Errorf("GET /nope = %d, want 404", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveWith: %v", err)
+	}
+}
