@@ -76,6 +76,7 @@ func TestBadSpecsRefused(t *testing.T) {
 // exactly once, the status counts 16 over all attempts, and every good
 // line reaches the sink exactly once.
 func TestDeadLettersUnderKills(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 2)
 	ctx := t.Context()
 	const objects, perObject = 4, 10000

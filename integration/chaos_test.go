@@ -151,6 +151,7 @@ func checkChaosOutput(t *testing.T, b blob.BucketReader, specPath string, st coo
 // seconds and starts a replacement, while the job runs: the output is
 // still exactly the failure-free output.
 func TestChaosWorkerKills(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
 	kills := 0
 	st := chaosRun(t, c, func(ctx context.Context, id string) {
@@ -191,6 +192,7 @@ func TestChaosWorkerKills(t *testing.T) {
 // again: it finds the job in the bucket and resumes it from its latest
 // checkpoint.
 func TestChaosCoordinatorRestart(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
 	chaosRun(t, c, func(ctx context.Context, id string) {
 		select {
@@ -208,6 +210,7 @@ func TestChaosCoordinatorRestart(t *testing.T) {
 // TestChaosRedisRestart restarts Redis empty mid-run: the lost channels
 // are detected, the job rolls back to its latest checkpoint.
 func TestChaosRedisRestart(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
 	st := chaosRun(t, c, func(ctx context.Context, id string) {
 		select {
@@ -227,6 +230,7 @@ func TestChaosRedisRestart(t *testing.T) {
 // (none counts as complete without its manifest) and the job goes on or
 // recovers once MinIO is back.
 func TestChaosMinIOOutage(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
 	st := chaosRun(t, c, func(ctx context.Context, id string) {
 		select {
@@ -333,6 +337,7 @@ func TestWorkerCrashDetection(t *testing.T) {
 // each, their own MinIO) on one Redis, each with the chaos job at once:
 // with distinct cluster ids they share nothing, and both outputs are exact.
 func TestClustersShareARedis(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	r := testenv.StartRedis(t)
 	blue, green := startClusterOn(t, 2, 3, r, "blue"), startClusterOn(t, 2, 3, r, "green")
 	ids := []string{blue.deploy(chaosSpec), green.deploy(chaosSpec)}

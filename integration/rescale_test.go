@@ -16,6 +16,7 @@ import (
 // pause (detected -> every task running again) is logged with the state
 // the scaled vertices held.
 func TestRescaleUnderLoad(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 10)
 	scale := func(ctx context.Context, id string, to ...string) {
 		st, _ := c.status(id)

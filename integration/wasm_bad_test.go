@@ -61,6 +61,7 @@ sinks:
 // guests that loop, run out of memory or trap fail their job with an error
 // naming the function, while the workers stay up and run the next job.
 func TestWasmBadModules(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	dir := t.TempDir()
 	c := startCluster(t, 2, 2)
 

@@ -76,6 +76,7 @@ func (c *cluster) deployFunction(name, path string, extra ...string) (map[string
 // killed twice, and checks that all three outputs equal the batch
 // recomputation of the window (so each other).
 func TestWasmZoneStatsUnderKills(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	goMod, cMod := wasmExample(t, "zone-stats-go"), wasmExample(t, "zone-stats-c")
 	c := startCluster(t, 3, 2)
 	for name, path := range map[string]string{"zone-stats-go": goMod, "zone-stats-c": cMod} {
