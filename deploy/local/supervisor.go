@@ -158,28 +158,34 @@ func (s *Supervisor) Start() (int, error) {
 // after StopTimeout) for good, and waits until it has exited or ctx is
 // done. It returns ErrUnknownChild if no child has that id.
 func (s *Supervisor) Stop(ctx context.Context, id string) error {
-	s.mu.Lock()
-	var c *child
-	for _, ch := range s.mu.children {
-		if ch.ID == id && id != "" {
-			c = ch
-		}
+	done, err := s.stop(id)
+	if err != nil {
+		return err
 	}
-	if c == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("stop worker %s: %w", id, ErrUnknownChild)
-	}
-	if !c.Stopping {
-		c.Stopping = true
-		close(c.stop)
-	}
-	s.mu.Unlock()
 	select {
-	case <-c.done:
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stop worker %s: %w", id, ctx.Err())
 	}
+}
+
+// stop marks the child with id as stopping and signals it; done is closed
+// when it has exited.
+func (s *Supervisor) stop(id string) (done <-chan struct{}, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.mu.children {
+		if c.ID != id || id == "" {
+			continue
+		}
+		if !c.Stopping {
+			c.Stopping = true
+			close(c.stop)
+		}
+		return c.done, nil
+	}
+	return nil, fmt.Errorf("stop worker %s: %w", id, ErrUnknownChild)
 }
 
 // newIDLocked returns the next worker id ("" without IDPrefix); s.mu is
