@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/deploy/local"
+	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/worker"
 )
 
@@ -177,15 +178,20 @@ func serveWith(ctx context.Context, addr string, h http.Handler, log *slog.Logge
 }
 
 func (a *app) upCmd() *cobra.Command {
-	var workers, slots int
-	var heartbeat, leaseTTL time.Duration
+	var workers, minWorkers, maxWorkers, slots int
+	var heartbeat, leaseTTL, scaleDownDelay time.Duration
 	var listen string
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run a coordinator and N worker processes on this machine (needs Redis)",
-		Long: `Run a coordinator in this process and --workers worker child processes,
-restarting a worker that exits. Redis (--redis-addr) carries data and control
-between them; the store (--store) is shared. Stop with Ctrl-C.`,
+		Short: "Run a coordinator and worker processes on this machine, as many as the jobs need (needs Redis)",
+		Long: `Run a coordinator in this process and worker child processes, restarting a
+worker that exits. Workers follow the jobs: once a second weir up reads the
+slots the coordinator's jobs want (GET /api/v1/cluster) and runs as many
+workers of --slots slots as they need, at least --min-workers and at most
+--max-workers; it starts them all at once, and stops an idle one (no tasks)
+at a time once a surplus has lasted --scale-down-delay. --workers N alone
+runs N workers, as min and max. Redis (--redis-addr) carries data and
+control between them; the store (--store) is shared. Stop with Ctrl-C.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -193,30 +199,73 @@ between them; the store (--store) is shared. Stop with Ctrl-C.`,
 			if a.v.GetString("redis-addr") == "" {
 				return errors.New("weir up needs Redis: set --redis-addr or WEIR_REDIS_ADDR (make dev-up starts one on 127.0.0.1:6379)")
 			}
+			fl := cmd.Flags()
+			if !fl.Changed("min-workers") {
+				minWorkers = workers
+				if fl.Changed("max-workers") {
+					minWorkers = min(workers, maxWorkers)
+				}
+			}
+			if !fl.Changed("max-workers") {
+				maxWorkers = max(workers, minWorkers)
+			}
+			fc := local.FollowConfig{Min: minWorkers, Max: maxWorkers, SlotsPerWorker: slots, ScaleDownDelay: scaleDownDelay, Logger: a.logger()}
+			if err := fc.Validate(); err != nil {
+				return fmt.Errorf("weir up --min-workers %d --max-workers %d --slots %d --scale-down-delay %s: %w", minWorkers, maxWorkers, slots, scaleDownDelay, err)
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return err
 			}
+			host, _ := os.Hostname()
 			sup := local.NewSupervisor(local.Config{
-				Binary: self,
-				Args:   []string{"worker", "--slots", fmt.Sprint(slots), "--heartbeat-timeout", heartbeat.String()},
-				Env:    a.childEnv(),
-				Count:  workers,
-				Logger: a.logger(),
-				Stdout: a.stderr, Stderr: a.stderr,
+				Binary:   self,
+				Args:     []string{"worker", "--slots", fmt.Sprint(slots), "--heartbeat-timeout", heartbeat.String()},
+				Env:      a.childEnv(),
+				IDPrefix: fmt.Sprintf("%s-up%d", host, os.Getpid()),
+				Logger:   a.logger(),
+				Stdout:   a.stderr, Stderr: a.stderr,
 			})
+			ready := make(chan string, 1)
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return sup.Run(gctx) })
-			g.Go(func() error { return a.serveCoordinator(gctx, listen, nodeOptions{leaseTTL: leaseTTL}, nil) })
+			g.Go(func() error { return a.serveCoordinator(gctx, listen, nodeOptions{leaseTTL: leaseTTL}, ready) })
+			g.Go(func() error {
+				select {
+				case <-gctx.Done():
+					return nil
+				case addr := <-ready:
+					c := &client{bases: []string{"http://" + addr}, http: &http.Client{Timeout: 5 * time.Second}}
+					return local.Follow(gctx, sup, apiCluster{c}, fc)
+				}
+			})
 			return g.Wait()
 		},
 	}
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat-timeout", worker.DefaultHeartbeatTimeout, "the workers' --heartbeat-timeout")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", coordinator.DefaultLeaseTTL, "the coordinator's --lease-ttl (another weir coordinator started beside it is a standby)")
-	cmd.Flags().IntVar(&workers, "workers", 2, "worker processes to run")
+	cmd.Flags().IntVar(&workers, "workers", 2, "worker processes to run: the default of --min-workers and --max-workers")
+	cmd.Flags().IntVar(&minWorkers, "min-workers", 0, "run at least this many workers, jobs or not; 0: none while no job runs (default --workers)")
+	cmd.Flags().IntVar(&maxWorkers, "max-workers", 0, "run at most this many workers, however many slots the jobs want (default the larger of --workers and --min-workers)")
+	cmd.Flags().DurationVar(&scaleDownDelay, "scale-down-delay", local.DefaultScaleDownDelay, "how long more workers run than the jobs need before an idle one is stopped")
 	cmd.Flags().IntVar(&slots, "slots", 4, "slots per worker")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the coordinator's HTTP API")
 	return cmd
+}
+
+// apiCluster reads what workers follow from the coordinator's API.
+type apiCluster struct{ c *client }
+
+func (ac apiCluster) Status(ctx context.Context) (int, []control.WorkerInfo, error) {
+	var cs coordinator.ClusterStatus
+	if err := ac.c.do(ctx, "GET", "/api/v1/cluster", nil, &cs); err != nil {
+		return 0, nil, err
+	}
+	var ws []control.WorkerInfo
+	if err := ac.c.do(ctx, "GET", "/api/v1/workers", nil, &ws); err != nil {
+		return 0, nil, err
+	}
+	return cs.SlotsWanted, ws, nil
 }
 
 // childEnv passes this process's effective configuration to child workers.

@@ -55,3 +55,19 @@ func TestMetricsServerHealthz(t *testing.T) {
 		t.Errorf("serveWith: %v", err)
 	}
 }
+
+// TestUpWorkersFlags checks that bad worker bounds are refused before
+// anything starts, naming the flags and what is accepted.
+func TestUpWorkersFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"--min-workers 3 --max-workers 2": "weir up --min-workers 3 --max-workers 2 --slots 4 --scale-down-delay 10s: min workers 3 above max workers 2: want min ≤ max",
+		"--workers 0":                     "max workers 0: want ≥ 1",
+		"--max-workers 1 --slots 0":       "--min-workers 1 --max-workers 1 --slots 0",
+		"--scale-down-delay -1s":          "scale-down delay -1s: want ≥ 0",
+	} {
+		stderr := weirFails(t, append([]string{"up", "--redis-addr", "127.0.0.1:1"}, strings.Fields(args)...)...)
+		if !strings.Contains(stderr, want) {
+			t.Errorf("weir up %s: stderr %q, want it to say %q", args, stderr, want)
+		}
+	}
+}

@@ -70,29 +70,7 @@ func startCluster(t testing.TB, workers, slots int) *cluster {
 // Redis. Each has its own MinIO.
 func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id string, coordArgs ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, procs: map[string]*proc{}, logDir: t.TempDir()}
-	c.redis = redis
-	if c.redis == nil {
-		c.redis = testenv.StartRedis(t)
-	}
-	c.minio = testenv.StartMinIO(t)
-	c.env = append(c.minio.Env(),
-		"WEIR_REDIS_ADDR="+c.redis.Addr,
-		"WEIR_CLUSTER="+id,
-		"WEIR_STORE=s3://"+c.minio.Bucket,
-		"WEIR_S3_ENDPOINT="+c.minio.Endpoint,
-		"WEIR_LOG_LEVEL=debug",
-		"PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"),
-		"GORACE=halt_on_error=1",
-	)
-	b, err := blob.NewS3(context.Background(), c.minio.S3Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.bucket = b
-	t.Cleanup(func() { b.Close() })
-	port := testenv.FreePort(t)
-	c.api = fmt.Sprintf("http://127.0.0.1:%d", port)
+	c, port := newCluster(t, redis, id)
 	c.start("coordinator", append([]string{"coordinator", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", "coordinator"}, coordArgs...)...)
 	poll.UntilNil(t, 30*time.Second, "coordinator API", func() error {
 		_, err := c.weir("jobs", "list")
@@ -118,6 +96,37 @@ func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id s
 	})
 	t.Cleanup(c.stopAll)
 	return c
+}
+
+// newCluster starts Redis (unless given one) and MinIO and returns a
+// cluster of no process yet, with the port its coordinator is to listen
+// on.
+func newCluster(t testing.TB, redis *testenv.Redis, id string) (*cluster, int) {
+	t.Helper()
+	c := &cluster{t: t, procs: map[string]*proc{}, logDir: t.TempDir()}
+	c.redis = redis
+	if c.redis == nil {
+		c.redis = testenv.StartRedis(t)
+	}
+	c.minio = testenv.StartMinIO(t)
+	c.env = append(c.minio.Env(),
+		"WEIR_REDIS_ADDR="+c.redis.Addr,
+		"WEIR_CLUSTER="+id,
+		"WEIR_STORE=s3://"+c.minio.Bucket,
+		"WEIR_S3_ENDPOINT="+c.minio.Endpoint,
+		"WEIR_LOG_LEVEL=debug",
+		"PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"),
+		"GORACE=halt_on_error=1",
+	)
+	b, err := blob.NewS3(context.Background(), c.minio.S3Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.bucket = b
+	t.Cleanup(func() { b.Close() })
+	port := testenv.FreePort(t)
+	c.api = fmt.Sprintf("http://127.0.0.1:%d", port)
+	return c, port
 }
 
 func (c *cluster) addWorker(slots int) string {
