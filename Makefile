@@ -73,10 +73,12 @@ unit:
 test: deps vet staticcheck unit
 
 # The fault and load tests at length: worker kills, coordinator and Redis
-# restarts, MinIO outages, crash detection over ten kills, and 8 jobs beside
-# CPU burners for 3 minutes (make test runs the last for 20 s).
+# restarts, MinIO outages, crash detection over ten kills, rescales under
+# load, 8 jobs beside CPU burners for 3 minutes, and the autoscaler under a
+# steady load for 3 minutes (make test runs the last two for 20 s).
 chaos: deps
-	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery)'
+	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills|TestRescaleUnderLoad' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery|jobs scale|rescale)'
+	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 10m -run 'TestAutoscalerSteadyLoadStays' -v ./coordinator/ | tee -a .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|utilization'
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
 bench: deps bench-exchange bench-rows bench-e2e bench-checkpoints bench-wasm

@@ -3,6 +3,8 @@ package coordinator_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +128,60 @@ sinks:
 	}
 	if len(seen) != events || dups != 0 {
 		t.Errorf("%d distinct ids of %d, %d duplicated", len(seen), events, dups)
+	}
+}
+
+// TestAutoscalerSteadyLoadStays runs the costly operator at parallelism 2
+// behind a steady 2,800 events a second (utilization about 0.7, the
+// target) for 20 s (WEIR_SOAK_SECONDS in make chaos: 180): the autoscaler
+// takes no action, and says why in its history.
+func TestAutoscalerSteadyLoadStays(t *testing.T) {
+	seconds := 20
+	if s := os.Getenv("WEIR_SOAK_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			t.Fatalf("WEIR_SOAK_SECONDS=%q: want a whole number of seconds", s)
+		}
+		seconds = n
+	}
+	e := newEnvWithin(t, time.Duration(seconds+60)*time.Second)
+	e.startWorker("w1", 4, workerOpts{})
+	const rate = 2800
+	id := e.submit(fmt.Sprintf(`
+job: steady
+checkpoint: {interval: 1s, timeout: 10s}
+autoscale: {enabled: true, maxParallelism: 4, window: 3s, stabilization: 5s, catchUp: 10s}
+sources:
+  - name: gen
+    type: datagen
+    parallelism: 1
+    count: %d
+    rate: %d
+    schema: {id: int64, k: int64}
+    datagen: {fields: {k: {min: 0, max: 999}}}
+operators:
+  - {name: costly, input: gen, parallelism: 2, keyBy: [k], function: coord-test-costly}
+sinks:
+  - {name: out, input: costly, parallelism: 2, type: blackhole}
+`, rate*seconds, rate))
+	st := e.wait(id, time.Duration(seconds+50)*time.Second)
+	if st.State != coordinator.JobFinished {
+		t.Fatalf("job ended %s: %s", st.State, st.Error)
+	}
+	var decided int
+	for _, d := range st.Scaling {
+		if d.Kind != "none" {
+			t.Errorf("a steady load caused %s %s %d -> %d: %s (busy %.2f, utilization %.2f)", d.Kind, d.Vertex, d.From, d.To, d.Reason, d.Busy, d.Utilization)
+		}
+		if d.Vertex == "costly" && strings.HasPrefix(d.Reason, "utilization") {
+			decided++
+			t.Logf("%s: %s", d.Time.Format(time.TimeOnly), d.Reason)
+		}
+	}
+	if decided == 0 {
+		t.Errorf("no decision on costly with a full window in %d s: %+v", seconds, st.Scaling)
+	}
+	if len(st.Recoveries) != 0 {
+		t.Errorf("%d recoveries under a steady load", len(st.Recoveries))
 	}
 }
