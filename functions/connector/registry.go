@@ -37,6 +37,16 @@ type SourceType struct {
 	// the zero Stream for a source with Outputs). It must not start
 	// anything: the runtime opens it. Errors name the field, as Check's.
 	New func(src *spec.Source, out stream.Stream) (task.Source, error)
+	// Splits says the source is a set of splits (redis: its streams) with
+	// a position each, so it can run at another parallelism than the one
+	// a checkpoint was taken at. Its position is then
+	// {"splits": {"<split>": <its position>, ...}} with the splits the
+	// subtask owns; a restore at another parallelism gives every subtask
+	// the splits of all old subtasks merged, and each keeps those it owns:
+	// of the splits sorted by id, subtask s of p owns the i-th when
+	// i % p == s (connector.OwnsSplit). A split absent from a restored
+	// position starts at its beginning.
+	Splits bool
 	// DescribePosition renders a checkpointed position of the source for
 	// weir checkpoints inspect. Nil shows the position's JSON as stored,
 	// which is how the built-in sources, whose positions are small JSON
@@ -186,4 +196,15 @@ func want(names []string) string {
 		return "want " + names[0]
 	}
 	return "want " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// OwnsSplit reports whether subtask of parallelism owns the split at
+// index i of a source's splits sorted by id (see SourceType.Splits).
+func OwnsSplit(i, subtask, parallelism int) bool { return parallelism > 0 && i%parallelism == subtask }
+
+// SplitSource reports whether sources of type typ are made of splits
+// (SourceType.Splits).
+func SplitSource(typ string) bool {
+	t, ok := LookupSource(typ)
+	return ok && t.Splits
 }
