@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator/internal/autoscale"
 	"github.com/weirstream/weir/coordinator/internal/lifecycle"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/plan"
 )
 
@@ -179,7 +180,7 @@ func (c *Coordinator) autoscaleLocked(j *job, now time.Time) {
 			names := scalable(j.plan.Vertex(d.Vertex))
 			if len(names) == 0 {
 				d.Kind, d.To = autoscale.None, d.From
-				d.Reason = "sources keep their parallelism (their positions are per subtask), so no rescale; would have scaled: " + d.Reason
+				d.Reason = "this source keeps its parallelism (its position is per subtask; sources of splits rescale), so no rescale; would have scaled: " + d.Reason
 			}
 			for _, n := range names {
 				to[n] = d.To
@@ -205,13 +206,14 @@ func (c *Coordinator) autoscaleLocked(j *job, now time.Time) {
 }
 
 // scalable names what a rescale of v sets: v itself, or for a chain that
-// starts at a source, the operators and sinks after it (the chain
-// splits; sources keep their parallelism). Nil for a source alone.
+// starts at a source not made of splits, the operators and sinks after it
+// (the chain splits; such a source keeps its parallelism). Nil for such a
+// source alone.
 func scalable(v *plan.Vertex) []string {
 	if v == nil {
 		return nil
 	}
-	if v.Nodes[0].Kind != plan.KindSource {
+	if h := v.Nodes[0]; h.Kind != plan.KindSource || connector.SplitSource(h.Source.Type) {
 		return []string{v.Name}
 	}
 	var names []string

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/weirstream/weir/coordinator/internal/lifecycle"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/layout"
@@ -34,8 +35,10 @@ type ScaleResponse struct {
 // or sink to its new parallelism. The job's stored spec takes the new
 // parallelism first, then the job restarts at once as a new attempt of
 // the new plan, restored from its latest checkpoint with key groups
-// redistributed: exactly-once, without a savepoint or a stop. Sources keep
-// their parallelism (their positions are per subtask).
+// redistributed: exactly-once, without a savepoint or a stop. A source
+// rescales if it is made of splits (connector.SourceType.Splits: its
+// splits are reassigned); others keep their parallelism (their positions
+// are per subtask).
 func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (ScaleResponse, error) {
 	refuse := func(format string, args ...any) (ScaleResponse, error) {
 		return ScaleResponse{}, fmt.Errorf("rescale %s: %s: %w", id, fmt.Sprintf(format, args...), ErrScaleRefused)
@@ -117,8 +120,8 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 }
 
 // rescaledSpec returns the job's spec (decoded from its stored JSON) with
-// the parallelism of to. A vertex name sets every operator and sink of
-// its chain; a source, or a name that is neither, is refused.
+// the parallelism of to. A vertex name sets every node of its chain; a
+// source that is not made of splits, or a name that is none, is refused.
 func rescaledSpec(specJSON []byte, p *plan.Plan, to map[string]int) (*spec.Job, error) {
 	js := new(spec.Job)
 	if err := json.Unmarshal(specJSON, js); err != nil {
@@ -142,10 +145,16 @@ func rescaledSpec(specJSON []byte, p *plan.Plan, to map[string]int) (*spec.Job, 
 			return nil, fmt.Errorf("%s: no vertex, operator or sink of that name (vertices: %s): %w", name, vertexNames(p), ErrScaleRefused)
 		}
 		for _, nd := range nodes {
-			if nd.Kind == plan.KindSource {
-				return nil, fmt.Errorf("%s: %s is a source, and sources keep their parallelism (their positions are per subtask): %w", name, nd.Name, ErrScaleRefused)
+			if nd.Kind == plan.KindSource && !connector.SplitSource(nd.Source.Type) {
+				return nil, fmt.Errorf("%s: %s is a %s source, which keeps its parallelism (its position is per subtask; sources of splits, such as redis, rescale): %w",
+					name, nd.Name, nd.Source.Type, ErrScaleRefused)
 			}
 			set[nd.Name] = n
+		}
+	}
+	for i := range js.Sources {
+		if n, ok := set[js.Sources[i].Name]; ok {
+			js.Sources[i].Parallelism = n
 		}
 	}
 	for i := range js.Operators {

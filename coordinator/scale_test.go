@@ -115,7 +115,7 @@ func TestRescaleRefused(t *testing.T) {
 	}{
 		{map[string]int{}, "name at least one"},
 		{map[string]int{"nope": 2}, "nope: no vertex, operator or sink of that name (vertices: "},
-		{map[string]int{"rides": 4}, "rides: rides is a source, and sources keep their parallelism"},
+		{map[string]int{"rides": 4}, "rides: rides is a datagen source, which keeps its parallelism"},
 		{map[string]int{"tumbling": 0}, "tumbling=0: a parallelism is at least 1"},
 		{map[string]int{"tumbling": 1000}, "tumbling=1000: the job has 128 key groups (maxParallelism), so at most 128 subtasks"},
 	} {

@@ -69,7 +69,7 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			if err != nil {
 				return task.Config{}, fmt.Errorf("source %s: %w", n.Name, err)
 			}
-			head := &task.SourceHead{Name: n.Name, Source: src, TimeColumn: n.Out.TimeColumn, Out: main}
+			head := &task.SourceHead{Name: n.Name, Source: src, Splits: connector.SplitSource(n.Source.Type), TimeColumn: n.Out.TimeColumn, Out: main}
 			if names, streams := connector.SourceOutputs(n.Source); names != nil {
 				head.Outputs = side
 				for _, st := range streams {

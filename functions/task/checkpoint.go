@@ -79,11 +79,20 @@ type sourceCheckpoint struct {
 	DeadLetters  int64           `json:"deadLetters,omitempty"`
 }
 
+// SourceRestore names the source of a chain being restored (Name "" for
+// none) and says whether it is made of splits (SourceHead.Splits).
+type SourceRestore struct {
+	Name   string
+	Splits bool
+}
+
 // RestoreFor picks what subtask subtask (of parallelism parallelism,
 // owning key groups [kgStart, kgEnd)) of vertex restores from manifest m:
 // the state files of its stateful operators, its source's position and
-// its watermark.
-func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgStart, kgEnd int, stateful []string, source string) (*Restore, error) {
+// its watermark. A source restores the position its subtask recorded; at
+// another parallelism only a source of splits can, and gets the splits of
+// every old subtask merged (mergeSplits).
+func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgStart, kgEnd int, stateful []string, source SourceRestore) (*Restore, error) {
 	r := &Restore{Checkpoint: m.Checkpoint, Files: map[string][]manifest.File{}, Continue: map[string]bool{}}
 	for _, op := range stateful {
 		var from []int // (vertex, subtask) contributions, for Continue
@@ -105,22 +114,34 @@ func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgSta
 		}
 		r.Continue[op] = len(from) == 1 && exact
 	}
+	var old []json.RawMessage // the source's positions at another parallelism, by old subtask
 	for _, v := range m.Vertices {
 		if v.Name == vertex && v.Parallelism == parallelism {
 			r.Watermark = v.Subtasks[subtask].Watermark
 		}
 		for _, st := range v.Subtasks {
-			pos, ok := st.SourcePositions[source]
-			if source == "" || !ok {
+			pos, ok := st.SourcePositions[source.Name]
+			if source.Name == "" || !ok {
 				continue
 			}
 			if v.Parallelism != parallelism {
-				return nil, fmt.Errorf("checkpoint %d: source %s ran at parallelism %d; restoring it at %d is not supported (keep the source's parallelism)", m.Checkpoint, source, v.Parallelism, parallelism)
+				if !source.Splits {
+					return nil, fmt.Errorf("checkpoint %d: source %s ran at parallelism %d; restoring it at %d is not supported (keep the source's parallelism)", m.Checkpoint, source.Name, v.Parallelism, parallelism)
+				}
+				old = append(old, pos)
+				continue
 			}
 			if st.Index == subtask {
 				r.SourcePosition = pos
 			}
 		}
+	}
+	if len(old) > 0 {
+		merged, err := mergeSplits(old, subtask == 0)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d: source %s: %w", m.Checkpoint, source.Name, err)
+		}
+		r.SourcePosition = merged
 	}
 	if r.Watermark == nil {
 		// Restored at another parallelism: start at the lowest
@@ -504,6 +525,48 @@ func (c *checkpointer) sourcePosition() (json.RawMessage, error) {
 		sc.MaxTimestamp = &m
 	}
 	return json.Marshal(sc)
+}
+
+// mergeSplits merges the checkpointed positions of a split source's old
+// subtasks, each {"position": {"splits": {...}}, "maxTimestamp": ...,
+// "deadLetters": n}, into one that every new subtask restores: all the
+// splits (each was owned, so recorded, by one old subtask), the lowest
+// largest event time (no record is judged later than it was), and the
+// dead-letter count on the first subtask only, so the job's total goes on.
+func mergeSplits(old []json.RawMessage, first bool) (json.RawMessage, error) {
+	splits := map[string]json.RawMessage{}
+	var out sourceCheckpoint
+	for i, raw := range old {
+		var sc sourceCheckpoint
+		if err := json.Unmarshal(raw, &sc); err != nil {
+			return nil, fmt.Errorf("position %d: %w", i, err)
+		}
+		var p struct {
+			Splits map[string]json.RawMessage `json:"splits"`
+		}
+		if err := json.Unmarshal(sc.Position, &p); err != nil || p.Splits == nil {
+			return nil, fmt.Errorf("position %d %.200s: want {\"splits\": {...}}, the position of a source of splits", i, sc.Position)
+		}
+		for id, pos := range p.Splits {
+			if _, dup := splits[id]; dup {
+				return nil, fmt.Errorf("split %q is in the positions of two subtasks", id)
+			}
+			splits[id] = pos
+		}
+		if sc.MaxTimestamp != nil && (out.MaxTimestamp == nil || *sc.MaxTimestamp < *out.MaxTimestamp) {
+			ts := *sc.MaxTimestamp
+			out.MaxTimestamp = &ts
+		}
+		if first {
+			out.DeadLetters += sc.DeadLetters
+		}
+	}
+	pos, err := json.Marshal(map[string]any{"splits": splits})
+	if err != nil {
+		return nil, err
+	}
+	out.Position = pos
+	return json.Marshal(out)
 }
 
 // restoreSource hands the source its recorded position, before it opens.

@@ -2,6 +2,7 @@ package task
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -84,7 +85,7 @@ func TestRestoreForRescale(t *testing.T) {
 		}},
 	}}
 	// Same parallelism: the subtask's own chain, continued.
-	r, err := RestoreFor(m, "win", 0, 2, 0, 64, []string{"win"}, "")
+	r, err := RestoreFor(m, "win", 0, 2, 0, 64, []string{"win"}, SourceRestore{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestRestoreForRescale(t *testing.T) {
 	}
 	// Rescaled to 3: subtask 1 owns [42, 85) and reads both chains, from
 	// the lowest watermark.
-	r, err = RestoreFor(m, "win", 1, 3, 42, 85, []string{"win"}, "")
+	r, err = RestoreFor(m, "win", 1, 3, 42, 85, []string{"win"}, SourceRestore{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +103,54 @@ func TestRestoreForRescale(t *testing.T) {
 	}
 	// Sources keep their position by subtask; another parallelism is
 	// refused.
-	r, err = RestoreFor(m, "src", 1, 2, 0, 0, nil, "src")
+	r, err = RestoreFor(m, "src", 1, 2, 0, 0, nil, SourceRestore{Name: "src"})
 	if err != nil || string(r.SourcePosition) != `{"position":{"next":5}}` {
 		t.Errorf("source position %s, %v", r.SourcePosition, err)
 	}
-	if _, err := RestoreFor(m, "src", 0, 3, 0, 0, nil, "src"); err == nil {
+	if _, err := RestoreFor(m, "src", 0, 3, 0, 0, nil, SourceRestore{Name: "src"}); err == nil {
 		t.Error("a source restored at another parallelism was accepted")
+	}
+}
+
+// TestRestoreForMergesSplits: a source of splits restored at another
+// parallelism gets every old subtask's splits, the lowest largest event
+// time, and (subtask 0 only) the dead-letter total; a split in two
+// subtasks' positions, or a position that is no split position, is
+// refused.
+func TestRestoreForMergesSplits(t *testing.T) {
+	src := func(positions ...string) *manifest.Manifest {
+		m := &manifest.Manifest{Checkpoint: 7}
+		v := manifest.Vertex{Name: "in", Parallelism: len(positions)}
+		for i, p := range positions {
+			v.Subtasks = append(v.Subtasks, manifest.Subtask{Index: i, SourcePositions: map[string]json.RawMessage{"in": json.RawMessage(p)}})
+		}
+		m.Vertices = []manifest.Vertex{v}
+		return m
+	}
+	m := src(`{"position":{"splits":{"a":{"id":"1-0"}}},"maxTimestamp":100,"deadLetters":2}`,
+		`{"position":{"splits":{"b":{"id":"2-0"},"c":{"id":"3-0"}}},"maxTimestamp":90,"deadLetters":3}`)
+	splits := SourceRestore{Name: "in", Splits: true}
+	for sub, wantDead := range []int64{5, 0, 0} {
+		r, err := RestoreFor(m, "in", sub, 3, 0, 0, nil, splits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc sourceCheckpoint
+		if err := json.Unmarshal(r.SourcePosition, &sc); err != nil {
+			t.Fatal(err)
+		}
+		if string(sc.Position) != `{"splits":{"a":{"id":"1-0"},"b":{"id":"2-0"},"c":{"id":"3-0"}}}` || *sc.MaxTimestamp != 90 || sc.DeadLetters != wantDead {
+			t.Errorf("subtask %d of 3: %s, want every split, max timestamp 90, %d dead letters", sub, r.SourcePosition, wantDead)
+		}
+	}
+	// At its own parallelism each subtask keeps its own position.
+	if r, err := RestoreFor(m, "in", 1, 2, 0, 0, nil, splits); err != nil || !strings.Contains(string(r.SourcePosition), `"b"`) || strings.Contains(string(r.SourcePosition), `"a"`) {
+		t.Errorf("same parallelism: %s %v", r.SourcePosition, err)
+	}
+	if _, err := RestoreFor(src(`{"position":{"splits":{"a":{}}}}`, `{"position":{"splits":{"a":{}}}}`), "in", 0, 1, 0, 0, nil, splits); err == nil || !strings.Contains(err.Error(), `split "a" is in the positions of two subtasks`) {
+		t.Errorf("a split twice: %v", err)
+	}
+	if _, err := RestoreFor(src(`{"position":{"id":"1-0"}}`, `{"position":{"id":"2-0"}}`), "in", 0, 1, 0, 0, nil, splits); err == nil || !strings.Contains(err.Error(), "want {\"splits\"") {
+		t.Errorf("not a split position: %v", err)
 	}
 }

@@ -68,6 +68,9 @@ type Config struct {
 type SourceHead struct {
 	Name   string
 	Source Source
+	// Splits: the source is a set of splits with a position each
+	// (connector.SourceType.Splits), so it restores at any parallelism.
+	Splits bool
 	// Rate is this subtask's share of the source's events per second; 0 is
 	// unlimited.
 	Rate float64

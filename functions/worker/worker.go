@@ -353,9 +353,9 @@ func (w *Worker) restoreFor(ctx context.Context, key string, cfg *task.Config) (
 			stateful = append(stateful, n.Name)
 		}
 	}
-	source := ""
+	var source task.SourceRestore
 	if cfg.Source != nil {
-		source = cfg.Source.Name
+		source = task.SourceRestore{Name: cfg.Source.Name, Splits: cfg.Source.Splits}
 	}
 	kgStart, kgEnd := arrowfmt.KeyGroupRange(cfg.Subtask, cfg.MaxParallelism, cfg.Parallelism)
 	rs, err := task.RestoreFor(m, cfg.Vertex, cfg.Subtask, cfg.Parallelism, kgStart, kgEnd, stateful, source)
