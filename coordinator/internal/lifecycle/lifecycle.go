@@ -35,6 +35,9 @@ const (
 	Running    = "RUNNING"
 	Restarting = "RESTARTING"
 	Canceling  = "CANCELING"
+	// Suspended: the job's sources were idle, so its tasks were canceled;
+	// it holds no slot and waits for Wake (not a final state).
+	Suspended = "SUSPENDED"
 	Finished   = "FINISHED"
 	Failed     = "FAILED"
 	Canceled   = "CANCELED"
@@ -283,6 +286,15 @@ func Resume(cfg Config, now time.Time, st Stored) *Job {
 	if Terminal(j.state) && !(j.state == Failed && j.errMsg == RestartedMessage) {
 		return j
 	}
+	if j.state == Suspended {
+		// It waits for Wake as before; its old tasks, should one still
+		// run somewhere, are canceled everywhere when it wakes.
+		j.tasks = map[Task]*taskState{}
+		for _, t := range cfg.Tasks {
+			j.tasks[t] = &taskState{state: Canceled}
+		}
+		return j
+	}
 	j.except(Exception{Time: now, Attempt: j.attempt, Error: RestartedMessage})
 	if cfg.Restart.Attempts == 0 {
 		j.state, j.errMsg = Failed, RestartedMessage
@@ -350,7 +362,7 @@ func (j *Job) WantsDeploy() bool {
 // AcceptsAcks reports whether checkpoint acknowledgements of the current
 // attempt count: not once the job ended, nor while it restarts.
 func (j *Job) AcceptsAcks() bool {
-	return !Terminal(j.state) && !(j.state == Restarting && !j.recovered)
+	return !Terminal(j.state) && !(j.state == Restarting && !j.recovered) && j.state != Suspended
 }
 
 // Writing reports whether a manifest write or the finalization is under
@@ -416,7 +428,7 @@ func (j *Job) TaskState(now time.Time, t Task, state, msg, worker string, corrup
 		return nil // terminal task states are final; late reports are dropped
 	}
 	ts.state = state
-	if j.state == Restarting && !j.recovered {
+	if j.state == Restarting && !j.recovered || j.state == Suspended {
 		return nil // the old attempt winding down
 	}
 	switch {
@@ -482,7 +494,7 @@ func (j *Job) WorkersLost(now time.Time, live func(worker string) bool) []Decisi
 		if Terminal(ts.state) || live(ts.worker) {
 			continue
 		}
-		if j.state == Canceling || j.state == Restarting && !j.recovered {
+		if j.state == Canceling || j.state == Restarting && !j.recovered || j.state == Suspended {
 			ts.state = Canceled
 			continue
 		}
@@ -503,6 +515,9 @@ func (j *Job) Cancel(now time.Time) ([]Decision, bool) {
 	}
 	if j.state == Canceling {
 		return nil, true
+	}
+	if j.state == Suspended {
+		j.errMsg = ""
 	}
 	j.state, j.cancelAt = Canceling, now
 	ds := j.cancelTasks()
@@ -538,6 +553,37 @@ func (j *Job) Rescale(now time.Time, tasks []Task, reason string) ([]Decision, b
 	j.restartAt = now // recovery starts at the next Tick, once no manifest is being written
 	j.recover(Recovery{Attempt: j.attempt + 1, Reason: msg, Detected: now})
 	return append(ds, j.cancelTasks()...), true
+}
+
+// Suspend cancels a running job's tasks and leaves it SUSPENDED, holding
+// no slot, because its sources were idle (reason says how long). Its
+// output is committed up to its latest checkpoint, which Wake restores.
+// It reports false, changing nothing, unless the job is RUNNING and not
+// finishing.
+func (j *Job) Suspend(now time.Time, reason string) ([]Decision, bool) {
+	if j.state != Running || j.finalizing {
+		return nil, false
+	}
+	msg := "suspended: " + reason
+	ds := []Decision{{Kind: AbortCheckpoints, Message: msg}, {Kind: FailSavepoints, Message: msg}}
+	ds = append(ds, j.cancelTasks()...)
+	j.state, j.errMsg = Suspended, msg
+	return ds, true
+}
+
+// Wake restarts a SUSPENDED job at once as a new attempt restored from
+// its latest checkpoint (reason: what arrived). Like a rescale it is no
+// failure: no restart counted, no backoff, a recovery with its reason.
+// It reports false unless the job is SUSPENDED.
+func (j *Job) Wake(now time.Time, reason string) ([]Decision, bool) {
+	if j.state != Suspended {
+		return nil, false
+	}
+	j.state, j.errMsg = Restarting, ""
+	j.recovered, j.deploy = false, false
+	j.restartAt = now
+	j.recover(Recovery{Attempt: j.attempt + 1, Reason: "woken: " + reason, Detected: now})
+	return nil, true
 }
 
 // ManifestWriting and ManifestWritten bracket a checkpoint manifest write;

@@ -20,7 +20,7 @@ import (
 //	deploy @ms v/0=w1 w/1=w2 | deploy-failed @ms msg=...
 //	task v/0 <STATE> @ms [worker=w1] [msg=...] [corrupt=N]
 //	lost w1 [w2...] @ms | tick @ms | cancel @ms | stop-savepoint key @ms
-//	rescale tasks=v/0,v/1,w/0 reason=... @ms
+//	rescale tasks=v/0,v/1,w/0 reason=... @ms | suspend reason=... @ms | wake reason=... @ms
 //	writing | written N ok|failed [committed] @ms
 //	recovered N [final] @ms | recovery-failed [fatal] msg=... @ms | finalized ok|failed @ms
 //	restart-coordinator @ms  (this job's status stored, and resumed by a new coordinator)
@@ -92,6 +92,16 @@ func TestTraces(t *testing.T) {
 				var ok bool
 				if ds, ok = j.Rescale(a.now, tasks, a.kv["reason"]); !ok {
 					return "refused: the job is not running\n" + j.summary(), nil
+				}
+			case "suspend":
+				var ok bool
+				if ds, ok = j.Suspend(a.now, a.kv["reason"]); !ok {
+					return "refused: the job is not running\n" + j.summary(), nil
+				}
+			case "wake":
+				var ok bool
+				if ds, ok = j.Wake(a.now, a.kv["reason"]); !ok {
+					return "refused: the job is not suspended\n" + j.summary(), nil
 				}
 			case "stop-savepoint":
 				var ok bool
