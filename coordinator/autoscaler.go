@@ -66,6 +66,11 @@ type autoscaler struct {
 	seen    int
 	last    map[string]ScalingDecision // per vertex, the newest kept
 	history []ScalingDecision
+	// Suspended (suspend.go): the checkpoint it restores when woken, when
+	// its sources were last asked, and whether they are being asked.
+	suspendedFrom int64
+	wakeCheck     time.Time
+	waking        bool
 }
 
 // newAutoscaler returns the driver of j's policy, or nil when its spec
@@ -114,7 +119,7 @@ func vertexOf(p *plan.Plan, node string) string {
 
 // autoscaleLocked samples j and acts on the policy's decisions, at most
 // once a second while the job runs.
-func (c *Coordinator) autoscaleLocked(j *job, now time.Time) {
+func (c *Coordinator) autoscaleLocked(ctx context.Context, j *job, now time.Time) {
 	as := j.scaler
 	if as == nil || j.lc.State() != JobRunning || now.Sub(as.sampled) < time.Second {
 		return
@@ -176,6 +181,17 @@ func (c *Coordinator) autoscaleLocked(j *job, now time.Time) {
 	as.policy.Observe(now, samples)
 	to := map[string]int{}
 	for _, d := range as.policy.Decide(now) {
+		if d.Kind == autoscale.Suspend {
+			if j.lc.State() != JobRunning {
+				continue // suspended by the decision on another vertex
+			}
+			if ok, why := c.suspendLocked(ctx, j, now, d); !ok {
+				d.Kind, d.Reason = autoscale.None, "would suspend ("+d.Reason+"), but "+why
+				as.policy = nil // the policy suspended itself: start it over
+			}
+			as.record(now, d)
+			continue
+		}
 		if d.Kind == autoscale.Scale {
 			names := scalable(j.plan.Vertex(d.Vertex))
 			if len(names) == 0 {
@@ -188,7 +204,10 @@ func (c *Coordinator) autoscaleLocked(j *job, now time.Time) {
 		}
 		as.record(now, d)
 	}
-	if len(to) == 0 {
+	if as.policy == nil {
+		as.replan(j.plan)
+	}
+	if len(to) == 0 || j.lc.State() != JobRunning {
 		return
 	}
 	as.scaling = true

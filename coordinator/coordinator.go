@@ -64,6 +64,7 @@ const (
 	JobRunning    = lifecycle.Running
 	JobRestarting = lifecycle.Restarting
 	JobCanceling  = lifecycle.Canceling
+	JobSuspended  = lifecycle.Suspended // for want of input (autoscale.scaleToZero)
 	JobFinished   = lifecycle.Finished
 	JobFailed     = lifecycle.Failed
 	JobCanceled   = lifecycle.Canceled
@@ -605,6 +606,11 @@ func (c *Coordinator) Stop(ctx context.Context, id string) error {
 	}
 	if state == JobRestarting {
 		return fmt.Errorf("stop %s: the job is restarting; try again when it runs", id)
+	}
+	if state == JobSuspended {
+		// Draining needs its tasks: its windows' state is in its
+		// checkpoint, not in a task that could fire them.
+		return fmt.Errorf("stop %s: the job is SUSPENDED for want of input; it wakes when input arrives, or cancel it (its output up to its latest checkpoint is committed)", id)
 	}
 	for _, p := range j.lc.Tasks() {
 		_, ts, _ := j.lc.Task(p.Task)

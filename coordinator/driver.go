@@ -50,7 +50,8 @@ func (c *Coordinator) tick(ctx context.Context, now time.Time) {
 			c.execLocked(ctx, j, k.sm.Tick(now))
 		}
 		c.exec(ctx, j, j.lc.Tick(now))
-		c.autoscaleLocked(j, now)
+		c.autoscaleLocked(ctx, j, now)
+		c.wakeLocked(j, now)
 	}
 }
 

@@ -54,7 +54,7 @@ func jobSlots(st JobStatus) int {
 func clusterStatus(jobs []JobStatus, workers []control.WorkerInfo, slotsPerWorker int) ClusterStatus {
 	var cs ClusterStatus
 	for _, st := range jobs {
-		if !lifecycle.Terminal(st.State) {
+		if !lifecycle.Terminal(st.State) && st.State != JobSuspended { // a suspended job holds no slot
 			cs.SlotsWanted += jobSlots(st)
 		}
 	}

@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/blob"
 )
 
 // SourceType is a kind of source: what a job spec names in sources[].type,
@@ -47,6 +49,11 @@ type SourceType struct {
 	// i % p == s (connector.OwnsSplit). A split absent from a restored
 	// position starts at its beginning.
 	Splits bool
+	// Pending reports whether input arrived after positions (the
+	// checkpointed positions of every subtask of src, as Position
+	// returned them, at least one), for waking a suspended job. Nil: the
+	// type cannot say, and a job reading it is never suspended.
+	Pending func(ctx context.Context, src *spec.Source, positions []json.RawMessage, env PendingEnv) (bool, error)
 	// DescribePosition renders a checkpointed position of the source for
 	// weir checkpoints inspect. Nil shows the position's JSON as stored,
 	// which is how the built-in sources, whose positions are small JSON
@@ -207,4 +214,28 @@ func OwnsSplit(i, subtask, parallelism int) bool { return parallelism > 0 && i%p
 func SplitSource(typ string) bool {
 	t, ok := LookupSource(typ)
 	return ok && t.Splits
+}
+
+// PendingEnv is what a Pending check may read: the job's Redis (for a
+// source without an address of its own) and its store.
+type PendingEnv struct {
+	RedisAddr string
+	Bucket    blob.BucketReader
+}
+
+// Pending reports whether a source of src's type can say when input
+// arrives (SourceType.Pending), and if so whether it has since positions.
+func Pending(ctx context.Context, src *spec.Source, positions []json.RawMessage, env PendingEnv) (known, pending bool, err error) {
+	t, ok := LookupSource(src.Type)
+	if !ok || t.Pending == nil {
+		return false, false, nil
+	}
+	pending, err = t.Pending(ctx, src, positions, env)
+	return true, pending, err
+}
+
+// CanWake reports whether sources of type typ can say when input arrives.
+func CanWake(typ string) bool {
+	t, ok := LookupSource(typ)
+	return ok && t.Pending != nil
 }
