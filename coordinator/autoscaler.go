@@ -66,11 +66,10 @@ type autoscaler struct {
 	seen    int
 	last    map[string]ScalingDecision // per vertex, the newest kept
 	history []ScalingDecision
-	// Suspended (suspend.go): the checkpoint it restores when woken, when
-	// its sources were last asked, and whether they are being asked.
-	suspendedFrom int64
-	wakeCheck     time.Time
-	waking        bool
+	// Suspended (suspend.go): when its sources were last asked, and
+	// whether they are being asked.
+	wakeCheck time.Time
+	waking    bool
 }
 
 // newAutoscaler returns the driver of j's policy, or nil when its spec

@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/coordinator/internal/autoscale"
 	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
-	"github.com/weirstream/weir/statestore/layout"
-	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // Scale to zero. A job whose spec sets autoscale.scaleToZero, and whose
@@ -46,7 +45,7 @@ func (c *Coordinator) suspendLocked(ctx context.Context, j *job, now time.Time, 
 	}
 	c.cfg.Logger.Info("job suspended", "job", j.id, "checkpoint", k.latest, "reason", d.Reason)
 	c.exec(ctx, j, ds)
-	j.scaler.suspendedFrom, j.scaler.wakeCheck = k.latest, now
+	j.scaler.wakeCheck = now
 	attempt := j.lc.Attempt()
 	c.goAsync(time.Minute, func(ctx context.Context) func(context.Context) {
 		if err := c.putStatus(ctx, j, attempt); err != nil {
@@ -66,9 +65,9 @@ func (c *Coordinator) wakeLocked(j *job, now time.Time) {
 		return
 	}
 	as.waking, as.wakeCheck = true, now
-	id, checkpoint, sources := j.id, as.suspendedFrom, j.spec.Sources
+	id, sources, fences := j.id, j.spec.Sources, slices.Clone(j.fences)
 	c.goAsync(30*time.Second, func(ctx context.Context) func(context.Context) {
-		arrived, err := c.arrived(ctx, id, checkpoint, sources)
+		arrived, err := c.arrived(ctx, id, sources, fences)
 		return func(ctx context.Context) {
 			as.waking = false
 			if err != nil {
@@ -90,16 +89,18 @@ func (c *Coordinator) wakeLocked(j *job, now time.Time) {
 }
 
 // arrived names the first source of the job that has input after the
-// positions of checkpoint ("" if none has).
-func (c *Coordinator) arrived(ctx context.Context, id string, checkpoint int64, sources []spec.Source) (string, error) {
-	raw, err := c.cfg.Bucket.Get(ctx, layout.ManifestKey(id, checkpoint))
+// positions of its latest checkpoint, the one it wakes from ("" if none
+// has). A coordinator that restarted finds it in the bucket as recovery
+// does.
+func (c *Coordinator) arrived(ctx context.Context, id string, sources []spec.Source, fences []Fence) (string, error) {
+	_, m, _, err := c.latestManifest(ctx, id, nil, fences)
 	if err != nil {
-		return "", fmt.Errorf("read checkpoint %d: %w", checkpoint, err)
+		return "", err
 	}
-	m, err := manifest.Decode(raw)
-	if err != nil {
-		return "", fmt.Errorf("checkpoint %d: %w", checkpoint, err)
+	if m == nil {
+		return "", fmt.Errorf("no checkpoint to wake from")
 	}
+	checkpoint := m.Checkpoint
 	for i := range sources {
 		s := &sources[i]
 		var positions []json.RawMessage
