@@ -206,7 +206,9 @@ func TestRedisSourceBacklog(t *testing.T) {
 	connPollRows(t, a, 2, 2)
 	backlog(a, 1)
 	pos := connectortest.Position(t, a)
-	var p struct{ Splits map[string]struct{ Read int64 } }
+	var p struct {
+		Splits map[string]struct{ Read int64 }
+	}
 	if err := json.Unmarshal([]byte(pos), &p); err != nil || p.Splits["in"].Read != 4 {
 		t.Fatalf("position %s: want read 4 (2 trimmed + 2 read)", pos)
 	}
