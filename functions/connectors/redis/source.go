@@ -28,9 +28,12 @@ import (
 // name: a list from the spec, or the streams a pattern matches when the
 // source opens (SCAN MATCH TYPE stream; a stream created later is read
 // from the next restart on). Subtask s of p reads the i-th when
-// connector.OwnsSplit(i, s, p). A subtask that owns none is idle: its Poll
-// waits and returns nothing, never io.EOF, since a finished source subtask
-// takes no part in later checkpoints.
+// connector.OwnsSplit(i, s, p). Each subtask expands a pattern itself, so
+// a matching stream created while the subtasks open may be seen by some
+// and not others, and then read twice or not at all in that attempt:
+// create the streams before the job starts. A subtask that owns none is
+// idle: its Poll waits and returns nothing, never io.EOF, since a finished
+// source subtask takes no part in later checkpoints.
 //
 // Its position is {"splits": {"<stream>": {"id": "<ms>-<seq>", "read": n}}}
 // with the streams it owns: the id of the last entry returned, "0-0"
