@@ -43,6 +43,8 @@ func TestParsedSpecSurvivesJSON(t *testing.T) {
 		{"base", base},
 		{"valid", valid},
 		{"config", strings.Replace(base, "    keyBy: [zone]\n    window:", "    keyBy: [zone]\n    config: {history: 3, label: x, ratio: 0.5, on: true, list: [1, two], nested: {a: 1}}\n    window:", 1)},
+		{"redis streams list", redisBase("streams: [rides-1, rides-0]")},
+		{"redis streams pattern", redisBase("streams: rides-*")},
 		// Numbers JSON cannot carry: Parse must refuse them, naming the
 		// field, rather than accept a spec that cannot be stored.
 		{"infinite rate", strings.Replace(base, "    type: datagen\n", "    type: datagen\n    rate: .inf\n", 1)},

@@ -272,8 +272,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string, probs *Problems)
 }
 
 var (
-	durationType   = reflect.TypeOf(Duration(0))
-	orderedMapType = reflect.TypeOf(OrderedMap{})
+	durationType    = reflect.TypeOf(Duration(0))
+	orderedMapType  = reflect.TypeOf(OrderedMap{})
+	streamNamesType = reflect.TypeOf(StreamNames(nil))
 )
 
 // checkType reports, as a problem's message, a value of the wrong shape or
@@ -304,6 +305,19 @@ func checkType(n *yaml.Node, t reflect.Type) string {
 				return fmt.Sprintf("%q is repeated", k.Value)
 			}
 			seen[k.Value] = true
+		}
+		return ""
+	case t == streamNamesType:
+		if n.Kind == yaml.ScalarNode {
+			return ""
+		}
+		if n.Kind != yaml.SequenceNode {
+			return "want a stream name, a pattern such as rides-* or a list such as [rides-0, rides-1], got " + describeNode(n)
+		}
+		for _, item := range n.Content {
+			if item.Kind != yaml.ScalarNode {
+				return fmt.Sprintf("the list holds %s: want stream names, as in [rides-0, rides-1]", describeNode(item))
+			}
 		}
 		return ""
 	}
@@ -498,6 +512,27 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*d = v
 	return nil
+}
+
+// UnmarshalYAML reads a string or a list of strings (checkType has
+// checked the shape, with the field, when Parse decodes).
+func (s *StreamNames) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*s = StreamNames{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		var list []string
+		if err := n.Decode(&list); err != nil {
+			return err
+		}
+		*s = nil
+		if len(list) > 0 {
+			*s = list
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: want a stream name, a pattern or a list of names", n.Line)
 }
 
 // MarshalYAML writes the duration as a string.

@@ -117,7 +117,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		{
 			name: "source", from: "    type: datagen\n", to: "    typ: datagen\n",
 			field: "sources[rides].typ", marker: "typ: datagen", suggest: "type",
-			accept: "addr, count, datagen, eventTime, format, name, nexmark, parallelism, path, rate, schema, stream, type",
+			accept: "addr, count, datagen, eventTime, format, name, nexmark, parallelism, path, rate, schema, stream, streams, type",
 		},
 		{
 			name: "eventTime", from: "      column: ts\n", to: "      colum: ts\n",
@@ -219,6 +219,45 @@ func TestParseReportsEveryUnknownKey(t *testing.T) {
 	}
 	if !strings.Contains(ps.Error(), "(4 problems)") {
 		t.Errorf("Error() = %q, want it to count the problems", ps.Error())
+	}
+}
+
+// redisBase is base with a redis source whose streams are given by
+// field ("stream: x", "streams: [a, b]").
+func redisBase(field string) string {
+	s := strings.Replace(base, "    datagen:\n      fields:\n        zone: {values: [a, b]}\n", "", 1)
+	return strings.Replace(s, "    type: datagen\n", "    type: redis\n    "+field+"\n", 1)
+}
+
+// TestParseRedisStreams checks that streams is a list or one string, and
+// survives the JSON the coordinator stores.
+func TestParseRedisStreams(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		want  spec.StreamNames
+	}{
+		{"streams: [rides-1, rides-0]", spec.StreamNames{"rides-1", "rides-0"}},
+		{"streams:\n      - rides-0", spec.StreamNames{"rides-0"}},
+		{"streams: rides-*", spec.StreamNames{"rides-*"}},
+		{"streams: \"rides-[01]\"", spec.StreamNames{"rides-[01]"}},
+	} {
+		job, err := spec.Parse([]byte(redisBase(tc.field)), "job.yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.field, err)
+		}
+		if got := job.Sources[0].Streams; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: streams %q, want %q", tc.field, got, tc.want)
+		}
+		if back := jsonRoundTrip(t, job); !reflect.DeepEqual(back.Sources[0].Streams, tc.want) {
+			t.Errorf("%s: streams after JSON %q, want %q", tc.field, back.Sources[0].Streams, tc.want)
+		}
+	}
+	for _, tc := range []struct{ field, msg string }{
+		{"streams: {a: 1}", "want a stream name, a pattern such as rides-* or a list such as [rides-0, rides-1], got a mapping"},
+		{"streams: [a, [b]]", "the list holds a list: want stream names"},
+	} {
+		_, err := spec.Parse([]byte(redisBase(tc.field)), "job.yaml")
+		wantMsg(t, problemAt(t, problems(t, err), "sources[rides].streams"), tc.msg)
 	}
 }
 

@@ -236,9 +236,34 @@ type Source struct {
 	// Stream is the Redis stream key (redis); each entry's field "data"
 	// holds one JSON record.
 	Stream string `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// Streams are the Redis stream keys (redis), instead of Stream: a
+	// list, or one glob pattern (a string with *, ? or [).
+	Streams StreamNames `yaml:"streams,omitempty" json:"streams,omitempty"`
 	// Nexmark configures the nexmark source, which has no schema of its
 	// own: its outputs are <name>.person, <name>.auction and <name>.bid.
 	Nexmark *NexmarkOpt `yaml:"nexmark,omitempty" json:"nexmark,omitempty"`
+}
+
+// StreamNames is a list of names that a spec may also write as one
+// string: `streams: rides-*` is `streams: [rides-*]`. Empty is nil.
+type StreamNames []string
+
+// UnmarshalJSON reads a string or an array of strings.
+func (n *StreamNames) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*n = StreamNames{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("streams %.100s: want a string or a list of strings", b)
+	}
+	*n = nil
+	if len(list) > 0 {
+		*n = list
+	}
+	return nil
 }
 
 // Nexmark outputs, read as <source>.<output>.

@@ -44,7 +44,7 @@ func SourceType() connector.SourceType {
 func check(s *spec.Source) spec.Problems {
 	var ps spec.Problems
 	p := fmt.Sprintf("sources[%s]", s.Name)
-	if s.Path != "" || s.Stream != "" {
+	if s.Path != "" || s.Stream != "" || len(s.Streams) > 0 {
 		ps.Add(p, "datagen takes no path or stream")
 	}
 	if s.Gen != nil {

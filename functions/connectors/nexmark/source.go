@@ -62,7 +62,7 @@ func check(s *spec.Source) spec.Problems {
 	if s.Gen != nil {
 		ps.Add(p+".datagen", "only a datagen source takes datagen options; use nexmark: {...}")
 	}
-	if s.Path != "" || s.Stream != "" || s.Format != "" {
+	if s.Path != "" || s.Stream != "" || len(s.Streams) > 0 || s.Format != "" {
 		ps.Add(p, "a nexmark source takes no path, stream or format")
 	}
 	n := s.Nexmark

@@ -1,9 +1,10 @@
 // Package redis is the redis source and sink: JSON records in the field
 // "data" of the entries of a Redis stream.
 //
-// The source reads one stream from its beginning, on subtask 0 only, and
-// checkpoints the id of the last entry it returned. The sink appends one
-// entry per row. With checkpoints it is a two-phase sink: pre-commit
+// The source reads a list or pattern of streams from their beginning,
+// each stream a split (connector.SourceType.Splits) owned by one subtask,
+// and checkpoints per stream the id of the last entry it returned. The
+// sink appends one entry per row. With checkpoints it is a two-phase sink: pre-commit
 // stages a transaction's entries in the list weir:txn:{<stream>}:<txn>
 // (redisStagingKey), and Commit moves them to the stream with one script
 // that sets the marker weir:txn:{<stream>}:done:<txn> (redisDoneKey), so a

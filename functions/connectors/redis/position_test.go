@@ -3,9 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -49,7 +47,7 @@ func TestRedisSourcePositionRestore(t *testing.T) {
 	before := connectortest.RowsOf(rec)
 	rec.Release()
 	pos := connectortest.Position(t, a)
-	if want := `{"id":"` + ids[1] + `"}`; pos != want {
+	if want := inPos(ids[1]); pos != want {
 		t.Fatalf("position after 2 entries: %s, want %s", pos, want)
 	}
 	deadBefore := len(dl.Got)
@@ -80,7 +78,7 @@ func TestRedisSourcePositionRestore(t *testing.T) {
 	if rec, err := b.Poll(context.Background(), 10, 20*time.Millisecond); rec != nil || err != nil {
 		t.Fatalf("poll past the end: %v, %v; want nil, nil", rec, err)
 	}
-	if want := `{"id":"` + ids[len(ids)-1] + `"}`; connectortest.Position(t, b) != want {
+	if want := inPos(ids[len(ids)-1]); connectortest.Position(t, b) != want {
 		t.Errorf("position at the end %s, want %s", connectortest.Position(t, b), want)
 	}
 	var want [][]any
@@ -98,12 +96,12 @@ func TestRedisSourcePositionRestore(t *testing.T) {
 	}
 
 	// "0-0" is before the first entry; an idle subtask accepts a position
-	// and ends.
+	// and idles.
 	z, err := NewSource(src, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := z.(task.Resumable).Restore(json.RawMessage(`{"id":"0-0"}`)); err != nil {
+	if err := z.(task.Resumable).Restore(json.RawMessage(inPos("0-0"))); err != nil {
 		t.Fatal(err)
 	}
 	ctx = connectortest.SourceContext(mem, 0, 1)
@@ -122,11 +120,15 @@ func TestRedisSourcePositionRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx = connectortest.SourceContext(mem, 1, 2)
+	ctx.RedisAddr = r.Addr
 	if err := idle.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := idle.Poll(context.Background(), 10, 0); !errors.Is(err, io.EOF) {
-		t.Errorf("idle subtask after Restore: %v, want io.EOF", err)
+	if rec, err := idle.Poll(context.Background(), 10, 0); rec != nil || err != nil {
+		t.Errorf("idle subtask after Restore: %v, %v; want nil, nil", rec, err)
+	}
+	if got := connectortest.Position(t, idle); got != `{"splits":{}}` {
+		t.Errorf("idle subtask's position %s: want no streams (it owns none)", got)
 	}
 	idle.Close()
 }
@@ -139,8 +141,16 @@ func TestRedisSourceRestoreRefused(t *testing.T) {
 		want []string
 	}{
 		{``, []string{"position is empty"}},
-		{`{}`, []string{"position.id: missing"}},
-		{`{"id":null}`, []string{"position.id: missing"}},
+		{`{}`, []string{"position.splits: missing"}},
+		{`{"id":null}`, []string{"position.splits: missing"}},
+		{`{"read":3}`, []string{"position.id: missing"}},
+		{`{"splits":{"in":{"id":"1-0"}},"id":"1-0"}`, []string{"splits and id: want one of them"}},
+		{`{"splits":{"in":{}}}`, []string{`position.splits["in"].id: missing`}},
+		{`{"splits":{"in":{"id":"x"}}}`, []string{`position.splits["in"].id: "x" is not a stream entry id`}},
+		{`{"splits":{"in":{"id":"1-0","read":-1}}}`, []string{`position.splits["in"].read: -1 is negative`}},
+		{`{"splits":{"":{"id":"1-0"}}}`, []string{`an empty stream name`}},
+		{`{"splits":{"in":{"id":"1-0","stream":"in"}}}`, []string{`unknown field "stream"`}},
+		{`{"splits":["in"]}`, []string{"position.splits: got array"}},
 		{`{"id":""}`, []string{`position.id: "" is not a stream entry id`}},
 		{`{"id":"abc"}`, []string{`position.id: "abc" is not a stream entry id`}},
 		{`{"id":"1-"}`, []string{`position.id: "1-" is not a stream entry id`}},
@@ -196,8 +206,10 @@ func TestRedisSourceBacklog(t *testing.T) {
 	connPollRows(t, a, 2, 2)
 	backlog(a, 1)
 	pos := connectortest.Position(t, a)
-	var p struct{ Read int64 }
-	if err := json.Unmarshal([]byte(pos), &p); err != nil || p.Read != 4 {
+	var p struct {
+		Splits map[string]struct{ Read int64 }
+	}
+	if err := json.Unmarshal([]byte(pos), &p); err != nil || p.Splits["in"].Read != 4 {
 		t.Fatalf("position %s: want read 4 (2 trimmed + 2 read)", pos)
 	}
 

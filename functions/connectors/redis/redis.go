@@ -2,6 +2,9 @@ package redis
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/spec"
@@ -13,24 +16,56 @@ import (
 type SourceConfig struct {
 	// Addr of the Redis server; "" is the job's Redis.
 	Addr string
-	// Stream is the stream to read (required).
-	Stream string
+	// Streams are the streams to read, sorted: the source's splits. Nil
+	// with a Pattern.
+	Streams []string
+	// Pattern is a glob (SCAN MATCH) for the streams to read, expanded
+	// when the source opens; "" with Streams.
+	Pattern string
 	// Format of each entry's data field: jsonl (the default) is the only
 	// one.
 	Format string
 }
 
-// sourceConfig decodes and checks the fields of a redis source.
+// isPattern reports whether a name from streams is a glob pattern.
+func isPattern(name string) bool { return strings.ContainsAny(name, "*?[") }
+
+// sourceConfig decodes and checks the fields of a redis source: exactly
+// one of stream (one name, taken literally) and streams (a list of names,
+// or one pattern).
 func sourceConfig(src *spec.Source) (SourceConfig, spec.Problems) {
 	p := fmt.Sprintf("sources[%s]", src.Name)
 	var ps spec.Problems
-	if src.Stream == "" {
-		ps.Add(p+".stream", "missing: the Redis stream to read")
+	cfg := SourceConfig{Addr: src.Addr, Format: src.Format}
+	switch {
+	case src.Stream != "" && len(src.Streams) > 0:
+		ps.Add(p+".streams", "give stream or streams, not both: stream: %s is streams: [%s]", src.Stream, src.Stream)
+	case src.Stream != "":
+		cfg.Streams = []string{src.Stream}
+	case len(src.Streams) == 0:
+		ps.Add(p+".stream", "missing: the Redis stream to read (stream: rides), or streams: a list (streams: [rides-0, rides-1]) or a pattern (streams: rides-*)")
+	case len(src.Streams) == 1 && isPattern(src.Streams[0]):
+		cfg.Pattern = src.Streams[0]
+	default:
+		seen := map[string]bool{}
+		for i, name := range src.Streams {
+			f := fmt.Sprintf("%s.streams[%d]", p, i)
+			switch {
+			case name == "":
+				ps.Add(f, "empty: want a stream name")
+			case isPattern(name):
+				ps.Add(f, "%q is a pattern: a list holds stream names; write a pattern as the one value of streams (streams: %s)", name, name)
+			case seen[name]:
+				ps.Add(f, "%q is repeated", name)
+			}
+			seen[name] = true
+		}
+		cfg.Streams = slices.Sorted(maps.Keys(seen))
 	}
 	if src.Format != "" && src.Format != spec.FormatJSONL {
 		ps.Add(p+".format", "%q is not supported: want %s", src.Format, spec.FormatJSONL)
 	}
-	return SourceConfig{Addr: src.Addr, Stream: src.Stream, Format: src.Format}, ps
+	return cfg, ps
 }
 
 // SinkConfig is a redis sink's configuration, from its spec entry.
@@ -62,13 +97,23 @@ func SourceType() connector.SourceType {
 			return ps
 		},
 		Plan: func(src *spec.Source) spec.Problems {
+			// A subtask without a stream would idle (and hold back
+			// event time unless eventTime.idleTimeout is set). A pattern
+			// is only expanded at Open.
 			var ps spec.Problems
-			if src.Parallelism > 1 {
-				ps.Add(fmt.Sprintf("sources[%s].parallelism", src.Name), "a redis source reads one stream: parallelism must be 1, got %d", src.Parallelism)
+			cfg, _ := sourceConfig(src)
+			f := fmt.Sprintf("sources[%s].parallelism", src.Name)
+			switch n := len(cfg.Streams); {
+			case n == 1 && src.Parallelism > 1:
+				ps.Add(f, "a redis source reads one stream: parallelism must be 1, got %d", src.Parallelism)
+			case n > 1 && src.Parallelism > n:
+				ps.Add(f, "a redis source reads each of its %d streams in one subtask: parallelism must be at most %d, got %d", n, n, src.Parallelism)
 			}
 			return ps
 		},
-		New: NewSource,
+		New:              NewSource,
+		Splits:           true,
+		DescribePosition: describePosition,
 	}
 }
 

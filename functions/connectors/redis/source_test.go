@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +97,7 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 	out := connectortest.SourceSchema(t, src)
 	dl := &connectortest.DeadLetters{}
 	s := connOpenRedisSource(t, src, out, r.Addr, mem, 0, dl)
-	if got := connectortest.Position(t, s); got != `{"id":"0-0"}` {
+	if got := connectortest.Position(t, s); got != inPos("0-0") {
 		t.Errorf("position before reading: %s", got)
 	}
 	rows := connPollRows(t, s, 3, 2)
@@ -108,7 +107,7 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 		{int64(5), 2.0, time.UnixMilli(5000).UTC()},
 	}
 	connectortest.SameRows(t, rows, want)
-	if got, want := connectortest.Position(t, s), `{"id":"`+last+`"}`; got != want {
+	if got, want := connectortest.Position(t, s), inPos(last); got != want {
 		t.Errorf("position %s, want the last id: %s", got, want)
 	}
 	wantDead := []connectortest.DeadLetter{
@@ -140,12 +139,23 @@ func TestRedisSourceReadsAndDeadLetters(t *testing.T) {
 		}
 	}
 
-	// Only subtask 0 reads a stream.
+	// Only subtask 0 reads a stream; subtask 1 idles (it does not end:
+	// a finished subtask would take no part in later checkpoints).
 	other := connOpenRedisSource(t, src, out, r.Addr, mem, 1, nil)
-	if _, err := other.Poll(context.Background(), 10, time.Second); !errors.Is(err, io.EOF) {
-		t.Errorf("subtask 1: %v, want io.EOF", err)
+	t0 := time.Now()
+	if rec, err := other.Poll(context.Background(), 10, 50*time.Millisecond); rec != nil || err != nil {
+		t.Errorf("subtask 1: %v, %v; want nil, nil", rec, err)
+	}
+	if d := time.Since(t0); d < 40*time.Millisecond {
+		t.Errorf("an idle subtask's poll returned after %v: want it to wait out its wait, not spin", d)
+	}
+	if got := connectortest.Position(t, other); got != `{"splits":{}}` {
+		t.Errorf("idle subtask's position %s", got)
 	}
 }
+
+// inPos is the position of a source of the stream "in" at id.
+func inPos(id string) string { return `{"splits":{"in":{"id":"` + id + `"}}}` }
 
 // TestRedisSourceCancel checks that a blocked read ends with its context.
 func TestRedisSourceCancel(t *testing.T) {
