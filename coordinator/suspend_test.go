@@ -60,17 +60,20 @@ sinks:
 	st := e.waitForWithin(id, "SUSPENDED after 3s without input", 30*time.Second, func(st coordinator.JobStatus) bool {
 		return st.State == coordinator.JobSuspended
 	})
-	t.Logf("suspended: %s", st.Message)
-	if !strings.HasPrefix(st.Message, "suspended: ") {
+	t.Logf("%s", st.Message)
+	if !strings.HasPrefix(st.Message, "suspended: every source received nothing for ") {
 		t.Errorf("a suspended job's message %q", st.Message)
 	}
-	for _, v := range st.Vertices {
-		for _, tk := range v.Tasks {
-			if tk.State == coordinator.JobRunning {
-				t.Errorf("task %s[%d] still RUNNING while suspended", v.Name, tk.Subtask)
+	e.waitFor(id, "every task of the suspended job stopped", func(st coordinator.JobStatus) bool {
+		for _, v := range st.Vertices {
+			for _, tk := range v.Tasks {
+				if tk.State == coordinator.JobRunning {
+					return false
+				}
 			}
 		}
-	}
+		return st.State == coordinator.JobSuspended
+	})
 	// It stays suspended while nothing arrives.
 	time.Sleep(2 * time.Second)
 	if st, _ := e.c.Status(id); st.State != coordinator.JobSuspended {

@@ -113,6 +113,7 @@ func SourceType() connector.SourceType {
 		},
 		New:              NewSource,
 		Splits:           true,
+		Pending:          pending,
 		DescribePosition: describePosition,
 	}
 }
