@@ -38,9 +38,9 @@ const (
 	// Suspended: the job's sources were idle, so its tasks were canceled;
 	// it holds no slot and waits for Wake (not a final state).
 	Suspended = "SUSPENDED"
-	Finished   = "FINISHED"
-	Failed     = "FAILED"
-	Canceled   = "CANCELED"
+	Finished  = "FINISHED"
+	Failed    = "FAILED"
+	Canceled  = "CANCELED"
 )
 
 // Terminal reports whether a job or task state is final.
