@@ -168,6 +168,17 @@ type Source interface {
 	Close() error
 }
 
+// Waiter is a source whose Poll blocks waiting for input and can say for
+// how long, so that the wait counts as idle even when the Poll returns
+// rows (a Poll that returns none is idle throughout anyway): otherwise a
+// source that waits for each batch looks busy, and an autoscaler would
+// scale it up.
+type Waiter interface {
+	// Waited is the time spent waiting for input in Polls so far. It is
+	// called on the task goroutine after each Poll.
+	Waited() time.Duration
+}
+
 // Backlogged is a source that can say how much of its input it has not
 // read yet, for the backlog metric and the autoscaler. Without it, a
 // source with a rate reports the events it is behind that rate.

@@ -470,11 +470,26 @@ func (r *runner) runInputs() error {
 }
 
 // sourceBacklog measures a source task's backlog about once a second: the
-// source's own (Backlogged), else the events it is behind its rate.
+// source's own (Backlogged), else the events it is behind its rate; and
+// the time its Polls waited for input (Waiter).
 type sourceBacklog struct {
-	r     *runner
-	start time.Time
-	next  time.Time
+	r          *runner
+	start      time.Time
+	next       time.Time
+	lastWaited time.Duration
+}
+
+// waited returns the time the source's Polls waited for input since the
+// last call (0 for a source that is no Waiter).
+func (b *sourceBacklog) waited() time.Duration {
+	w, ok := b.r.cfg.Source.Source.(Waiter)
+	if !ok {
+		return 0
+	}
+	total := w.Waited()
+	d := total - b.lastWaited
+	b.lastWaited = total
+	return max(d, 0)
 }
 
 func (b *sourceBacklog) update(now time.Time) {
@@ -566,6 +581,7 @@ func (r *runner) runSource() error {
 		}
 		b, err := s.Source.Poll(r.ctx, maxRows, min(r.untilWake(now), 100*time.Millisecond))
 		r.stats.noteProgress(s.Source)
+		waited := backlog.waited()
 		if errors.Is(err, io.EOF) {
 			return r.finish()
 		}
@@ -579,6 +595,7 @@ func (r *runner) runSource() error {
 				b.Release()
 			}
 		} else {
+			r.stats.addIdle(min(waited, time.Since(t0)))
 			n := b.NumRows()
 			tokens -= float64(n)
 			lastData = now

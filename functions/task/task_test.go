@@ -303,3 +303,40 @@ func TestDeadLettersWritten(t *testing.T) {
 		t.Errorf("dead-letter file:\n%s", data)
 	}
 }
+
+// waitingSource is seqSource whose every Poll first waits 20ms for its
+// input, as a redis source blocked in XREAD does, and says so (Waiter).
+type waitingSource struct {
+	seqSource
+	waited time.Duration
+}
+
+func (s *waitingSource) Poll(ctx context.Context, maxRows int, wait time.Duration) (arrow.RecordBatch, error) {
+	t0 := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	s.waited += time.Since(t0)
+	return s.seqSource.Poll(ctx, maxRows, wait)
+}
+
+func (s *waitingSource) Waited() time.Duration { return s.waited }
+
+// TestSourceWaitIsIdle: a source that waits for each batch (Waiter)
+// counts the wait as idle time though its Polls return rows: it is not
+// busy, and an autoscaler does not scale it up.
+func TestSourceWaitIsIdle(t *testing.T) {
+	mem := checkedMem(t)
+	src, sink := &waitingSource{seqSource: seqSource{n: 1000, per: 10}}, &collector{}
+	task := New(Config{
+		Job: "j", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem,
+		Source: &SourceHead{Name: "src", Source: src, TimeColumn: -1, Out: []Target{ChainTo(0)}},
+		Nodes:  []*Node{{Name: "sink", Sink: sink}},
+	})
+	if err := task.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := task.Stats().Snapshot()
+	if share := st.BusySeconds / (st.BusySeconds + st.IdleSeconds); share > 0.3 || st.IdleSeconds < 0.7*src.waited.Seconds() {
+		t.Errorf("busy %.2fs, idle %.2fs (waited %v): want the waits idle", st.BusySeconds, st.IdleSeconds, src.waited)
+	}
+	wantKeys(t, sink.keys, 1000)
+}

@@ -57,6 +57,7 @@ type redisSource struct {
 	opened   bool
 	streams  []*streamState // the streams the subtask owns, sorted
 	byName   map[string]*streamState
+	waited   time.Duration // in blocking XREADs (task.Waiter)
 
 	client *goredis.Client
 	addr   string
@@ -82,7 +83,14 @@ func newStreamState(name string) *streamState {
 
 var _ task.Backlogged = (*redisSource)(nil)
 
-var _ task.Resumable = (*redisSource)(nil)
+var (
+	_ task.Resumable = (*redisSource)(nil)
+	_ task.Waiter    = (*redisSource)(nil)
+)
+
+// Waited is the time the source's Polls spent blocked in XREAD waiting
+// for entries (task.Waiter): idle time, though the Poll returned rows.
+func (s *redisSource) Waited() time.Duration { return s.waited }
 
 func newRedisSource(node string, cfg SourceConfig, out stream.Stream) *redisSource {
 	return &redisSource{node: node, cfg: cfg, out: out}
@@ -389,7 +397,11 @@ func (s *redisSource) xread(ctx context.Context, streams []*streamState, count i
 			// BLOCK 0 would wait forever: never round a short wait down to it.
 			args.Block = max(min(left, redisMaxBlock), time.Millisecond)
 		}
+		t0 := time.Now()
 		res, err := s.client.XRead(ctx, args).Result()
+		if args.Block > 0 {
+			s.waited += time.Since(t0) // waiting for entries, not working
+		}
 		if errors.Is(err, goredis.Nil) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
