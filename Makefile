@@ -77,7 +77,7 @@ test: deps vet staticcheck unit
 # load, 8 jobs beside CPU burners for 3 minutes, and the autoscaler under a
 # steady load for 3 minutes (make test runs the last two for 20 s).
 chaos: deps
-	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills|TestRescaleUnderLoad' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery|jobs scale|rescale)'
+	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills|TestRescaleUnderLoad|TestAutoscaleLoadStep' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery|jobs scale|rescale)'
 	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 10m -run 'TestAutoscalerSteadyLoadStays' -v ./coordinator/ | tee -a .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|utilization'
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.

@@ -15,7 +15,7 @@ import (
 )
 
 // TestAutoscaleLoadStep runs `weir up --min-workers 1 --max-workers 6
-// --slots 2` and a keyed job reading 4 redis streams into row-cost (1 ms a
+// --slots 1` (one slot a worker, so workers follow the parallelism) and a keyed job reading 4 redis streams into row-cost (1 ms a
 // row: 1,000 rows per busy second per subtask), fed at 500 events/s, then
 // 1,500/s, then 500/s again. The autoscaler scales the job up within 30 s
 // of the step (the source too: its streams are splits) and back down
@@ -27,7 +27,7 @@ func TestAutoscaleLoadStep(t *testing.T) {
 	c, port := newCluster(t, nil, "")
 	t.Cleanup(c.stopAll)
 	c.start("up", "up", "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--min-workers", "1", "--max-workers", "6", "--slots", "2", "--scale-down-delay", "5s")
+		"--min-workers", "1", "--max-workers", "6", "--slots", "1", "--scale-down-delay", "5s")
 	c.waitWorkers(t, 1)
 	specPath := writeSpec(t, `
 job: loadstep
@@ -53,7 +53,7 @@ sinks:
 	c.waitState(id, coordinator.JobRunning, time.Minute)
 
 	// The load: phases of (events/s, seconds), bounded in count and time.
-	phases := []struct{ rate, seconds int }{{500, 20}, {1500, 30}, {500, 30}}
+	phases := []struct{ rate, seconds int }{{500, 12}, {1500, 25}, {500, 25}}
 	var sent atomic.Int64
 	sent.Store(4)
 	start := time.Now()
@@ -151,6 +151,11 @@ loop:
 	if down == 0 {
 		t.Errorf("no scale-down after the load fell")
 	}
+	var minWorkersAfter int
+	if ws, err := c.workers(); err == nil {
+		minWorkersAfter = len(ws)
+	}
+	t.Logf("%d workers once the job stopped", minWorkersAfter)
 	if maxPar < 2 || maxWorkers < 2 {
 		t.Errorf("at most parallelism %d on %d workers: the job did not grow, or the workers did not follow", maxPar, maxWorkers)
 	}
