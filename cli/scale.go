@@ -30,7 +30,8 @@ parallelism, restored from its latest checkpoint with its keyed state
 redistributed by key group, exactly-once. NAME is a vertex of the job
 (weir jobs status lists them; every operator and sink of its chain takes
 N) or one operator or sink (its chain splits if N differs from its
-neighbours'). Sources keep their parallelism. N is at most the job's
+neighbours'). A redis source rescales (its streams are splits); other
+sources keep their parallelism. N is at most the job's
 maxParallelism (its key groups). It prints each vertex that changed; with
 --wait it returns once the job runs again at the new parallelism.`,
 		Args: cobra.MinimumNArgs(2),

@@ -229,7 +229,9 @@ type Resumable interface {
 	Position() (json.RawMessage, error)
 	// Restore makes the source resume at pos. It is called before Open,
 	// with a position a source of the same spec returned at the same
-	// subtask and parallelism (rescaling sources is out of scope). It does
+	// subtask and parallelism, or, for a source of splits
+	// (SourceHead.Splits) at another parallelism, the splits of every old
+	// subtask's position merged (RestoreFor). It does
 	// not keep pos. A position that is not valid JSON of the source's
 	// shape is refused with an error naming the source and the field;
 	// one that does not fit the input found at Open makes Open fail. A
