@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"sync"
@@ -85,14 +86,30 @@ func TestCloseWaitsForEverything(t *testing.T) {
 	if err := e.c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	// Run must have returned by now: no goroutine may still be in it. (Its
-	// result reaches runDone a moment later, once the goroutine that
-	// called it runs again.)
+	// Run must have finished by now: a goroutine may still show its frame
+	// only as the innermost one, returning (its deferred close of runDone,
+	// which Close waits for, is its last act, but the goroutine may not
+	// have been scheduled since); a frame inside Run, still calling
+	// anything, means Close returned too early. (Its result reaches
+	// runDone a moment later, once the goroutine that called it runs
+	// again.)
 	for _, g := range coordinatorGoroutines() {
-		if strings.Contains(g, "(*Coordinator).Run(") {
+		if !strings.Contains(g, "(*Coordinator).Run(") {
+			continue
+		}
+		lines := strings.Split(g, "\n")
+		if len(lines) < 2 || !strings.Contains(lines[1], "(*Coordinator).Run(") {
 			t.Fatalf("Close returned before Run did:\n%s", g)
 		}
 	}
+	poll.UntilNil(t, 5*time.Second, "Run's frame gone", func() error {
+		for _, g := range coordinatorGoroutines() {
+			if strings.Contains(g, "(*Coordinator).Run(") {
+				return errors.New(g)
+			}
+		}
+		return nil
+	})
 	select {
 	case err := <-runDone:
 		if err != nil {
