@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -129,8 +130,15 @@ func TestWebUI(t *testing.T) {
 		chromedp.Click(jobLink),
 		chromedp.WaitVisible(chromedp.CSS(`svg#graph g.vertex[data-vertex="tumbling"]`)),
 	)
-	names := get(t, ctx, 30*time.Second, "read the vertex names",
-		chromedp.Evaluate[[]string](`[...document.querySelectorAll("svg#graph g.vertex")].map(g => g.dataset.vertex)`))
+	var names []string
+	poll.UntilNil(t, 30*time.Second, "the vertex names", func() error {
+		names = get(t, ctx, 30*time.Second, "read the vertex names",
+			chromedp.Evaluate[[]string](`[...document.querySelectorAll("svg#graph g.vertex")].map(g => g.dataset.vertex)`))
+		if len(names) == 0 {
+			return errors.New("no vertices in the graph")
+		}
+		return nil
+	})
 	for _, want := range []string{"rides", "tumbling", "sessions", "seqcheck"} {
 		found := false
 		for _, n := range names {

@@ -312,15 +312,23 @@ async function leader() {
   }
 }
 
+// rendering counts renders: one that a newer render (a click, the next
+// second) overtook while it awaited the API must not draw its stale page
+// over the newer one.
+let rendering = 0;
+
 async function render() {
+  const gen = ++rendering;
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  let html;
   try {
-    const html = parts[0] === "jobs" && parts[1] ? await job(parts[1], parts[2], parts[3]) : await overview();
-    main.innerHTML = html;
-    updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    html = parts[0] === "jobs" && parts[1] ? await job(parts[1], parts[2], parts[3]) : await overview();
   } catch (e) {
-    main.innerHTML = `<p class="error" id="load-error">${esc(e.message)}</p>`;
+    html = `<p class="error" id="load-error">${esc(e.message)}</p>`;
   }
+  if (gen !== rendering) return;
+  main.innerHTML = html;
+  updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
   leader();
 }
 
