@@ -30,7 +30,9 @@ func (c apiClient) do(method, path, body string) (int, []byte) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	// Generous: a submit opens each Wasm function once (compiling the
+	// guest), which under -race on a busy machine took over 10 s in CI.
+	client := &http.Client{Timeout: 2 * time.Minute}
 	resp, err := client.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
