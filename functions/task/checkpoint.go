@@ -89,9 +89,10 @@ type SourceRestore struct {
 // RestoreFor picks what subtask subtask (of parallelism parallelism,
 // owning key groups [kgStart, kgEnd)) of vertex restores from manifest m:
 // the state files of its stateful operators, its source's position and
-// its watermark. A source restores the position its subtask recorded; at
-// another parallelism only a source of splits can, and gets the splits of
-// every old subtask merged (mergeSplits).
+// its watermark. A source restores the position its subtask recorded, and
+// only at the parallelism it was taken at; a source of splits restores at
+// any, and gets the splits of every old subtask merged (mergeSplits), at
+// the same parallelism too, so a split that changed owner keeps its place.
 func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgStart, kgEnd int, stateful []string, source SourceRestore) (*Restore, error) {
 	r := &Restore{Checkpoint: m.Checkpoint, Files: map[string][]manifest.File{}, Continue: map[string]bool{}}
 	for _, op := range stateful {
@@ -114,7 +115,8 @@ func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgSta
 		}
 		r.Continue[op] = len(from) == 1 && exact
 	}
-	var old []json.RawMessage // the source's positions at another parallelism, by old subtask
+	var old []json.RawMessage // a source of splits: every old subtask's position
+	own := -1                 // the index in old of this subtask's, at the same parallelism
 	for _, v := range m.Vertices {
 		if v.Name == vertex && v.Parallelism == parallelism {
 			r.Watermark = v.Subtasks[subtask].Watermark
@@ -124,20 +126,24 @@ func RestoreFor(m *manifest.Manifest, vertex string, subtask, parallelism, kgSta
 			if source.Name == "" || !ok {
 				continue
 			}
-			if v.Parallelism != parallelism {
-				if !source.Splits {
-					return nil, fmt.Errorf("checkpoint %d: source %s ran at parallelism %d; restoring it at %d is not supported (keep the source's parallelism)", m.Checkpoint, source.Name, v.Parallelism, parallelism)
-				}
-				old = append(old, pos)
-				continue
+			same := v.Parallelism == parallelism
+			if !same && !source.Splits {
+				return nil, fmt.Errorf("checkpoint %d: source %s ran at parallelism %d; restoring it at %d is not supported (keep the source's parallelism)", m.Checkpoint, source.Name, v.Parallelism, parallelism)
 			}
-			if st.Index == subtask {
+			if same && st.Index == subtask {
 				r.SourcePosition = pos
+				own = len(old)
+			}
+			if source.Splits {
+				old = append(old, pos)
 			}
 		}
 	}
-	if len(old) > 0 {
-		merged, err := mergeSplits(old, subtask == 0)
+	if len(old) > 0 && !(own >= 0 && !allSplits(old)) {
+		// At the same parallelism too: a split whose owner changed (the
+		// listing of splits grew in between) keeps its position. A
+		// checkpoint from before the source had splits restores as taken.
+		merged, err := mergeSplits(old, subtask == 0, own)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint %d: source %s: %w", m.Checkpoint, source.Name, err)
 		}
@@ -533,7 +539,9 @@ func (c *checkpointer) sourcePosition() (json.RawMessage, error) {
 // splits (each was owned, so recorded, by one old subtask), the lowest
 // largest event time (no record is judged later than it was), and the
 // dead-letter count on the first subtask only, so the job's total goes on.
-func mergeSplits(old []json.RawMessage, first bool) (json.RawMessage, error) {
+// At the same parallelism (own >= 0: the index in old of the subtask's own
+// position) the event time and count are the subtask's own.
+func mergeSplits(old []json.RawMessage, first bool, own int) (json.RawMessage, error) {
 	splits := map[string]json.RawMessage{}
 	var out sourceCheckpoint
 	for i, raw := range old {
@@ -553,7 +561,13 @@ func mergeSplits(old []json.RawMessage, first bool) (json.RawMessage, error) {
 			}
 			splits[id] = pos
 		}
-		if sc.MaxTimestamp != nil && (out.MaxTimestamp == nil || *sc.MaxTimestamp < *out.MaxTimestamp) {
+		switch {
+		case own >= 0:
+			if i == own {
+				out.MaxTimestamp, out.DeadLetters = sc.MaxTimestamp, sc.DeadLetters
+			}
+			continue
+		case sc.MaxTimestamp != nil && (out.MaxTimestamp == nil || *sc.MaxTimestamp < *out.MaxTimestamp):
 			ts := *sc.MaxTimestamp
 			out.MaxTimestamp = &ts
 		}
@@ -567,6 +581,22 @@ func mergeSplits(old []json.RawMessage, first bool) (json.RawMessage, error) {
 	}
 	out.Position = pos
 	return json.Marshal(out)
+}
+
+// allSplits reports whether every position in old is a split position:
+// one taken before its source had splits is not.
+func allSplits(old []json.RawMessage) bool {
+	for _, raw := range old {
+		var sc struct {
+			Position struct {
+				Splits map[string]json.RawMessage `json:"splits"`
+			} `json:"position"`
+		}
+		if json.Unmarshal(raw, &sc) != nil || sc.Position.Splits == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // restoreSource hands the source its recorded position, before it opens.
