@@ -343,11 +343,21 @@ func (p *Policy) Decide(now time.Time) []Decision {
 	cost := p.restartCost(stats)
 	acted := false
 	for _, v := range p.order {
-		st, ok := stats[v.Name]
-		if !ok {
-			continue
+		st := stats[v.Name]
+		if st == nil || st.missing == v.Name {
+			continue // no samples in the window
 		}
-		d := p.decide(v.Name, st, cost)
+		var d Decision
+		switch {
+		case st.partial:
+			d = Decision{Kind: None, Vertex: v.Name, From: st.par, To: st.par,
+				Reason: fmt.Sprintf("collecting metrics: its samples cover %s of the %s window", now.Sub(st.first), p.cfg.Window)}
+		case st.missing != "":
+			d = Decision{Kind: None, Vertex: v.Name, From: st.par, To: st.par,
+				Reason: fmt.Sprintf("waiting for metrics: its input %s has not been measured over the window", st.missing)}
+		default:
+			d = p.decide(v.Name, st, cost)
+		}
 		if d.Kind == Scale && !p.lastAction.IsZero() && now.Sub(p.lastAction) < p.cfg.Stabilization {
 			d.Kind, d.To = None, d.From
 			d.Reason = fmt.Sprintf("stabilizing: the last rescale was %s ago (stabilization %s); would have scaled: %s",
@@ -371,7 +381,20 @@ type stat struct {
 	trueRate      float64
 	in, out       float64 // measured records/s, all subtasks
 	rate, backlog float64 // carried down from the sources
-	stateBytes    int64
+	// recent is rate over the window's last quarter: after a step up the
+	// window's mean still holds the lower load. A vertex that falls
+	// behind on the recent rate is sized for it, so a step is taken in
+	// one rescale; one whose recent rate is above the mean is not scaled
+	// down. Otherwise (a load moving within the band) the mean decides.
+	recent     float64
+	stateBytes int64
+	// first is the vertex's oldest sample in the window; partial says
+	// they start more than a quarter of the window late (a subtask of it
+	// reported no rates yet), and missing names an input with no samples
+	// or partial ones: either leaves the vertex unmeasured.
+	first   time.Time
+	partial bool
+	missing string
 }
 
 // busyFloor is the busy share under which a subtask's rate is not
@@ -381,6 +404,10 @@ const busyFloor = 0.005
 func (p *Policy) stats(now time.Time) map[string]*stat {
 	out := map[string]*stat{}
 	from := now.Add(-p.cfg.Window)
+	began := p.since // the window began at since or from
+	if from.After(began) {
+		began = from
+	}
 	for _, v := range p.order {
 		var win []timed
 		for _, t := range p.hist[v.Name] {
@@ -389,11 +416,15 @@ func (p *Policy) stats(now time.Time) map[string]*stat {
 			}
 		}
 		if len(win) == 0 {
+			out[v.Name] = &stat{missing: v.Name}
 			continue
 		}
 		last := win[len(win)-1].s
 		st := &stat{par: last.Parallelism, maxP: last.MaxParallelism, source: last.Source,
-			stateBytes: last.StateBytes}
+			stateBytes: last.StateBytes, first: win[0].at}
+		st.partial = st.first.After(began.Add(p.cfg.Window / 4))
+		recentFrom := now.Add(-p.cfg.Window / 4)
+		var recentSum, recentN float64
 		n := float64(len(win))
 		busy := make([]float64, len(last.Subtasks))
 		var busyIn, busySum, bpSum float64
@@ -411,6 +442,13 @@ func (p *Policy) stats(now time.Time) map[string]*stat {
 				}
 			}
 			st.rate += t.s.InputRate / n
+			if !t.at.Before(recentFrom) {
+				recentSum += t.s.InputRate
+				recentN++
+			}
+		}
+		if recentN > 0 {
+			st.recent = recentSum / recentN
 		}
 		for _, b := range busy {
 			st.busyMax = max(st.busyMax, b)
@@ -423,17 +461,22 @@ func (p *Policy) stats(now time.Time) map[string]*stat {
 		}
 		if st.source {
 			if st.rate == 0 {
-				st.rate = st.in // a source that does not know its arrival rate
+				// A source that does not know its arrival rate.
+				st.rate, st.recent = st.in, 0
 			}
 			st.backlog = last.Backlog
 		} else {
-			st.rate = 0
+			st.rate, st.recent = 0, 0
 			for _, in := range v.Inputs {
-				if u, ok := out[in]; ok {
-					r := u.ratio()
-					st.rate += u.rate * r
-					st.backlog += u.backlog * r
+				u, ok := out[in]
+				if !ok || u.missing != "" || u.partial {
+					st.missing = in
+					continue
 				}
+				r := u.ratio()
+				st.rate += u.rate * r
+				st.recent += max(u.recent, u.rate) * r
+				st.backlog += u.backlog * r
 			}
 		}
 		out[v.Name] = st
@@ -452,7 +495,7 @@ func (s *stat) ratio() float64 {
 func (p *Policy) restartCost(stats map[string]*stat) time.Duration {
 	var state int64
 	for _, s := range stats {
-		state += s.stateBytes
+		state += s.stateBytes // 0 for a vertex without samples
 	}
 	return p.restart + time.Duration(float64(state)/p.restore*float64(time.Second))
 }
@@ -472,9 +515,13 @@ func clearTime(backlog, rate, capacity float64, pause time.Duration) time.Durati
 
 func (p *Policy) decide(name string, st *stat, cost time.Duration) Decision {
 	c := p.cfg
-	required := st.rate + st.backlog/c.CatchUp.Seconds()
+	rate := st.rate
+	if st.trueRate > 0 && st.recent > float64(st.par)*st.trueRate {
+		rate = st.recent // it falls behind now: size it for now
+	}
+	required := rate + st.backlog/c.CatchUp.Seconds()
 	d := Decision{Kind: None, Vertex: name, From: st.par, To: st.par, Busy: st.busyMax, Backpressured: st.bp,
-		TrueRate: st.trueRate, InputRate: st.rate, RequiredRate: required, Backlog: st.backlog, RestartCost: cost}
+		TrueRate: st.trueRate, InputRate: rate, RequiredRate: required, Backlog: st.backlog, RestartCost: cost}
 	hi := c.MaxParallelism
 	if st.maxP > 0 {
 		hi = min(hi, st.maxP)
@@ -489,7 +536,7 @@ func (p *Policy) decide(name string, st *stat, cost time.Duration) Decision {
 	} else {
 		capNow := float64(st.par) * st.trueRate
 		d.Utilization = required / capNow
-		d.ClearNow = clearTime(st.backlog, st.rate, capNow, 0)
+		d.ClearNow = clearTime(st.backlog, rate, capNow, 0)
 		d.ClearAfter = d.ClearNow
 		if math.Abs(d.Utilization-c.TargetUtilization) <= c.Band {
 			d.Reason = fmt.Sprintf("utilization %.2f is within the target %.2f ± %.2f", d.Utilization, c.TargetUtilization, c.Band)
@@ -526,7 +573,7 @@ func (p *Policy) decide(name string, st *stat, cost time.Duration) Decision {
 	d.To = want
 	d.ClearAfter = cost // an idle vertex: no lag to measure
 	if st.trueRate > 0 {
-		d.ClearAfter = clearTime(st.backlog, st.rate, float64(want)*st.trueRate, cost)
+		d.ClearAfter = clearTime(st.backlog, rate, float64(want)*st.trueRate, cost)
 	}
 	d.Gain = gain(d.ClearNow, d.ClearAfter)
 	act := func(reason string) Decision {
@@ -542,10 +589,10 @@ func (p *Policy) decide(name string, st *stat, cost time.Duration) Decision {
 		switch {
 		case d.ClearNow == Never:
 			return act(fmt.Sprintf("falls behind: must sustain %s/s, %d subtasks do %s/s; %s", num(required), st.par, num(capNow), why))
-		case st.rate/capNow > c.TargetUtilization+c.Band:
+		case rate/capNow > c.TargetUtilization+c.Band:
 			if d.ClearAfter > c.CatchUp {
 				return hold(fmt.Sprintf("a rescale costs more than it gains: it keeps up at %d (utilization %.2f), and a %s restart would leave it behind for %s, more than catchUp %s",
-					st.par, st.rate/capNow, secs(cost), secs(d.ClearAfter), c.CatchUp))
+					st.par, rate/capNow, secs(cost), secs(d.ClearAfter), c.CatchUp))
 			}
 			return act(why)
 		case d.ClearNow <= c.CatchUp:
@@ -557,6 +604,8 @@ func (p *Policy) decide(name string, st *stat, cost time.Duration) Decision {
 		return act(fmt.Sprintf("backlog of %s records: clears in %s at %d, in %s at %d; %s", num(st.backlog), secs(d.ClearNow), st.par, secs(d.ClearAfter), want, why))
 	}
 	switch {
+	case st.recent > rate && st.trueRate > 0 && int(math.Ceil((st.recent+st.backlog/c.CatchUp.Seconds())/(st.trueRate*c.TargetUtilization)-1e-9)) > want:
+		return hold(fmt.Sprintf("not scaled down while the load rises: the window's last quarter receives %s/s, more than its mean %s/s", num(st.recent), num(rate)))
 	case st.busyMax > c.TargetUtilization || st.bp > c.TargetUtilization:
 		return hold(fmt.Sprintf("not scaled down while busy: busiest subtask %.2f, backpressured %.2f, target %.2f", st.busyMax, st.bp, c.TargetUtilization))
 	case cost >= c.Stabilization:
