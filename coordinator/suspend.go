@@ -81,6 +81,9 @@ func (c *Coordinator) wakeLocked(j *job, now time.Time) {
 			if ds, ok := j.lc.Wake(now, arrived); ok {
 				c.cfg.Logger.Info("job woken", "job", id, "why", arrived)
 				as.record(now, autoscale.Decision{Kind: autoscale.None, Vertex: "", Reason: "woken: " + arrived})
+				if as.policy != nil {
+					as.policy.Woken(now)
+				}
 				c.exec(ctx, j, ds)
 				c.notifyLocked()
 			}

@@ -355,7 +355,7 @@ func readDeadLetters(t *testing.T, b blob.BucketReader, prefix string) []map[str
 	return out
 }
 
-func writeSpec(t *testing.T, text string) string {
+func writeSpec(t testing.TB, text string) string {
 	t.Helper()
 	p := t.TempDir() + "/spec.yaml"
 	if err := os.WriteFile(p, []byte(strings.TrimLeft(text, "\n")), 0o644); err != nil {

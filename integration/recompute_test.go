@@ -233,7 +233,7 @@ func aggregate(a aggSpec, rows []row) any {
 
 // readOutput reads every object under prefix (JSON lines or Parquet) into
 // rows, with timestamps as milliseconds.
-func readOutput(t *testing.T, b blob.BucketReader, prefix string) []row {
+func readOutput(t testing.TB, b blob.BucketReader, prefix string) []row {
 	t.Helper()
 	ctx := context.Background()
 	objs, err := b.List(ctx, prefix)
@@ -291,7 +291,7 @@ func jsonValue(v any) any {
 	return v
 }
 
-func readParquet(t *testing.T, key string, data []byte) []row {
+func readParquet(t testing.TB, key string, data []byte) []row {
 	t.Helper()
 	mem := memory.NewGoAllocator()
 	pf, err := file.NewParquetReader(bytes.NewReader(data))

@@ -306,6 +306,16 @@ func active(s VertexSample) bool {
 	return false
 }
 
+// Woken tells the policy that its suspended job was woken at now (input
+// arrived; the coordinator saw it, the samples may not: a burst read
+// before the new tasks reported a rate). It decides again, counting the
+// sources active from now, so a job that receives nothing more is
+// suspended again after ScaleToZero.
+func (p *Policy) Woken(now time.Time) {
+	p.suspended, p.lastActive = false, now
+	p.reset(now)
+}
+
 func (p *Policy) reset(now time.Time) {
 	p.hist = map[string][]timed{}
 	p.since = now

@@ -21,6 +21,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	sample @T[..T2/STEP] V [p=N] [busy=MS|(MS,...)] [bp=MS] [in=R] [out=R] [rate=R] [backlog=N] [state=BYTES] [| V ...]
 //	decide @T
 //	restarted D | restored BYTES D
+//	woken @T
 //
 // A vertex without inputs is a source. sample gives each listed vertex's
 // sample at T (at every STEP from T to T2): busy and bp are ms/s per
@@ -46,6 +47,9 @@ func TestTraces(t *testing.T) {
 					out = append(out, dec.String())
 				}
 				return strings.Join(out, "\n"), nil
+			case "woken":
+				h.p.Woken(at(t, words[0]))
+				return "", nil
 			case "restarted":
 				h.p.ObserveRestart(dur(t, words[0]))
 				return "", nil
