@@ -53,28 +53,10 @@ not json at all
 // uninterrupted read, each once.
 func TestFileSourcePositionRestore(t *testing.T) {
 	connectortest.CheckLeaks(t)
-	mem := connectortest.Mem(t)
 	b := connPositionFiles(t)
-	src := connFilesSpec("in")
-	out := connectortest.SourceSchema(t, src)
 	open := func(sub, p int, pos string) (task.Source, *connectortest.DeadLetters) {
 		t.Helper()
-		fs, err := NewSource(src, out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pos != "" {
-			if err := fs.(task.Resumable).Restore(json.RawMessage(pos)); err != nil {
-				t.Fatalf("Restore(%s): %v", pos, err)
-			}
-		}
-		dl := &connectortest.DeadLetters{}
-		ctx := connectortest.SourceContext(mem, sub, p)
-		ctx.Bucket, ctx.DeadLetter = b, dl.Add
-		if err := fs.Open(ctx); err != nil {
-			t.Fatalf("Open after Restore(%s): %v", pos, err)
-		}
-		return fs, dl
+		return splitsOpen(t, b, sub, p, pos)
 	}
 	midObject, afterDone := false, false
 	for _, p := range []int{1, 2} {

@@ -120,10 +120,10 @@ var (
 // position from before splits Object, Offset and Done. The fields are
 // pointers so that a missing one is seen.
 type filePosition struct {
-	Splits map[string]splitPosition `json:"splits,omitempty"`
-	Object *string                  `json:"object,omitempty"`
-	Offset *int64                   `json:"offset,omitempty"`
-	Done   *[]string                `json:"done,omitempty"`
+	Splits map[string]splitPosition `json:"splits"`
+	Object *string                  `json:"object"`
+	Offset *int64                   `json:"offset"`
+	Done   *[]string                `json:"done"`
 }
 
 // splitPosition is the position of one object.
