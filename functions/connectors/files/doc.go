@@ -3,9 +3,11 @@
 // store (a directory or S3).
 //
 // The source lists the objects under its path at Open (skipping segments
-// that start with '_' or '.', so a sink's staging area is never input),
-// gives object k to subtask k % parallelism, and checkpoints the object it
-// is in, the byte offset of the next line and the objects done.
+// that start with '_' or '.', so a sink's staging area is never input).
+// Each object is a split (connector.SourceType.Splits): the k-th by key is
+// read by subtask k % parallelism, which checkpoints, for each object it
+// has started, the byte offset of the next line and whether it is done, so
+// the source restores at any parallelism.
 //
 // The sink rolls objects part-<subtask>-<job>-a<attempt>-<seq>.<format>.
 // With checkpoints it is a two-phase sink: a transaction's objects are

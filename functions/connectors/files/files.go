@@ -65,6 +65,9 @@ func SourceType() connector.SourceType {
 			return ps
 		},
 		New: NewSource,
+		// Each object is a split (see fileSource), so a files source
+		// rescales.
+		Splits: true,
 	}
 }
 

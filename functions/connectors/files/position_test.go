@@ -53,28 +53,10 @@ not json at all
 // uninterrupted read, each once.
 func TestFileSourcePositionRestore(t *testing.T) {
 	connectortest.CheckLeaks(t)
-	mem := connectortest.Mem(t)
 	b := connPositionFiles(t)
-	src := connFilesSpec("in")
-	out := connectortest.SourceSchema(t, src)
 	open := func(sub, p int, pos string) (task.Source, *connectortest.DeadLetters) {
 		t.Helper()
-		fs, err := NewSource(src, out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pos != "" {
-			if err := fs.(task.Resumable).Restore(json.RawMessage(pos)); err != nil {
-				t.Fatalf("Restore(%s): %v", pos, err)
-			}
-		}
-		dl := &connectortest.DeadLetters{}
-		ctx := connectortest.SourceContext(mem, sub, p)
-		ctx.Bucket, ctx.DeadLetter = b, dl.Add
-		if err := fs.Open(ctx); err != nil {
-			t.Fatalf("Open after Restore(%s): %v", pos, err)
-		}
-		return fs, dl
+		return splitsOpen(t, b, sub, p, pos)
 	}
 	midObject, afterDone := false, false
 	for _, p := range []int{1, 2} {
@@ -97,15 +79,21 @@ func TestFileSourcePositionRestore(t *testing.T) {
 					fs.Close()
 
 					var fp struct {
-						Object string
-						Offset int64
-						Done   []string
+						Splits map[string]struct {
+							Offset int64
+							Done   bool
+						}
 					}
 					if err := json.Unmarshal([]byte(pos), &fp); err != nil {
 						t.Fatal(err)
 					}
-					midObject = midObject || fp.Offset > 0
-					afterDone = afterDone || (len(fp.Done) > 0 && fp.Object != "")
+					started, done := false, false
+					for _, sp := range fp.Splits {
+						started = started || (sp.Offset > 0 && !sp.Done)
+						done = done || sp.Done
+					}
+					midObject = midObject || started
+					afterDone = afterDone || (done && started)
 
 					r, rdl := open(sub, p, pos)
 					if got := connectortest.Position(t, r); got != pos {
@@ -152,8 +140,18 @@ func TestFileSourceRestoreRefused(t *testing.T) {
 		want []string
 	}{
 		{``, []string{"position is empty"}},
-		{`null`, []string{"position.object: missing"}},
-		{`{}`, []string{"position.object: missing"}},
+		{`null`, []string{"position.splits: missing"}},
+		{`{}`, []string{"position.splits: missing"}},
+		{`{"splits":null}`, []string{"position.splits: missing"}},
+		{`{"splits":{"in/a":{}}}`, []string{`position.splits["in/a"].offset: missing`}},
+		{`{"splits":{"in/a":{"offset":-1}}}`, []string{`position.splits["in/a"].offset: -1 is negative`}},
+		{`{"splits":{"in/a":{"offset":"1"}}}`, []string{"got string, want int64"}},
+		{`{"splits":{"in/a":{"offset":1,"done":1}}}`, []string{"got number, want bool"}},
+		{`{"splits":{"in/a":{"offset":1,"line":2}}}`, []string{`unknown field "line"`}},
+		{`{"splits":{"other/a":{"offset":0}}}`, []string{`position.splits["other/a"]: "other/a" is not an input object under "in"`}},
+		{`{"splits":{"in/_staging/a":{"offset":0}}}`, []string{`position.splits["in/_staging/a"]: "in/_staging/a" is not an input object`}},
+		{`{"splits":{},"object":"in/a"}`, []string{"position.splits: given with object, offset or done"}},
+		{`{"splits":[]}`, []string{"position.splits: got array"}},
 		{`{"object":"in/a","done":[]}`, []string{"position.offset: missing"}},
 		{`{"object":"in/a","offset":0}`, []string{"position.done: missing"}},
 		{`{"object":"in/a","offset":-3,"done":[]}`, []string{"position.offset: -3 is negative"}},
@@ -186,6 +184,9 @@ func TestFileSourceRestoreRefused(t *testing.T) {
 		{`{"object":"in/a","offset":100,"done":[]}`, 0, 1, "position.offset: 100 is past the end of in/a (18 bytes)"},
 		{`{"object":"in/a","offset":3,"done":[]}`, 0, 1, "position.offset: 3 is inside line 1 of in/a"},
 		{`{"object":"in/a","offset":12,"done":[]}`, 0, 1, "position.offset: 12 is inside line 2 of in/a"},
+		{`{"splits":{"in/a":{"offset":100}}}`, 0, 1, `position.splits["in/a"].offset: 100 is past the end of in/a (18 bytes)`},
+		{`{"splits":{"in/a":{"offset":3}}}`, 0, 1, `position.splits["in/a"].offset: 3 is inside line 1 of in/a`},
+		{`{"splits":{"in/a":{"offset":18,"done":true},"in/b":{"offset":2}}}`, 0, 1, `position.splits["in/b"].offset: 2 is inside line 1 of in/b`},
 	} {
 		fs := fresh()
 		if err := fs.(task.Resumable).Restore(json.RawMessage(tc.pos)); err != nil {
@@ -213,6 +214,11 @@ func TestFileSourceRestoreRefused(t *testing.T) {
 		{`{"object":"in/c","offset":8,"done":["in/a","in/b"]}`, nil},
 		{`{"object":"","offset":0,"done":["in/a","in/b","in/c"]}`, nil},
 		{`{"object":"","offset":0,"done":["in/a"]}`, []int64{3, 4}}, // objects listed after done are read
+		{`{"splits":{}}`, []int64{1, 2, 3, 4}},
+		{`{"splits":{"in/a":{"offset":9}}}`, []int64{2, 3, 4}},
+		{`{"splits":{"in/a":{"offset":18,"done":true},"in/c":{"offset":8}}}`, []int64{3}},
+		{`{"splits":{"in/a":{"offset":9,"done":true},"in/b":{"offset":9,"done":true}}}`, []int64{4}},                              // done, whatever the offset
+		{`{"splits":{"in/b":{"offset":9,"done":true},"in/gone":{"offset":5},"in/z":{"offset":1,"done":true}}}`, []int64{1, 2, 4}}, // keys not listed are ignored
 	} {
 		fs := fresh()
 		if err := fs.(task.Resumable).Restore(json.RawMessage(tc.pos)); err != nil {

@@ -32,23 +32,36 @@ const MaxLineBytes = 16 << 20
 // The path names one object or a "directory": the objects whose keys start
 // with path + "/". Objects with a segment below the path that starts with
 // '_' or '.' are skipped, like Hadoop and Spark do, so a sink's staging
-// area (_staging/) is never read as input. The objects are listed once at
-// Open and sorted by key; object k is read by subtask k % parallelism.
+// area (_staging/) is never read as input.
 //
-// A subtask reads its objects one after another in key order, so its
-// position is
+// Its objects are its splits (connector.SourceType.Splits), each named by
+// its key. Each subtask lists them at Open, sorted by key, and subtask s of
+// p reads the i-th when connector.OwnsSplit(i, s, p), one after another in
+// key order. An object added later is read from the next restart on; one
+// added while the subtasks open may be seen by some and not others, and
+// then read twice or not at all in that attempt: add input before the job
+// (re)starts. Its position is
 //
-//	{"object": key, "offset": n, "done": [key, ...]}
+//	{"splits": {"<key>": {"offset": n}, "<key>": {"offset": n, "done": true}, ...}}
 //
-// done lists the objects already read to the end, object is the one being
-// (or next to be) read, "" once done holds them all, and offset is the byte
-// offset in object of the first line not yet read. Restore checks the
-// shape; Open checks that done is the start of this subtask's objects and
-// object the one after it, then skips offset bytes of object: the store
-// has no range reads, so they are read and discarded, counting lines so
-// that dead-letter origins keep their line numbers. An offset must be a
-// line start or the object's end. With object "", reading goes on with
-// any objects listed after done (new input sorted after the old).
+// with the objects it owns that it has started: offset is the byte offset
+// of the first line not yet read, and done marks an object read to its
+// end. Done is recorded rather than taken from offset == size: an object's
+// last line may lack its newline, so bytes appended to an object read to
+// its end would continue a line already read, and a listed size may change.
+// An owned object absent from a restored position starts at 0; the
+// position may hold objects of other subtasks (after a rescale, or when the
+// listing grew) or no longer listed, which are ignored. Resuming an object
+// skips offset bytes: the store has no range reads, so they are read and
+// discarded, counting lines so that dead-letter origins keep their line
+// numbers. An offset must be a line start or the object's end; the first
+// object to read is checked at Open, the others when reading reaches them.
+//
+// The position from before splits, {"object": key, "offset": n, "done":
+// [key, ...]} (the subtask's objects read to the end, the one being or next
+// to be read, "" once done holds them all, and the offset in it), restores
+// at the parallelism it was taken at: Open checks that done is the start of
+// this subtask's objects and object the one after it.
 type fileSource struct {
 	node string
 	path string
@@ -62,17 +75,39 @@ type fileSource struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	objects []string // this subtask's objects, sorted
-	before  []int64  // before[i]: the listed sizes of objects[:i] summed (len(objects)+1)
-	obj     int      // index in objects of the one being (or next to be) read
+	listed  bool        // Open listed the objects
+	splits  []fileSplit // this subtask's objects, sorted by key
+	obj     int         // index in splits of the one being (or next to be) read
+	total   int64       // the listed sizes of splits summed
+	read    int64       // splits[i].read() summed
 	body    io.ReadCloser
 	r       *bufio.Reader
 	long    []byte // a line longer than the bufio buffer
 	maxLine int    // MaxLineBytes; smaller in tests
 	lineNo  int64  // lines consumed in the current object
-	offset  int64  // bytes consumed in the current object
 
-	restored *filePosition // from Restore, applied at Open
+	restored map[string]splitPosition // from Restore, applied at Open
+	legacy   *filePosition            // a restored position from before splits
+}
+
+// fileSplit is one object of the subtask and where it is in it.
+type fileSplit struct {
+	key  string
+	size int64 // as listed at Open
+	// offset is the bytes consumed; before the object is opened, those
+	// of a restored position, to skip when it is.
+	offset int64
+	done   bool
+}
+
+// read is what the split counts as read for Progress: all of it once done
+// (should the object have changed since it was listed), else its offset up
+// to its listed size.
+func (sp *fileSplit) read() int64 {
+	if sp.done {
+		return sp.size
+	}
+	return min(sp.offset, sp.size)
 }
 
 var (
@@ -81,13 +116,24 @@ var (
 	_ task.Backlogged = (*fileSource)(nil)
 )
 
-// filePosition is a files source's position, as JSON. The fields are
+// filePosition is a files source's position, as JSON: Splits, or for a
+// position from before splits Object, Offset and Done. The fields are
 // pointers so that a missing one is seen.
 type filePosition struct {
-	Object *string   `json:"object"`
-	Offset *int64    `json:"offset"`
-	Done   *[]string `json:"done"`
+	Splits map[string]splitPosition `json:"splits"`
+	Object *string                  `json:"object"`
+	Offset *int64                   `json:"offset"`
+	Done   *[]string                `json:"done"`
 }
+
+// splitPosition is the position of one object.
+type splitPosition struct {
+	Offset *int64 `json:"offset"`
+	Done   bool   `json:"done,omitempty"`
+}
+
+// splitsExample is a position of splits, for errors.
+const splitsExample = `{"splits": {"<key>": {"offset": 120}}} (with "done": true once read to the end)`
 
 func newFileSource(node string, cfg SourceConfig, out stream.Stream) *fileSource {
 	return &fileSource{node: node, path: cfg.Path, out: out, maxLine: MaxLineBytes}
@@ -115,24 +161,45 @@ func (s *fileSource) Open(ctx *task.SourceContext) error {
 	if len(all) == 0 && ctx.Subtask == 0 && ctx.Logger != nil {
 		ctx.Logger.Warn("files source has no input objects", "source", s.node, "path", s.path, "store", s.bucket.Describe())
 	}
-	s.before = []int64{0}
-	for k, info := range all {
-		if k%ctx.Parallelism == ctx.Subtask {
-			s.objects = append(s.objects, info.Key)
-			s.before = append(s.before, s.before[len(s.before)-1]+info.Size)
+	for i, info := range all {
+		if connector.OwnsSplit(i, ctx.Subtask, ctx.Parallelism) {
+			s.splits = append(s.splits, fileSplit{key: info.Key, size: info.Size})
 		}
 	}
-	if s.restored != nil {
-		if err := s.resume(ctx); err != nil {
-			return errors.Join(err, s.closeObject())
+	s.listed = true
+	if s.legacy != nil {
+		if err := s.fromLegacy(ctx); err != nil {
+			return err
 		}
 	}
+	for i := range s.splits {
+		sp := &s.splits[i]
+		if p, ok := s.restored[sp.key]; ok {
+			sp.offset, sp.done = *p.Offset, p.Done
+		}
+		s.total += sp.size
+		s.read += sp.read()
+	}
+	s.next()
+	if s.obj < len(s.splits) && s.splits[s.obj].offset > 0 {
+		if err := s.openSplit(); err != nil {
+			return fmt.Errorf("open files source %s: %w", s.node, err)
+		}
+	}
+	s.restored, s.legacy = nil, nil
 	mem := ctx.Mem
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
 	s.dec = arrowfmt.NewJSONDecoder(s.out.Schema, mem)
 	return nil
+}
+
+// next moves obj to the first object from it on not read to the end.
+func (s *fileSource) next() {
+	for s.obj < len(s.splits) && s.splits[s.obj].done {
+		s.obj++
+	}
 }
 
 // Backlog returns the bytes of this subtask's objects not read yet (as
@@ -145,41 +212,60 @@ func (s *fileSource) Backlog(context.Context) (int64, string, bool) {
 	return max(total-read, 0), "bytes", true
 }
 
-// resume moves a just opened source to the restored position.
-func (s *fileSource) resume(ctx *task.SourceContext) error {
+// fromLegacy checks a restored position from before splits against this
+// subtask's objects (it was this subtask's position at this parallelism)
+// and turns it into the splits it stands for.
+func (s *fileSource) fromLegacy(ctx *task.SourceContext) error {
 	p := fmt.Sprintf("open files source %s: restored position", s.node)
-	object, offset, done := *s.restored.Object, *s.restored.Offset, *s.restored.Done
-	mine := fmt.Sprintf("subtask %d of %d reads %d objects under %q", ctx.Subtask, ctx.Parallelism, len(s.objects), s.path)
+	object, offset, done := *s.legacy.Object, *s.legacy.Offset, *s.legacy.Done
+	mine := fmt.Sprintf("subtask %d of %d reads %d objects under %q", ctx.Subtask, ctx.Parallelism, len(s.splits), s.path)
 	for i, key := range done {
-		if i >= len(s.objects) || s.objects[i] != key {
+		if i >= len(s.splits) || s.splits[i].key != key {
 			want := "no more"
-			if i < len(s.objects) {
-				want = fmt.Sprintf("%q", s.objects[i])
+			if i < len(s.splits) {
+				want = fmt.Sprintf("%q", s.splits[i].key)
 			}
 			return fmt.Errorf("%s.done[%d]: %q is not this subtask's object %d (%s; want %s): the input changed, or the position is another subtask's",
 				p, i, key, i, mine, want)
 		}
 	}
-	s.obj = len(done)
-	if object == "" {
-		return nil
-	}
-	if s.obj >= len(s.objects) || s.objects[s.obj] != object {
+	if n := len(done); object != "" && (n >= len(s.splits) || s.splits[n].key != object) {
 		want := "none: every object is done"
-		if s.obj < len(s.objects) {
-			want = fmt.Sprintf("%q", s.objects[s.obj])
+		if n < len(s.splits) {
+			want = fmt.Sprintf("%q", s.splits[n].key)
 		}
 		return fmt.Errorf("%s.object: %q is not the object after done (%s; want %s): the input changed, or the position is another subtask's",
 			p, object, mine, want)
 	}
-	if offset == 0 {
+	s.restored = map[string]splitPosition{}
+	for i, key := range done {
+		s.restored[key] = splitPosition{Offset: &s.splits[i].size, Done: true}
+	}
+	if object != "" {
+		s.restored[object] = splitPosition{Offset: &offset}
+	}
+	return nil
+}
+
+// offsetField names the restored offset of key in errors.
+func (s *fileSource) offsetField(key string) string {
+	if s.legacy != nil {
+		return "position.offset"
+	}
+	return fmt.Sprintf("position.splits[%q].offset", key)
+}
+
+// openSplit opens splits[obj] and, if it was started, skips the bytes read.
+func (s *fileSource) openSplit() error {
+	sp := &s.splits[s.obj]
+	if err := s.openObject(); err != nil {
+		return err
+	}
+	if sp.offset == 0 {
 		return nil
 	}
-	if err := s.openObject(); err != nil {
-		return fmt.Errorf("open files source %s: %w", s.node, err)
-	}
-	if err := s.skip(offset); err != nil {
-		return fmt.Errorf("%s.offset: %w", p, err)
+	if err := s.skip(sp.offset); err != nil {
+		return errors.Join(fmt.Errorf("restored %s: %w", s.offsetField(sp.key), err), s.closeObject())
 	}
 	return nil
 }
@@ -187,20 +273,21 @@ func (s *fileSource) resume(ctx *task.SourceContext) error {
 // skip reads and discards the first n bytes of the open object, counting
 // its lines, and checks that n is a line start or the object's end.
 func (s *fileSource) skip(n int64) error {
-	key := s.objects[s.obj]
+	key := s.splits[s.obj].key
 	var last byte
-	for s.offset < n {
-		buf, err := s.r.Peek(int(min(n-s.offset, int64(s.r.Size()))))
+	var got int64
+	for got < n {
+		buf, err := s.r.Peek(int(min(n-got, int64(s.r.Size()))))
 		if len(buf) > 0 {
 			s.lineNo += int64(bytes.Count(buf, []byte{'\n'}))
-			s.offset += int64(len(buf))
+			got += int64(len(buf))
 			last = buf[len(buf)-1]
 			if _, err := s.r.Discard(len(buf)); err != nil {
 				return fmt.Errorf("skip to %d in %s: %w", n, key, err)
 			}
 		}
-		if errors.Is(err, io.EOF) && s.offset < n {
-			return fmt.Errorf("%d is past the end of %s (%d bytes): the object changed, or the position is another object's", n, key, s.offset)
+		if errors.Is(err, io.EOF) && got < n {
+			return fmt.Errorf("%d is past the end of %s (%d bytes): the object changed, or the position is another object's", n, key, got)
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("skip to %d in %s in %s: %w", n, key, s.bucket.Describe(), err)
@@ -240,23 +327,27 @@ func inputObject(path, key string) bool {
 }
 
 // Progress counts bytes: of this subtask's objects as listed at Open,
-// those read so far (capped at the total, should an object grow).
+// those read so far (capped at each object's listed size, should it grow).
 func (s *fileSource) Progress() (read, total int64, unit string, ok bool) {
-	if len(s.before) == 0 {
+	if !s.listed {
 		return 0, 0, "", false
 	}
-	total = s.before[len(s.before)-1]
-	if s.obj < len(s.objects) {
-		read = s.before[s.obj] + s.offset
-	} else {
-		read = total
-	}
-	return min(read, total), total, "bytes", true
+	return min(s.read, s.total), s.total, "bytes", true
 }
 
-// Position returns where the source is (see fileSource): the objects read
-// to the end, the object being (or next to be) read and the byte offset in
-// it of the first line not yet read.
+// positionOut is the position a files source writes (see fileSource).
+type positionOut struct {
+	Splits map[string]splitOut `json:"splits"`
+}
+
+type splitOut struct {
+	Offset int64 `json:"offset"`
+	Done   bool  `json:"done,omitempty"`
+}
+
+// Position returns where the source is (see fileSource): for each object
+// of the subtask started or read to the end, the byte offset of the first
+// line not yet read, and whether it is done.
 func (s *fileSource) Position() (json.RawMessage, error) {
 	if s.dec == nil {
 		return nil, fmt.Errorf("position of files source %s: not open", s.node)
@@ -264,15 +355,13 @@ func (s *fileSource) Position() (json.RawMessage, error) {
 	if n := s.dec.Len(); n > 0 {
 		return nil, fmt.Errorf("position of files source %s: %d rows are read but not returned (a Poll failed)", s.node, n)
 	}
-	object, offset := "", int64(0)
-	if s.obj < len(s.objects) {
-		object, offset = s.objects[s.obj], s.offset
+	p := positionOut{Splits: map[string]splitOut{}}
+	for _, sp := range s.splits {
+		if sp.offset > 0 || sp.done {
+			p.Splits[sp.key] = splitOut{Offset: sp.offset, Done: sp.done}
+		}
 	}
-	done := s.objects[:min(s.obj, len(s.objects))]
-	if done == nil {
-		done = []string{}
-	}
-	return json.Marshal(filePosition{Object: &object, Offset: &offset, Done: &done})
+	return json.Marshal(p)
 }
 
 // Restore makes the source resume at pos (see fileSource). It checks the
@@ -289,6 +378,36 @@ func (s *fileSource) Restore(pos json.RawMessage) error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("restore %s: position.%s: %s", what, field, fmt.Sprintf(format, args...))
 	}
+	legacy := p.Object != nil || p.Offset != nil || p.Done != nil
+	switch {
+	case p.Splits != nil && legacy:
+		return bad("splits", "given with object, offset or done: want the splits alone, e.g. %s", splitsExample)
+	case legacy:
+		if err := checkLegacy(s.path, p, bad); err != nil {
+			return err
+		}
+		s.legacy = &p
+		return nil
+	case p.Splits == nil:
+		return bad("splits", "missing: want the position of each object started, e.g. %s", splitsExample)
+	}
+	for key, sp := range p.Splits {
+		field := fmt.Sprintf("splits[%q]", key)
+		switch {
+		case !inputObject(s.path, key):
+			return bad(field, "%q is not an input object under %q", key, s.path)
+		case sp.Offset == nil:
+			return bad(field+".offset", "missing: want the byte offset in the object of the next line, e.g. %s", splitsExample)
+		case *sp.Offset < 0:
+			return bad(field+".offset", "%d is negative: want a byte offset >= 0", *sp.Offset)
+		}
+	}
+	s.restored = p.Splits
+	return nil
+}
+
+// checkLegacy checks the shape of a position from before splits.
+func checkLegacy(path string, p filePosition, bad func(field, format string, args ...any) error) error {
 	switch {
 	case p.Object == nil:
 		return bad("object", `missing: want the key being read, or "" when done holds every object`)
@@ -300,15 +419,15 @@ func (s *fileSource) Restore(pos json.RawMessage) error {
 		return bad("offset", "%d is negative: want a byte offset >= 0", *p.Offset)
 	case *p.Object == "" && *p.Offset != 0:
 		return bad("offset", `%d with object "": want 0`, *p.Offset)
-	case *p.Object != "" && !inputObject(s.path, *p.Object):
-		return bad("object", "%q is not an input object under %q", *p.Object, s.path)
+	case *p.Object != "" && !inputObject(path, *p.Object):
+		return bad("object", "%q is not an input object under %q", *p.Object, path)
 	}
 	done := *p.Done
 	for i, key := range done {
 		field := fmt.Sprintf("done[%d]", i)
 		switch {
-		case !inputObject(s.path, key):
-			return bad(field, "%q is not an input object under %q", key, s.path)
+		case !inputObject(path, key):
+			return bad(field, "%q is not an input object under %q", key, path)
 		case i > 0 && key <= done[i-1]:
 			return bad(field, "%q does not sort after %q: objects are read in key order", key, done[i-1])
 		}
@@ -316,7 +435,6 @@ func (s *fileSource) Restore(pos json.RawMessage) error {
 	if n := len(done); n > 0 && *p.Object != "" && *p.Object <= done[n-1] {
 		return bad("object", "%q does not sort after the last done object %q: objects are read in key order", *p.Object, done[n-1])
 	}
-	s.restored = &p
 	return nil
 }
 
@@ -339,14 +457,14 @@ func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (ar
 			break
 		}
 		if s.body == nil {
-			if s.obj >= len(s.objects) {
+			if s.obj >= len(s.splits) {
 				break
 			}
 			if ctx.Err() != nil {
 				break
 			}
-			if err := s.openObject(); err != nil {
-				return nil, err
+			if err := s.openSplit(); err != nil {
+				return nil, fmt.Errorf("read files source %s: %w", s.node, err)
 			}
 		}
 		line, size, tooLong, err := s.readLine()
@@ -354,15 +472,17 @@ func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (ar
 			if err := s.closeObject(); err != nil {
 				return nil, err
 			}
+			s.consumed(0, true)
 			s.obj++
-			s.lineNo, s.offset = 0, 0
+			s.next()
+			s.lineNo = 0
 			continue
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("read %s in %s: %w", s.objects[s.obj], s.bucket.Describe(), err)
+			return nil, fmt.Errorf("read %s in %s: %w", s.splits[s.obj].key, s.bucket.Describe(), err)
 		}
 		s.lineNo++
-		s.offset += size
+		s.consumed(size, false)
 		if tooLong {
 			s.deadLetter(line[:min(len(line), 1024)], fmt.Sprintf("line of %d bytes is longer than the limit of %d bytes (the dead letter holds its start)", size, s.maxLine))
 			continue
@@ -384,14 +504,24 @@ func (s *fileSource) Poll(ctx context.Context, maxRows int, _ time.Duration) (ar
 	return nil, io.EOF
 }
 
+// consumed records n more bytes read of the current object and, with done,
+// that it is read to its end, keeping the bytes read in total.
+func (s *fileSource) consumed(n int64, done bool) {
+	sp := &s.splits[s.obj]
+	before := sp.read()
+	sp.offset += n
+	sp.done = sp.done || done
+	s.read += sp.read() - before
+}
+
 func (s *fileSource) deadLetter(raw []byte, reason string) {
 	if s.dead != nil {
-		s.dead(bytes.Clone(raw), fmt.Sprintf("%s:%d", s.objects[s.obj], s.lineNo), reason)
+		s.dead(bytes.Clone(raw), fmt.Sprintf("%s:%d", s.splits[s.obj].key, s.lineNo), reason)
 	}
 }
 
 func (s *fileSource) openObject() error {
-	key := s.objects[s.obj]
+	key := s.splits[s.obj].key
 	body, err := s.bucket.Open(s.ctx, key)
 	if err != nil {
 		return fmt.Errorf("open %s in %s: %w", key, s.bucket.Describe(), err)
@@ -412,7 +542,7 @@ func (s *fileSource) closeObject() error {
 	err := s.body.Close()
 	s.body = nil
 	if err != nil {
-		return fmt.Errorf("close %s in %s: %w", s.objects[s.obj], s.bucket.Describe(), err)
+		return fmt.Errorf("close %s in %s: %w", s.splits[s.obj].key, s.bucket.Describe(), err)
 	}
 	return nil
 }

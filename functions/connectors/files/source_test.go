@@ -201,13 +201,14 @@ func TestFileSourcePosition(t *testing.T) {
 		}
 		return string(p)
 	}
-	if got, want := pos(), `{"object":"in/a","offset":0,"done":[]}`; got != want {
+	if got, want := pos(), `{"splits":{}}`; got != want {
 		t.Errorf("before the first poll: %s, want %s", got, want)
 	}
+	a := len(l1) + 1 + len(l2)
 	steps := []string{
-		fmt.Sprintf(`{"object":"in/a","offset":%d,"done":[]}`, len(l1)),
-		fmt.Sprintf(`{"object":"in/a","offset":%d,"done":[]}`, len(l1)+1+len(l2)),
-		fmt.Sprintf(`{"object":"in/b","offset":%d,"done":["in/a"]}`, len(l1)),
+		fmt.Sprintf(`{"splits":{"in/a":{"offset":%d}}}`, len(l1)),
+		fmt.Sprintf(`{"splits":{"in/a":{"offset":%d}}}`, a),
+		fmt.Sprintf(`{"splits":{"in/a":{"offset":%d,"done":true},"in/b":{"offset":%d}}}`, a, len(l1)),
 	}
 	for i, want := range steps {
 		rec, err := fs.Poll(context.Background(), 1, 0)
@@ -222,7 +223,7 @@ func TestFileSourcePosition(t *testing.T) {
 	if _, err := fs.Poll(context.Background(), 1, 0); !errors.Is(err, io.EOF) {
 		t.Fatalf("last poll: %v, want io.EOF", err)
 	}
-	if got, want := pos(), `{"object":"","offset":0,"done":["in/a","in/b"]}`; got != want {
+	if got, want := pos(), fmt.Sprintf(`{"splits":{"in/a":{"offset":%d,"done":true},"in/b":{"offset":%d,"done":true}}}`, a, len(l1)); got != want {
 		t.Errorf("at the end: position %s, want %s", got, want)
 	}
 }
