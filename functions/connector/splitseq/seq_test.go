@@ -7,17 +7,6 @@ import (
 	"github.com/weirstream/weir/functions/connector/splitseq"
 )
 
-// owned returns the splits subtask of p owns, each at its first event.
-func owned(l splitseq.Layout, subtask, p int) []splitseq.Split {
-	var sp []splitseq.Split
-	for j := range int(l.K) {
-		if j%p == subtask {
-			sp = append(sp, splitseq.Split{ID: j, Next: l.AtOrAfter(j, 0)})
-		}
-	}
-	return sp
-}
-
 // TestSeqCoversEvents: the subtasks of any parallelism up to K generate
 // every event below Count once, each in increasing order, and a Seq made
 // again from the splits of another, cut anywhere, goes on with exactly the
@@ -29,7 +18,7 @@ func TestSeqCoversEvents(t *testing.T) {
 		p := 1 + r.IntN(int(l.K))
 		seen := make([]int, l.Count)
 		for s := range p {
-			q := splitseq.New(l, owned(l, s, p))
+			q := splitseq.New(l, l.Owned(s, p))
 			_, total := q.Progress()
 			var got []int64
 			for !q.Done() {
@@ -101,5 +90,22 @@ func TestLayoutCheck(t *testing.T) {
 		if err := l.Check(tc.j, tc.next); (err == nil) != tc.ok {
 			t.Errorf("Check(%d, %d) = %v, want ok %v", tc.j, tc.next, err, tc.ok)
 		}
+	}
+}
+
+func TestIDs(t *testing.T) {
+	if got := splitseq.ID(7, 120); got != "007" {
+		t.Errorf("ID(7, 120) = %q", got)
+	}
+	if got := splitseq.ID(9, 10); got != "9" {
+		t.Errorf("ID(9, 10) = %q", got)
+	}
+	for _, bad := range []string{"7", "0007", "120", "-01", "x"} {
+		if _, err := splitseq.ParseID(bad, 120); err == nil {
+			t.Errorf("ParseID(%q, 120) accepted", bad)
+		}
+	}
+	if j, err := splitseq.ParseID("119", 120); err != nil || j != 119 {
+		t.Errorf("ParseID(119) = %d, %v", j, err)
 	}
 }
