@@ -225,7 +225,8 @@ type Source struct {
 	// Count bounds a datagen source to this many events in total.
 	Count int64 `yaml:"count,omitempty" json:"count,omitempty"`
 	// Splits is how many splits a datagen or nexmark source's events are
-	// cut into (default 120), and so its largest parallelism.
+	// cut into (default 120, splitseq.DefaultSplits), and so its largest
+	// parallelism.
 	Splits int         `yaml:"splits,omitempty" json:"splits,omitempty"`
 	Schema Schema      `yaml:"schema" json:"schema"`
 	Event  *EventTime  `yaml:"eventTime,omitempty" json:"eventTime,omitempty"`
