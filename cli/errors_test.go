@@ -42,7 +42,7 @@ func TestSpecErrorMessages(t *testing.T) {
 		{"rate not a number", "rate: 100", "rate: abc", `6: sources[gen].rate: "abc" is not a number`},
 		{"parallelism a list", "parallelism: 1", "parallelism: [1]", `2: parallelism: want an integer, got a list`},
 		{"count not whole", "count: 10", "count: 1.5", `7: sources[gen].count: "1.5" is not an integer`},
-		{"unknown field", "count: 10", "cuont: 10", `7: sources[gen].cuont: unknown field "cuont" (did you mean "count"?); accepted: addr, count, datagen, eventTime, format, name, nexmark, parallelism, path, rate, schema, stream, streams, type`},
+		{"unknown field", "count: 10", "cuont: 10", `7: sources[gen].cuont: unknown field "cuont" (did you mean "count"?); accepted: addr, count, datagen, eventTime, format, name, nexmark, parallelism, path, rate, schema, splits, stream, streams, type`},
 		{"bad filter", `filter: "id > 3"`, `filter: "id >> 3"`, `13: operators[slow].filter: expression "id >> 3": unexpected token Operator(">") at column 5`},
 		{"bad window size", "size: 10s", "size: 10x", `17: operators[win].window.size: "10x" is not a duration: want e.g. 500ms, 5s, 1m30s, 2h or 7d`},
 		{"missing input", "input: slow", "input: nope", `15: operators[win].input: "nope" is not a source, operator or side output; known: gen, slow, win`},

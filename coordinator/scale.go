@@ -37,7 +37,7 @@ type ScaleResponse struct {
 // the new plan, restored from its latest checkpoint with key groups
 // redistributed: exactly-once, without a savepoint or a stop. A source
 // rescales if it is made of splits (connector.SourceType.Splits: its
-// splits are reassigned); others keep their parallelism (their positions
+// splits are reassigned: redis, datagen, nexmark); others keep their parallelism (their positions
 // are per subtask).
 func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (ScaleResponse, error) {
 	refuse := func(format string, args ...any) (ScaleResponse, error) {
@@ -73,7 +73,9 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 	}
 	p, err := plan.Build(js)
 	if err != nil {
-		return ScaleResponse{}, fmt.Errorf("rescale %s: %w", id, err)
+		// The job planned at its old parallelism: the new one is refused
+		// (a source of fewer splits than subtasks).
+		return ScaleResponse{}, fmt.Errorf("rescale %s: %w: %w", id, err, ErrScaleRefused)
 	}
 	resp := ScaleResponse{Job: id, Before: parallelisms(oldPlan), After: parallelisms(p)}
 	if maps.Equal(resp.Before, resp.After) {
@@ -146,7 +148,7 @@ func rescaledSpec(specJSON []byte, p *plan.Plan, to map[string]int) (*spec.Job, 
 		}
 		for _, nd := range nodes {
 			if nd.Kind == plan.KindSource && !connector.SplitSource(nd.Source.Type) {
-				return nil, fmt.Errorf("%s: %s is a %s source, which keeps its parallelism (its position is per subtask; sources of splits, such as redis, rescale): %w",
+				return nil, fmt.Errorf("%s: %s is a %s source, which keeps its parallelism (its position is per subtask; sources of splits, such as redis and datagen, rescale): %w",
 					name, nd.Name, nd.Source.Type, ErrScaleRefused)
 			}
 			set[nd.Name] = n

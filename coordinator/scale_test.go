@@ -115,7 +115,9 @@ func TestRescaleRefused(t *testing.T) {
 	}{
 		{map[string]int{}, "name at least one"},
 		{map[string]int{"nope": 2}, "nope: no vertex, operator or sink of that name (vertices: "},
-		{map[string]int{"rides": 4}, "rides: rides is a datagen source, which keeps its parallelism"},
+		// A datagen source is made of splits (120 by default) and rescales,
+		// up to one subtask a split.
+		{map[string]int{"rides": 121}, "sources[rides].splits: 120 (the default) is below the parallelism 121"},
 		{map[string]int{"tumbling": 0}, "tumbling=0: a parallelism is at least 1"},
 		{map[string]int{"tumbling": 1000}, "tumbling=1000: the job has 128 key groups (maxParallelism), so at most 128 subtasks"},
 	} {

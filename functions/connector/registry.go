@@ -49,6 +49,11 @@ type SourceType struct {
 	// i % p == s (connector.OwnsSplit). A split absent from a restored
 	// position starts at its beginning.
 	Splits bool
+	// Share is the part of the source's events that subtask of
+	// parallelism generates, for splitting the source's rate (a
+	// generator of splits whose subtasks own unequal numbers of them).
+	// Nil: 1/parallelism.
+	Share func(src *spec.Source, subtask, parallelism int) float64
 	// Pending reports whether input arrived after positions (the
 	// checkpointed positions of every subtask of src, as Position
 	// returned them, at least one), for waking a suspended job. Nil: the
@@ -214,6 +219,15 @@ func OwnsSplit(i, subtask, parallelism int) bool { return parallelism > 0 && i%p
 func SplitSource(typ string) bool {
 	t, ok := LookupSource(typ)
 	return ok && t.Splits
+}
+
+// RateShare is the part of src's rate that subtask of parallelism
+// takes: its type's Share, else 1/parallelism.
+func RateShare(src *spec.Source, subtask, parallelism int) float64 {
+	if t, ok := LookupSource(src.Type); ok && t.Share != nil {
+		return t.Share(src, subtask, parallelism)
+	}
+	return 1 / float64(max(parallelism, 1))
 }
 
 // PendingEnv is what a Pending check may read: the job's Redis (for a

@@ -77,7 +77,7 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 				}
 			}
 			if n.Source.Rate > 0 {
-				head.Rate = n.Source.Rate / float64(n.Parallelism)
+				head.Rate = n.Source.Rate * connector.RateShare(n.Source, subtask, n.Parallelism)
 			}
 			if ev := n.Source.Event; ev != nil {
 				head.MaxOutOfOrderness = ev.MaxOutOfOrderness.D()

@@ -314,3 +314,18 @@ func TestDeadLetterSink(t *testing.T) {
 		t.Errorf("after the janitor: %v, want only the committed object", objs)
 	}
 }
+
+// TestTaskConfigRateShare: a source of splits whose subtasks own unequal
+// numbers of them splits its rate as its splits: 7 splits over 3 subtasks
+// are 3, 2 and 2, so event time advances at one pace on all of them.
+func TestTaskConfigRateShare(t *testing.T) {
+	p := build(t, strings.Replace(fanJob, "    parallelism: 2\n    rate: 1000\n", "    parallelism: 3\n    rate: 700\n    splits: 7\n", 1))
+	for s, want := range []float64{300, 200, 200} {
+		if got := taskConfig(t, p, "rides", s).Source.Rate; got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("subtask %d: rate %g, want %g", s, got, want)
+		}
+	}
+	if _, err := plan.Build(parse(t, strings.Replace(fanJob, "    rate: 1000\n", "    rate: 1000\n    splits: 1\n", 1))); err == nil || !strings.Contains(err.Error(), "sources[rides].splits: 1 is below the parallelism 2") {
+		t.Errorf("splits below the parallelism: %v", err)
+	}
+}

@@ -117,7 +117,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		{
 			name: "source", from: "    type: datagen\n", to: "    typ: datagen\n",
 			field: "sources[rides].typ", marker: "typ: datagen", suggest: "type",
-			accept: "addr, count, datagen, eventTime, format, name, nexmark, parallelism, path, rate, schema, stream, streams, type",
+			accept: "addr, count, datagen, eventTime, format, name, nexmark, parallelism, path, rate, schema, splits, stream, streams, type",
 		},
 		{
 			name: "eventTime", from: "      column: ts\n", to: "      colum: ts\n",

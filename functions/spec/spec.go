@@ -223,7 +223,11 @@ type Source struct {
 	// (split over its subtasks); 0 is unlimited.
 	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
 	// Count bounds a datagen source to this many events in total.
-	Count  int64       `yaml:"count,omitempty" json:"count,omitempty"`
+	Count int64 `yaml:"count,omitempty" json:"count,omitempty"`
+	// Splits is how many splits a datagen or nexmark source's events are
+	// cut into (default 120, splitseq.DefaultSplits), and so its largest
+	// parallelism.
+	Splits int         `yaml:"splits,omitempty" json:"splits,omitempty"`
 	Schema Schema      `yaml:"schema" json:"schema"`
 	Event  *EventTime  `yaml:"eventTime,omitempty" json:"eventTime,omitempty"`
 	Gen    *DatagenOpt `yaml:"datagen,omitempty" json:"datagen,omitempty"`

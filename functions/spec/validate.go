@@ -121,6 +121,12 @@ func (j *Job) Validate() error {
 		if s.Count < 0 {
 			add(p+".count", "%d is negative", s.Count)
 		}
+		switch {
+		case s.Splits < 0:
+			add(p+".splits", "%d is negative: want the number of splits, at least the source's parallelism", s.Splits)
+		case s.Splits > 0 && s.Type != SourceDatagen && s.Type != SourceNexmark:
+			add(p+".splits", "only datagen and nexmark sources are cut into splits (a %s source's splits are its own)", s.Type)
+		}
 		if conns.SourceOutputs(s.Type) != nil {
 			// A source with outputs has fixed schemas: its type checks
 			// what the spec may say of them.

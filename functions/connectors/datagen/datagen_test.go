@@ -205,7 +205,7 @@ func TestDatagenDefaults(t *testing.T) {
 func TestDatagenUnbounded(t *testing.T) {
 	connectortest.CheckLeaks(t)
 	mem := connectortest.Mem(t)
-	src := &spec.Source{Name: "g", Type: "datagen", Schema: connectortest.Schema("n", "int64")}
+	src := &spec.Source{Name: "g", Type: "datagen", Splits: 4, Schema: connectortest.Schema("n", "int64")}
 	out := connectortest.SourceSchema(t, src)
 	g, err := datagen.NewSource(src, out)
 	if err != nil {
@@ -236,7 +236,8 @@ func TestDatagenUnbounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf(`{"next":%d}`, next); string(pos) != want {
+	// Subtask 1 of 2 owns splits 1 and 3 of 4.
+	if want := fmt.Sprintf(`{"splits":{"1":{"next":%d,"of":4},"3":{"next":%d,"of":4}}}`, next, next+2); string(pos) != want {
 		t.Errorf("Position %s, want %s", pos, want)
 	}
 }

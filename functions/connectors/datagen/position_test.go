@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/functions/connector/connectortest"
+	"github.com/weirstream/weir/functions/connector/splitseq"
 	"github.com/weirstream/weir/functions/connectors/datagen"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
@@ -21,6 +22,7 @@ func TestDatagenPositionRestore(t *testing.T) {
 	mem := connectortest.Mem(t)
 	const count, maxRows = 100, 7
 	src := connectortest.DatagenSpec(count)
+	src.Splits = 6
 	out := connectortest.SourceSchema(t, src)
 	for _, p := range []int{1, 3} {
 		for sub := range p {
@@ -39,7 +41,7 @@ func TestDatagenPositionRestore(t *testing.T) {
 				}
 				before, ended := connectortest.PollN(t, g, cut, maxRows)
 				pos := connectortest.Position(t, g)
-				if wantPos := fmt.Sprintf(`{"next":%d}`, sub+len(before)*p); pos != wantPos {
+				if wantPos := splitsPosition(6, sub, p, int64(sub+len(before)*p)); pos != wantPos {
 					t.Fatalf("%s: %s, want %s", what, pos, wantPos)
 				}
 				rest := connectortest.Drain(t, g, maxRows)
@@ -87,8 +89,18 @@ func TestDatagenRestoreRefused(t *testing.T) {
 		want []string
 	}{
 		{``, []string{"position is empty"}},
-		{`null`, []string{"position.next: missing"}},
-		{`{}`, []string{"position.next: missing"}},
+		{`null`, []string{"position.splits: missing"}},
+		{`{}`, []string{"position.splits: missing"}},
+		{`{"splits":{}, "next":3}`, []string{"position: splits and next: want one of them"}},
+		{`{"splits":{"7":{"next":7,"of":120}}}`, []string{`position.splits["7"]: "7" is not a split id: want 000 to 119`}},
+		{`{"splits":{"120":{"next":7,"of":120}}}`, []string{`"120" is not a split id`}},
+		{`{"splits":{"007":{"of":120}}}`, []string{`position.splits["007"].next: missing`}},
+		{`{"splits":{"007":{"next":7}}}`, []string{`position.splits["007"].of: missing`}},
+		{`{"splits":{"007":{"next":7,"of":32}}}`, []string{`position.splits["007"].of: the position is of 32 splits, and the source has 120`}},
+		{`{"splits":{"007":{"next":8,"of":120}}}`, []string{`position.splits["007"].next: 8 is an event of split 8, not 7`}},
+		{`{"splits":{"007":{"next":-113,"of":120}}}`, []string{`position.splits["007"].next: -113 is negative`}},
+		{`{"splits":{"007":{"next":247,"of":120}}}`, []string{`position.splits["007"].next: 247 is past the end`}},
+		{`{"splits":{"007":{"next":7,"of":120,"x":1}}}`, []string{`unknown field "x"`}},
 		{`{"next":-1}`, []string{"position.next: -1 is negative"}},
 		{`{"next":"5"}`, []string{"position.next: got string, want int64"}},
 		{`{"next":1.5}`, []string{"position.next: got number 1.5, want int64"}},
@@ -110,6 +122,7 @@ func TestDatagenRestoreRefused(t *testing.T) {
 		{`{"next":4}`, 1, 1, "subtask 1 of parallelism 1"},
 		{`{"next":15}`, 0, 3, "position.next 15 is past the end"},
 		{`{"next":11}`, 0, 1, "position.next 11 is past the end"},
+		{`{"splits":{}}`, 0, 121, "parallelism 121 is above its 120 splits (sources[gen].splits)"},
 	} {
 		g := fresh()
 		if err := g.(task.Resumable).Restore(json.RawMessage(tc.pos)); err != nil {
@@ -141,4 +154,16 @@ func TestDatagenRestoreRefused(t *testing.T) {
 	if _, err := fresh().(task.Resumable).Position(); err == nil || !strings.Contains(err.Error(), "not open") {
 		t.Errorf("Position before Open: %v", err)
 	}
+}
+
+// splitsPosition is the position of subtask of p, of a source of k
+// splits (p divides k), once it has generated its events below next.
+func splitsPosition(k, subtask, p int, next int64) string {
+	splits := map[string]any{}
+	for j := subtask; j < k; j += p {
+		n := next + int64((j-int(next%int64(k))+k)%k)
+		splits[splitseq.ID(j, k)] = map[string]any{"next": n, "of": k}
+	}
+	b, _ := json.Marshal(map[string]any{"splits": splits})
+	return string(b)
 }

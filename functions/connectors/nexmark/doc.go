@@ -38,10 +38,12 @@
 // The two ways share one implementation of the generator, tested against
 // events that a JVM computed (testdata/GoldenEvents.java).
 //
-// The nexmark source (source.go) is such a loop: subtask k of p generates
-// the blocks of 100 consecutive events n with (n/100) % p == k, into three
-// outputs, and its checkpointed position is the next event number and the
-// event time of event 0.
+// The nexmark source (source.go) is such a loop over splits
+// (functions/connector/splitseq): the blocks of 100 consecutive events n
+// with (n/100) % K == j are split j of K, subtask k of p generates the
+// splits j with j % p == k in increasing event number, into three
+// outputs, and its checkpointed position is each split's next event
+// number and the event time of event 0, so it rescales.
 //
 // Like Beam's, the stream inherits a quirk of java.util.Random: the first
 // draw of Randoms seeded with consecutive numbers is biased, so about 52%

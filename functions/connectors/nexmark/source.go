@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/functions/connector"
+	"github.com/weirstream/weir/functions/connector/splitseq"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
@@ -40,8 +41,11 @@ func SourceType() connector.SourceType {
 			{Name: spec.NexmarkAuction, Stream: stream.Stream{Schema: AuctionSchema, TimeColumn: AuctionDateTime}},
 			{Name: spec.NexmarkBid, Stream: stream.Stream{Schema: BidSchema, TimeColumn: BidDateTime}},
 		},
-		Check: check,
-		New:   NewSource,
+		Check:  check,
+		Plan:   splitseq.Plan,
+		New:    NewSource,
+		Splits: true,
+		Share:  splitseq.Share,
 	}
 }
 
@@ -59,6 +63,7 @@ func check(s *spec.Source) spec.Problems {
 	if s.Event != nil && s.Event.MaxOutOfOrderness < 0 {
 		ps.Add(p+".eventTime.maxOutOfOrderness", "%s is negative", s.Event.MaxOutOfOrderness)
 	}
+	ps = append(ps, splitseq.Check(s)...)
 	if s.Gen != nil {
 		ps.Add(p+".datagen", "only a datagen source takes datagen options; use nexmark: {...}")
 	}
@@ -153,23 +158,54 @@ func nexmarkNext(n int64, parallelism int) int64 {
 }
 
 // nexmarkSource generates Nexmark events (package nexmark) into three
-// outputs: person, auction and bid. It is Resumable: its position is the
-// next event number and the event time of event 0.
+// outputs: person, auction and bid. It is a source of splits
+// (connector.SourceType.Splits): the events are cut into blocks of
+// nexmarkBlock, block b in split b % K (sources[].splits, default
+// splitseq.DefaultSplits), and a subtask generates the splits it owns
+// (connector.OwnsSplit) in increasing event number. Every block holds the
+// Nexmark proportions of persons, auctions and bids, and when K is a
+// multiple of the parallelism a subtask generates the same events as one
+// of blocks b % p.
+//
+// Its position is {"splits": {"<j>": {"next": n, "of": K, "baseTime": t}}}
+// with the splits it owns: the next event number of each and the event
+// time of event 0. A restored position may hold other subtasks' splits
+// (after a rescale), which are ignored but for the base time, the
+// smallest of all (with start: now the subtasks' differ by their opening
+// times); an owned split it lacks starts at its first event. A position
+// from before splits, {"next": n, "baseTime": t}, restores at the
+// parallelism it was taken at: as splits when p divides K, else going on
+// with the old blocks and position.
 type nexmarkSource struct {
 	src   *spec.Source
 	count int64 // 0: unbounded
+	k     int   // splits
 	cfg   Config
 	// restored position, if any
-	restored *nexmarkPosition
+	restored map[int]int64 // split -> next event
+	oldNext  *int64        // a position from before splits
+	baseTime *int64
 
 	subtask, parallelism int
-	next                 int64
+	seq                  *splitseq.Seq
+	legacy               bool
+	idx                  []int64
 	bb                   *BatchBuilder
 	mem                  memory.Allocator
 }
 
+// nexmarkPosition is the source's position, as JSON: Splits, or Next and
+// BaseTime from before splits.
 type nexmarkPosition struct {
+	Splits   map[string]*nexmarkSplit `json:"splits,omitempty"`
+	Next     *int64                   `json:"next,omitempty"`
+	BaseTime *int64                   `json:"baseTime,omitempty"`
+}
+
+// nexmarkSplit is the position of one split.
+type nexmarkSplit struct {
 	Next     *int64 `json:"next"`
+	Of       *int   `json:"of"`
 	BaseTime *int64 `json:"baseTime"`
 }
 
@@ -192,11 +228,18 @@ func newNexmarkSource(src *spec.Source) (*nexmarkSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nexmarkSource{src: src, count: src.Count, cfg: cfg}, nil
+	if ps := splitseq.Check(src); len(ps) > 0 {
+		return nil, ps[0]
+	}
+	return &nexmarkSource{src: src, count: src.Count, k: splitseq.Splits(src), cfg: cfg}, nil
 }
 
 func (s *nexmarkSource) Outputs() []string {
 	return []string{spec.NexmarkPerson, spec.NexmarkAuction, spec.NexmarkBid}
+}
+
+func (s *nexmarkSource) layout() splitseq.Layout {
+	return splitseq.Layout{K: int64(s.k), Block: nexmarkBlock, Count: s.count}
 }
 
 func (s *nexmarkSource) Open(ctx *task.SourceContext) error {
@@ -204,18 +247,46 @@ func (s *nexmarkSource) Open(ctx *task.SourceContext) error {
 	if s.mem == nil {
 		s.mem = memory.DefaultAllocator
 	}
-	s.next = nexmarkFirst(s.subtask)
+	p := s.parallelism
+	if p < 1 || s.subtask < 0 || s.subtask >= p {
+		return fmt.Errorf("open nexmark source %s: subtask %d of parallelism %d", s.src.Name, s.subtask, p)
+	}
+	if p > s.k {
+		return fmt.Errorf("open nexmark source %s: parallelism %d is above its %d splits (sources[%s].splits)", s.src.Name, p, s.k, s.src.Name)
+	}
 	if s.src.Nexmark != nil && s.src.Nexmark.Start == "now" {
 		s.cfg.BaseTime = ctx.Now().UnixMilli()
 	}
-	if r := s.restored; r != nil {
-		n := *r.Next
-		if (n/nexmarkBlock)%int64(s.parallelism) != int64(s.subtask) {
-			return fmt.Errorf("nexmark source %s: restored position next=%d is not an event of subtask %d of %d", s.src.Name, n, s.subtask, s.parallelism)
-		}
-		s.next = n
-		s.cfg.BaseTime = *r.BaseTime
+	if s.baseTime != nil {
+		s.cfg.BaseTime = *s.baseTime
 	}
+	l := s.layout()
+	owned := l.Owned(s.subtask, p)
+	switch r := s.oldNext; {
+	case r != nil:
+		n := *r
+		if (n/nexmarkBlock)%int64(p) != int64(s.subtask) {
+			return fmt.Errorf("nexmark source %s: restored position next=%d is not an event of subtask %d of %d", s.src.Name, n, s.subtask, p)
+		}
+		if s.k%p != 0 {
+			// The subtask's events are not a union of splits.
+			s.legacy = true
+			s.seq = splitseq.New(splitseq.Layout{K: int64(p), Block: nexmarkBlock, Count: s.count}, []splitseq.Split{{ID: s.subtask, Next: n}})
+			break
+		}
+		for i := range owned {
+			owned[i].Next = l.AtOrAfter(owned[i].ID, n)
+		}
+		s.seq = splitseq.New(l, owned)
+	default:
+		for i := range owned {
+			if next, ok := s.restored[owned[i].ID]; ok {
+				owned[i].Next = next
+			}
+		}
+		s.seq = splitseq.New(l, owned)
+	}
+	s.restored, s.oldNext = nil, nil
 	s.bb = NewBatchBuilder(s.cfg, s.mem)
 	return nil
 }
@@ -225,16 +296,13 @@ func (s *nexmarkSource) Poll(context.Context, int, time.Duration) (arrow.RecordB
 }
 
 func (s *nexmarkSource) PollOutputs(_ context.Context, maxRows int, _ time.Duration) ([]arrow.RecordBatch, error) {
-	if s.count > 0 && s.next >= s.count {
+	if s.seq.Done() {
 		return nil, io.EOF
 	}
-	par := s.parallelism
-	n := s.next
-	for i := 0; i < maxRows && (s.count == 0 || n < s.count); i++ {
+	s.idx = s.seq.Next(s.idx[:0], maxRows)
+	for _, n := range s.idx {
 		s.bb.Append(n)
-		n = nexmarkNext(n, par)
 	}
-	s.next = n
 	p, a, b := s.bb.Flush()
 	return []arrow.RecordBatch{p, a, b}, nil
 }
@@ -242,32 +310,34 @@ func (s *nexmarkSource) PollOutputs(_ context.Context, maxRows int, _ time.Durat
 // Progress counts this subtask's events: generated, and in all below
 // count (unbounded without one).
 func (s *nexmarkSource) Progress() (read, total int64, unit string, ok bool) {
-	if s.count == 0 || s.parallelism == 0 {
+	if s.count == 0 || s.seq == nil {
 		return 0, 0, "", false
 	}
-	total = subtaskEvents(s.subtask, s.parallelism, s.count)
-	return min(subtaskEvents(s.subtask, s.parallelism, s.next), total), total, "records", true
+	read, total = s.seq.Progress()
+	return read, total, "records", true
 }
 
 // subtaskEvents counts the events below limit that subtask of parallelism
-// generates: Events(subtask, parallelism, limit, ...) calls its f that
-// many times.
+// generates with blocks b on subtask b % parallelism: Events(subtask,
+// parallelism, limit, ...) calls its f that many times.
 func subtaskEvents(subtask, parallelism int, limit int64) int64 {
-	blocks, rest := limit/nexmarkBlock, limit%nexmarkBlock
-	p, k := int64(parallelism), int64(subtask)
-	n := blocks / p * nexmarkBlock
-	if blocks%p > k {
-		n += nexmarkBlock
-	}
-	if blocks%p == k {
-		n += rest
-	}
-	return n
+	return splitseq.Layout{K: int64(parallelism), Block: nexmarkBlock}.Below(subtask, limit)
 }
 
 func (s *nexmarkSource) Position() (json.RawMessage, error) {
-	next, base := s.next, s.cfg.BaseTime
-	return json.Marshal(nexmarkPosition{Next: &next, BaseTime: &base})
+	if s.seq == nil {
+		return nil, fmt.Errorf("position of nexmark source %s: not open", s.src.Name)
+	}
+	base := s.cfg.BaseTime
+	splits := s.seq.Splits()
+	if s.legacy {
+		return json.Marshal(nexmarkPosition{Next: &splits[0].Next, BaseTime: &base})
+	}
+	p := nexmarkPosition{Splits: make(map[string]*nexmarkSplit, len(splits))}
+	for _, sp := range splits {
+		p.Splits[splitseq.ID(sp.ID, s.k)] = &nexmarkSplit{Next: &sp.Next, Of: &s.k, BaseTime: &base}
+	}
+	return json.Marshal(p)
 }
 
 func (s *nexmarkSource) Restore(pos json.RawMessage) error {
@@ -276,15 +346,50 @@ func (s *nexmarkSource) Restore(pos json.RawMessage) error {
 	if err := connector.DecodePosition(what, pos, &p); err != nil {
 		return err
 	}
-	switch {
-	case p.Next == nil:
-		return fmt.Errorf("restore %s: position lacks next", what)
-	case p.BaseTime == nil:
-		return fmt.Errorf("restore %s: position lacks baseTime", what)
-	case *p.Next < 0:
-		return fmt.Errorf("restore %s: position next=%d is negative", what, *p.Next)
+	if p.Splits == nil {
+		switch {
+		case p.Next == nil && p.BaseTime != nil:
+			return fmt.Errorf("restore %s: position lacks next (a position from before splits has next and baseTime)", what)
+		case p.Next == nil:
+			return fmt.Errorf("restore %s: position lacks splits: want {\"splits\": {\"<split>\": {\"next\": n, \"of\": %d, \"baseTime\": t}}}", what, s.k)
+		case p.BaseTime == nil:
+			return fmt.Errorf("restore %s: position lacks baseTime", what)
+		case *p.Next < 0:
+			return fmt.Errorf("restore %s: position next=%d is negative", what, *p.Next)
+		}
+		s.oldNext, s.baseTime = p.Next, p.BaseTime
+		return nil
 	}
-	s.restored = &p
+	if p.Next != nil || p.BaseTime != nil {
+		return fmt.Errorf("restore %s: position: splits and next: want one of them", what)
+	}
+	l := s.layout()
+	restored := make(map[int]int64, len(p.Splits))
+	for id, sp := range p.Splits {
+		f := fmt.Sprintf("position.splits[%q]", id)
+		j, err := splitseq.ParseID(id, s.k)
+		if err != nil {
+			return fmt.Errorf("restore %s: %s: %w", what, f, err)
+		}
+		switch {
+		case sp == nil || sp.Next == nil:
+			return fmt.Errorf("restore %s: %s.next: missing: want the split's next event number", what, f)
+		case sp.BaseTime == nil:
+			return fmt.Errorf("restore %s: %s.baseTime: missing: want the event time of event 0, Unix ms", what, f)
+		case sp.Of == nil:
+			return fmt.Errorf("restore %s: %s.of: missing: want the number of splits, %d", what, f, s.k)
+		case *sp.Of != s.k:
+			return fmt.Errorf("restore %s: %s.of: the position is of %d splits, and the source has %d (sources[%s].splits changed?): restore with splits: %d", what, f, *sp.Of, s.k, s.src.Name, *sp.Of)
+		}
+		if err := l.Check(j, *sp.Next); err != nil {
+			return fmt.Errorf("restore %s: %s.next: %w", what, f, err)
+		}
+		restored[j] = *sp.Next
+		if s.baseTime == nil || *sp.BaseTime < *s.baseTime {
+			s.baseTime = sp.BaseTime
+		}
+	}
+	s.restored = restored
 	return nil
 }
 
