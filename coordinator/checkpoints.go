@@ -186,9 +186,11 @@ func (c *Coordinator) execLocked(ctx context.Context, j *job, ds []checkpoint.De
 			}
 			c.cfg.Logger.Info("checkpoint not acknowledged by", "job", j.id, "checkpoint", d.Checkpoint, "tasks", strings.Join(missing, " "))
 			delete(k.acks, d.Checkpoint)
+			what := "checkpoint"
 			if d.Savepoint {
-				k.finishWaitsLocked(d.Checkpoint, "", fmt.Errorf("savepoint %d aborted: %s", d.Checkpoint, d.Reason))
+				what = "savepoint"
 			}
+			k.finishWaitsLocked(d.Checkpoint, "", fmt.Errorf("%s %d aborted: %s", what, d.Checkpoint, d.Reason))
 			if h := k.find(d.Checkpoint); h != nil {
 				h.Status, h.Reason = CheckpointFailed, d.Reason
 			}
@@ -367,12 +369,11 @@ func (c *Coordinator) writeManifestLocked(j *job, d checkpoint.Decision) {
 			if k.copying == cp {
 				k.copying = nil
 			}
-			if m.Savepoint {
-				if err != nil {
-					spErr = err
-				}
-				stop = k.finishWaitsLocked(id, spKey, spErr)
+			if err != nil {
+				spErr = err
 			}
+			// Savepoints, and checkpoints taken now (before a rescale).
+			stop = k.finishWaitsLocked(id, spKey, spErr)
 			if err == nil {
 				m = cm
 				k.retained[id] = m

@@ -21,6 +21,8 @@ type savepointWait struct {
 	// stop: cancel the job as soon as the savepoint is written, on the
 	// loop, before another checkpoint can commit output past it.
 	stop bool
+	// plain: a checkpoint taken now, not a savepoint (checkpointNow).
+	plain bool
 }
 
 // Savepoint takes a savepoint of a running job now: a checkpoint whose
@@ -31,39 +33,54 @@ func (c *Coordinator) Savepoint(ctx context.Context, id string) (string, error) 
 	return c.savepoint(ctx, id, false)
 }
 
+// checkpointNow takes a checkpoint of a running job now, instead of at
+// its next interval, and waits until it completes (a rescale restores from
+// it, so it replays nothing).
+func (c *Coordinator) checkpointNow(ctx context.Context, id string) error {
+	_, err := c.waitCheckpoint(ctx, id, &savepointWait{done: make(chan struct{}), plain: true})
+	return err
+}
+
 func (c *Coordinator) savepoint(ctx context.Context, id string, stop bool) (string, error) {
+	return c.waitCheckpoint(ctx, id, &savepointWait{done: make(chan struct{}), stop: stop})
+}
+
+func (c *Coordinator) waitCheckpoint(ctx context.Context, id string, w *savepointWait) (string, error) {
+	what := "savepoint"
+	if w.plain {
+		what = "checkpoint"
+	}
 	c.mu.Lock()
 	j := c.mu.jobs[id]
 	if j == nil {
 		c.mu.Unlock()
-		return "", fmt.Errorf("savepoint of %s: %w", id, ErrNotFound)
+		return "", fmt.Errorf("%s of %s: %w", what, id, ErrNotFound)
 	}
 	k := j.ck
 	switch {
 	case lifecycle.Terminal(j.lc.State()):
 		c.mu.Unlock()
-		return "", fmt.Errorf("savepoint of %s (%s): %w", id, j.lc.State(), ErrEnded)
+		return "", fmt.Errorf("%s of %s (%s): %w", what, id, j.lc.State(), ErrEnded)
 	case k == nil || k.cfg == nil:
 		c.mu.Unlock()
-		return "", fmt.Errorf("savepoint of %s: the job has no checkpoint section; savepoints need checkpoints on", id)
+		return "", fmt.Errorf("%s of %s: the job has no checkpoint section; %ss need checkpoints on", what, id, what)
 	case !j.lc.CanCheckpoint() || k.sm == nil:
 		c.mu.Unlock()
-		return "", fmt.Errorf("savepoint of %s: the job is %s; try again when it runs", id, j.lc.State())
+		return "", fmt.Errorf("%s of %s: the job is %s; try again when it runs", what, id, j.lc.State())
 	}
 	if c.endedLocked() {
 		c.mu.Unlock()
-		return "", fmt.Errorf("savepoint of %s: %w", id, ErrStopped)
+		return "", fmt.Errorf("%s of %s: %w", what, id, ErrStopped)
 	}
 	// The savepoint is triggered as soon as no checkpoint is in flight
 	// (tick), instead of the next periodic checkpoint.
-	w := &savepointWait{done: make(chan struct{}), stop: stop}
 	k.waits = append(k.waits, w)
 	c.mu.Unlock()
 	select {
 	case <-w.done:
 		return w.key, w.err
 	case <-ctx.Done():
-		return "", fmt.Errorf("savepoint of %s: %w", id, ctx.Err())
+		return "", fmt.Errorf("%s of %s: %w", what, id, ctx.Err())
 	}
 }
 
@@ -83,7 +100,13 @@ func (c *Coordinator) triggerSavepointLocked(ctx context.Context, j *job, now ti
 	if _, inflight := k.sm.InFlight(); inflight {
 		return
 	}
-	d, err := k.sm.TriggerSavepoint(now)
+	trigger := k.sm.TriggerNow // a savepoint serves a plain wait too
+	for _, w := range waiting {
+		if !w.plain {
+			trigger = k.sm.TriggerSavepoint
+		}
+	}
+	d, err := trigger(now)
 	if err != nil {
 		return
 	}

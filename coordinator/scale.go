@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/functions/connector"
@@ -30,12 +31,16 @@ type ScaleResponse struct {
 	Attempt int            `json:"attempt"` // the attempt that runs at the new parallelism
 }
 
+// scaleCheckpointTimeout bounds the wait for the checkpoint a rescale
+// takes first.
+const scaleCheckpointTimeout = 30 * time.Second
+
 // Scale changes the parallelism of a running, checkpointing job in place:
 // to maps a vertex (every operator and sink of its chain) or one operator
-// or sink to its new parallelism. The job's stored spec takes the new
-// parallelism first, then the job restarts at once as a new attempt of
-// the new plan, restored from its latest checkpoint with key groups
-// redistributed: exactly-once, without a savepoint or a stop. A source
+// or sink to its new parallelism. It takes a checkpoint now, the job's
+// stored spec takes the new parallelism, then the job restarts at once as
+// a new attempt of the new plan, restored from that checkpoint with key
+// groups redistributed: exactly-once, without a savepoint or a stop. A source
 // rescales if it is made of splits (connector.SourceType.Splits: its
 // splits are reassigned: redis, datagen, nexmark); others keep their parallelism (their positions
 // are per subtask).
@@ -81,6 +86,15 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 	if maps.Equal(resp.Before, resp.After) {
 		resp.Attempt = attempt
 		return resp, nil // nothing changes
+	}
+	// A checkpoint now, so the new attempt replays (almost) nothing; if
+	// it cannot be taken the rescale restores the latest one, which is
+	// as exact, only later.
+	cctx, cancel := context.WithTimeout(ctx, scaleCheckpointTimeout)
+	err = c.checkpointNow(cctx, id)
+	cancel()
+	if err != nil {
+		c.cfg.Logger.Warn("rescale: no checkpoint before it; it restores the latest", "job", id, "err", err)
 	}
 	// The stored spec first: a coordinator that takes over, or restarts,
 	// plans the job at the new parallelism (any checkpoint restores at

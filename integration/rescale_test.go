@@ -11,7 +11,8 @@ import (
 
 // TestRescaleUnderLoad rescales the chaos job in place with weir jobs
 // scale while it runs on a real cluster (Redis, MinIO, worker processes):
-// tumbling 3 -> 6 and sessions 3 -> 4, a worker killed, then both to 1.
+// its datagen source (made of splits) 2 -> 4, tumbling 3 -> 6 and sessions
+// 3 -> 4, a worker killed, then all three to 1.
 // The committed output equals the batch recomputation; each rescale's
 // pause (detected -> every task running again) is logged with the state
 // the scaled vertices held.
@@ -50,7 +51,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 		if !wait(5 * time.Second) {
 			return
 		}
-		scale(ctx, id, "tumbling=6", "sessions=4")
+		scale(ctx, id, "rides=4", "tumbling=6", "sessions=4")
 		if !wait(4 * time.Second) {
 			return
 		}
@@ -71,7 +72,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 		if !wait(3 * time.Second) {
 			return
 		}
-		scale(ctx, id, "tumbling=1", "sessions=1")
+		scale(ctx, id, "rides=1", "tumbling=1", "sessions=1")
 	})
 	rescales := 0
 	for _, r := range st.Recoveries {
@@ -84,7 +85,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 		t.Errorf("%d rescales recorded, want 2", rescales)
 	}
 	for _, v := range st.Vertices {
-		if (v.Name == "tumbling" || v.Name == "sessions") && v.Parallelism != 1 {
+		if (v.Name == "rides" || v.Name == "tumbling" || v.Name == "sessions") && v.Parallelism != 1 {
 			t.Errorf("%s ends at parallelism %d, want 1", v.Name, v.Parallelism)
 		}
 	}

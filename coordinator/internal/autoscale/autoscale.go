@@ -399,9 +399,9 @@ type stat struct {
 	recent     float64
 	stateBytes int64
 	// first is the vertex's oldest sample in the window; partial says
-	// they start more than a quarter of the window late (a subtask of it
-	// reported no rates yet), and missing names an input with no samples
-	// or partial ones: either leaves the vertex unmeasured.
+	// they start more than a quarter of the window after another vertex's
+	// (a subtask of it reported no rates yet), and missing names an input
+	// with no samples or partial ones: either leaves the vertex unmeasured.
 	first   time.Time
 	partial bool
 	missing string
@@ -414,9 +414,18 @@ const busyFloor = 0.005
 func (p *Policy) stats(now time.Time) map[string]*stat {
 	out := map[string]*stat{}
 	from := now.Add(-p.cfg.Window)
-	began := p.since // the window began at since or from
-	if from.After(began) {
-		began = from
+	// The oldest sample of any vertex in the window: one whose own
+	// samples start more than a quarter window after it is partial.
+	var began time.Time
+	for _, h := range p.hist {
+		for _, t := range h {
+			if !t.at.Before(from) && !t.at.After(now) {
+				if began.IsZero() || t.at.Before(began) {
+					began = t.at
+				}
+				break
+			}
+		}
 	}
 	for _, v := range p.order {
 		var win []timed

@@ -246,6 +246,16 @@ func (c *Coordinator) TriggerSavepoint(now time.Time) (Decision, error) {
 	return c.trigger(now, true), nil
 }
 
+// TriggerNow starts a checkpoint now instead of at the next interval
+// (before a rescale, so it replays nothing), unless one is in flight.
+// The next periodic one is due an interval after it.
+func (c *Coordinator) TriggerNow(now time.Time) (Decision, error) {
+	if c.pending != nil {
+		return Decision{}, fmt.Errorf("checkpoint %d is in flight; try again when it ends", c.pending.id)
+	}
+	return c.trigger(now, false), nil
+}
+
 func (c *Coordinator) trigger(now time.Time, savepoint bool) Decision {
 	c.pending = &pending{id: c.next, savepoint: savepoint, triggered: now, acks: map[Task]Ack{}}
 	c.next++

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 //	abort reason... @T  (the job's failure, as the lifecycle states it)
 //	written ID ok|error-text @T
 //	savepoint @T
+//	now @T
 //	stop
 //	state
 //
@@ -87,6 +88,12 @@ func run(cp **Coordinator, cmd string, args []string) (string, error) {
 	case "savepoint":
 		var d Decision
 		d, err = c.TriggerSavepoint(now)
+		if err == nil {
+			ds = []Decision{d}
+		}
+	case "now":
+		var d Decision
+		d, err = c.TriggerNow(now)
 		if err == nil {
 			ds = []Decision{d}
 		}
