@@ -11,8 +11,10 @@ import (
 
 // TestRescaleUnderLoad rescales the chaos job in place with weir jobs
 // scale while it runs on a real cluster (Redis, MinIO, worker processes):
-// its datagen source (made of splits) 2 -> 4, tumbling 3 -> 6 and sessions
-// 3 -> 4, a worker killed, then all three to 1.
+// its datagen source (made of splits) 2 -> 5, tumbling 3 -> 6 and sessions
+// 3 -> 4, a worker killed, then all three to 1. (The sequence checker needs
+// each of its keys, ride_id % 50, made by one source subtask, so the
+// source's parallelism divides 50 and its 120 splits: 1, 2, 5 or 10.)
 // The committed output equals the batch recomputation; each rescale's
 // pause (detected -> every task running again) is logged with the state
 // the scaled vertices held.
@@ -51,7 +53,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 		if !wait(5 * time.Second) {
 			return
 		}
-		scale(ctx, id, "rides=4", "tumbling=6", "sessions=4")
+		scale(ctx, id, "rides=5", "tumbling=6", "sessions=4")
 		if !wait(4 * time.Second) {
 			return
 		}
