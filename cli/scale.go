@@ -26,12 +26,13 @@ func (a *app) jobsScaleCmd() *cobra.Command {
 		Short: "Change the parallelism of a running job in place: a vertex (its operators and sinks) or one operator or sink to N subtasks",
 		Long: `Change the parallelism of a running, checkpointing job without a savepoint
 or a stop: the job restarts at once as a new attempt at the new
-parallelism, restored from its latest checkpoint with its keyed state
+parallelism, restored from a checkpoint taken first, with its keyed state
 redistributed by key group, exactly-once. NAME is a vertex of the job
 (weir jobs status lists them; every operator and sink of its chain takes
 N) or one operator or sink (its chain splits if N differs from its
-neighbours'). A redis source rescales (its streams are splits); other
-sources keep their parallelism. N is at most the job's
+neighbours'). Sources rescale too (each is a set of splits: redis
+streams, files objects, datagen and nexmark blocks of events), up to
+their splits. N is at most the job's
 maxParallelism (its key groups). It prints each vertex that changed; with
 --wait it returns once the job runs again at the new parallelism.`,
 		Args: cobra.MinimumNArgs(2),

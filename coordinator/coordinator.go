@@ -50,6 +50,7 @@ import (
 	"github.com/weirstream/weir/coordinator/internal/lifecycle"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/functions/connector"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/wasm/registry"
@@ -272,8 +273,8 @@ func (c *Coordinator) SubmitWith(ctx context.Context, js *spec.Job, opts SubmitO
 		js.Parallelism = opts.Parallelism
 		for i := range js.Sources {
 			s := &js.Sources[i]
-			if s.Parallelism != 0 || from == nil {
-				continue
+			if s.Parallelism != 0 || from == nil || connector.SplitSource(s.Type) {
+				continue // a source of splits restores at any parallelism
 			}
 			for _, v := range from.Vertices {
 				for _, st := range v.Subtasks {

@@ -216,8 +216,11 @@ func TestCommitCrashPoints(t *testing.T) {
 }
 
 // TestSavepointRescale stops a job with a savepoint at parallelism 2 and
-// resumes it at 3 and at 1: the output before the savepoint plus the
-// output after it equals a run without interruption.
+// resumes it at 4 and at 1, its datagen source too (it is made of
+// splits): the output before the savepoint plus the output after it
+// equals a run without interruption. (The sequence checker needs each of
+// its keys, ride_id % 20, made by one source subtask: the parallelism
+// divides 20 and the source's 120 splits.)
 func TestSavepointRescale(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker("w1", 4, workerOpts{})
@@ -246,7 +249,7 @@ func TestSavepointRescale(t *testing.T) {
 	if len(firstS) == 0 || len(firstS) >= 12000 {
 		t.Fatalf("%d rows before the savepoint: the stop came too early or too late", len(firstS))
 	}
-	for _, p := range []int{3, 1} {
+	for _, p := range []int{4, 1} {
 		path := fmt.Sprintf("p%d", p)
 		rid := e.submitSpec(eoSpec(path, 0), coordinator.SubmitOptions{FromSavepoint: key, Parallelism: p})
 		if st := e.wait(rid, 30*time.Second); st.State != coordinator.JobFinished {

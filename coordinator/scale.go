@@ -42,8 +42,8 @@ const scaleCheckpointTimeout = 30 * time.Second
 // a new attempt of the new plan, restored from that checkpoint with key
 // groups redistributed: exactly-once, without a savepoint or a stop. A source
 // rescales if it is made of splits (connector.SourceType.Splits: its
-// splits are reassigned: redis, datagen, nexmark); others keep their parallelism (their positions
-// are per subtask).
+// splits are reassigned; every built-in source is); others keep their
+// parallelism (their positions are per subtask).
 func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (ScaleResponse, error) {
 	refuse := func(format string, args ...any) (ScaleResponse, error) {
 		return ScaleResponse{}, fmt.Errorf("rescale %s: %s: %w", id, fmt.Sprintf(format, args...), ErrScaleRefused)

@@ -39,7 +39,8 @@ type SourceType struct {
 	// the zero Stream for a source with Outputs). It must not start
 	// anything: the runtime opens it. Errors name the field, as Check's.
 	New func(src *spec.Source, out stream.Stream) (task.Source, error)
-	// Splits says the source is a set of splits (redis: its streams) with
+	// Splits says the source is a set of splits (redis: its streams;
+	// files: its objects; datagen, nexmark: blocks of the event index) with
 	// a position each, so it can run at another parallelism than the one
 	// a checkpoint was taken at. Its position is then
 	// {"splits": {"<split>": <its position>, ...}} with the splits the
