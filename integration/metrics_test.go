@@ -22,7 +22,7 @@ type sample struct {
 }
 
 // scrape reads url's metrics.
-func scrape(t *testing.T, url string) []sample {
+func scrape(t testing.TB, url string) []sample {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
 	if err != nil {
