@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: chaos wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-nexmark fuzz dev-up dev-down demo clean
+.PHONY: chaos wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-requests bench-nexmark fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -103,6 +103,12 @@ bench-wasm:
 bench-checkpoints:
 	$(GO) test -run '^$$' -bench 'CheckpointOverhead' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee .bench-checkpoints.txt
 	$(GO) test -run '^$$' -bench 'Recovery' -benchtime 3x -count 1 -timeout 30m ./integration/ | tee -a .bench-checkpoints.txt
+
+# Object-store requests per checkpoint (per job and per subtask, by op)
+# of a keyed job at parallelism 2 and 4 on a real cluster, checkpoints
+# every second, minus the same job's requests with checkpoints off.
+bench-requests: deps
+	set -o pipefail; $(GO) test -run '^$$' -bench 'CheckpointRequests' -benchtime 1x -count 1 -timeout 30m -v ./integration/ | tee .bench-requests.txt
 
 # Nexmark q0..q11 (examples/nexmark), embedded and distributed: max-rate
 # throughput per CPU-second, latency at 50% and 80% of it, hand-written

@@ -453,7 +453,7 @@ func (a *app) openStore(ctx context.Context) (blob.Bucket, error) {
 			return nil, fmt.Errorf("open store %s: %w", storeURL, err)
 		}
 	}
-	b, err := blob.Open(ctx, storeURL, blob.Options{S3Endpoint: a.v.GetString("s3-endpoint"), S3Region: a.v.GetString("s3-region")})
+	b, err := blob.Open(ctx, storeURL, a.blobOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -55,7 +55,7 @@ func (a *app) openEnv(ctx context.Context, mode envMode) (*env, error) {
 		}
 		storeURL = "file://" + abs
 	}
-	b, err := blob.Open(ctx, storeURL, blob.Options{S3Endpoint: a.v.GetString("s3-endpoint"), S3Region: a.v.GetString("s3-region")})
+	b, err := blob.Open(ctx, storeURL, a.blobOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/weirstream/weir/exchange"
 
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/statestore/blob"
 )
 
 // Version is set at build time with -ldflags "-X github.com/weirstream/weir/cli.Version=...".
@@ -75,10 +76,18 @@ type app struct {
 	v      *viper.Viper
 	stdout io.Writer
 	stderr io.Writer
+	// requests counts what every bucket this process opens sends to the
+	// store; a coordinator's and a worker's /metrics export it.
+	requests *blob.Requests
+}
+
+// blobOptions are the options of every bucket the command opens.
+func (a *app) blobOptions() blob.Options {
+	return blob.Options{S3Endpoint: a.v.GetString("s3-endpoint"), S3Region: a.v.GetString("s3-region"), Requests: a.requests}
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{v: viper.New(), stdout: stdout, stderr: stderr}
+	a := &app{v: viper.New(), stdout: stdout, stderr: stderr, requests: blob.NewRequests()}
 	root := &cobra.Command{
 		Use:           "weir",
 		Short:         "weir is a stateful stream processor on Arrow, Redis and object storage",

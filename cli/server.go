@@ -84,7 +84,7 @@ func (a *app) serveCoordinator(ctx context.Context, listen string, opts nodeOpti
 		Leases:      e.plane, ID: opts.id, API: opts.advertise, LeaseTTL: opts.leaseTTL,
 		NewRegistry: func() *prometheus.Registry {
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), a.requests)
 			return reg
 		},
 	})
@@ -134,7 +134,7 @@ func (a *app) workerCmd() *cobra.Command {
 				return w.Run(ctx)
 			}
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), w.Collector())
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), w.Collector(), a.requests)
 			return serveWith(ctx, metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), a.logger(), w.Run)
 		},
 	}

@@ -51,7 +51,7 @@ func direct(cmd *cobra.Command) bool { return cmd.Flags().Changed("store") }
 // openStoreRW opens the --store bucket for writing, creating a directory
 // store that does not exist yet (deploy before the first run).
 func (a *app) openStoreRW(ctx context.Context) (blob.Bucket, error) {
-	b, err := blob.Open(ctx, a.v.GetString("store"), blob.Options{S3Endpoint: a.v.GetString("s3-endpoint"), S3Region: a.v.GetString("s3-region")})
+	b, err := blob.Open(ctx, a.v.GetString("store"), a.blobOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

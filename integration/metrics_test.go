@@ -22,7 +22,7 @@ type sample struct {
 }
 
 // scrape reads url's metrics.
-func scrape(t *testing.T, url string) []sample {
+func scrape(t testing.TB, url string) []sample {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
 	if err != nil {
@@ -148,6 +148,11 @@ func TestMetricsWhileAJobRuns(t *testing.T) {
 	if len(of(second, "weir_worker_slots", `worker="worker-m"`)) != 1 {
 		t.Errorf("worker: no weir_worker_slots")
 	}
+	// The worker's store requests: the state files it uploaded, and the
+	// files sink's staged objects.
+	if v := sum(of(scrape(t, workerMetrics), "weir_store_requests_total", `op="put"`)); v == 0 {
+		t.Errorf("worker: weir_store_requests_total{op=\"put\"} is %v after a checkpoint", v)
+	}
 
 	coord := c.api + "/metrics"
 	poll.UntilNil(t, 30*time.Second, "a completed checkpoint in the coordinator's metrics", func() error {
@@ -162,6 +167,13 @@ func TestMetricsWhileAJobRuns(t *testing.T) {
 		"weir_job_dead_letters_total", "weir_job_late_records_total", "weir_vertex_records_in_total"} {
 		if len(of(cs, fam, job)) == 0 {
 			t.Errorf("coordinator: no %s series of the job", fam)
+		}
+	}
+	// The coordinator's: the spec and the manifests it wrote, the
+	// checkpoints it listed.
+	for _, op := range []string{"put", "list"} {
+		if v := sum(of(cs, "weir_store_requests_total", `op="`+op+`"`)); v == 0 {
+			t.Errorf("coordinator: weir_store_requests_total{op=%q} is %v after a checkpoint", op, v)
 		}
 	}
 

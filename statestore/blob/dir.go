@@ -19,6 +19,13 @@ import (
 // dirBucket is a Bucket in a local directory; see NewDir.
 type dirBucket struct {
 	root string // absolute, cleaned
+	// reqs counts the requests S3 would receive for the same calls: a
+	// put per Put or PutIfAbsent (and a head when PutIfAbsent finds the
+	// key taken, as the S3 bucket checks whether the winner was itself),
+	// a get per Get or Open, a head per Stat, a list per 1,000 keys
+	// listed (at least one), a delete per Delete. Embedded runs can then
+	// be checked for the bill they would cost.
+	reqs *Requests
 }
 
 var _ Bucket = (*dirBucket)(nil)
@@ -34,7 +41,19 @@ var _ Bucket = (*dirBucket)(nil)
 //
 // Unlike S3, a directory cannot hold both "a" and "a/b": the second Put
 // fails.
-func NewDir(root string) (Bucket, error) {
+//
+// The bucket counts its calls as the requests S3 would receive for them,
+// into a counter of its own (RequestsOf; Open with Options.Requests
+// shares one).
+func NewDir(root string) (Bucket, error) { return newDir(root, nil) }
+
+// listPage is how many keys one ListObjectsV2 request returns at most.
+const listPage = 1000
+
+func newDir(root string, reqs *Requests) (Bucket, error) {
+	if reqs == nil {
+		reqs = NewRequests()
+	}
 	if root == "" {
 		return nil, errors.New("open directory store: empty path")
 	}
@@ -52,8 +71,10 @@ func NewDir(root string) (Bucket, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("open directory store %q: not a directory", root)
 	}
-	return &dirBucket{root: abs}, nil
+	return &dirBucket{root: abs, reqs: reqs}, nil
 }
+
+func (d *dirBucket) requests() *Requests { return d.reqs }
 
 // Describe returns "file://<root>".
 func (d *dirBucket) Describe() string { return "file://" + filepath.ToSlash(d.root) }
@@ -90,6 +111,7 @@ func (d *dirBucket) openRegular(ctx context.Context, op, key string) (*os.File, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
+	d.reqs.Add(OpGet, 1)
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, nil, d.errorf(op, key, err)
@@ -139,6 +161,7 @@ func (d *dirBucket) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("stat: %w", err)
 	}
+	d.reqs.Add(OpHead, 1)
 	st, err := os.Stat(p)
 	if err == nil && !st.Mode().IsRegular() {
 		err = ErrNotFound
@@ -195,6 +218,7 @@ func (d *dirBucket) List(ctx context.Context, prefix string) ([]ObjectInfo, erro
 		out = append(out, ObjectInfo{Key: key, Size: info.Size(), Modified: info.ModTime()})
 		return nil
 	})
+	d.reqs.Add(OpList, uint64(max(1, (len(out)+listPage-1)/listPage)))
 	if err != nil {
 		return nil, fmt.Errorf("list %q in %s: %w", prefix, d.Describe(), err)
 	}
@@ -225,6 +249,7 @@ func (d *dirBucket) put(ctx context.Context, op, key string, data []byte, exclus
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	d.reqs.Add(OpPut, 1)
 	dir := filepath.Dir(p)
 	tmp, err := d.writeTemp(dir, data)
 	if err != nil {
@@ -234,6 +259,7 @@ func (d *dirBucket) put(ctx context.Context, op, key string, data []byte, exclus
 		err = os.Link(tmp, p)
 		_ = os.Remove(tmp)
 		if errors.Is(err, fs.ErrExist) {
+			d.reqs.Add(OpHead, 1) // S3 asks whether the winner was this call
 			return fmt.Errorf("%s %q in %s: %w", op, key, d.Describe(), ErrExists)
 		}
 	} else {
@@ -313,6 +339,7 @@ func (d *dirBucket) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
+	d.reqs.Add(OpDelete, 1)
 	st, err := os.Lstat(p)
 	if isMissing(err) || (err == nil && st.IsDir()) {
 		return nil // no object by that name

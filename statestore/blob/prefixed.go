@@ -33,6 +33,8 @@ func NewPrefixed(b Bucket, prefix string) Bucket {
 	return p
 }
 
+func (p *prefixed) requests() *Requests { return RequestsOf(p.b) }
+
 func (p *prefixed) Describe() string {
 	return strings.TrimSuffix(p.b.Describe(), "/") + "/" + strings.TrimSuffix(p.prefix, "/")
 }

@@ -61,6 +61,9 @@ type S3Config struct {
 	// https: use it over https or on loopback and trusted networks. Default
 	// false.
 	UnsignedPayload bool
+	// Requests, if set, counts the requests the bucket sends (shared by
+	// the buckets of a process). Nil: the bucket counts into its own.
+	Requests *Requests
 }
 
 // String shows the configuration without the secret key, so logging it
@@ -128,6 +131,7 @@ type S3 struct {
 	bucket    string
 	prefix    string // "" or ends in '/'
 	unsigned  bool
+	reqs      *Requests
 
 	closeOnce sync.Once
 }
@@ -190,18 +194,28 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		// S3 answers with redirects the SDK handles itself.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	reqs := cfg.Requests
+	if reqs == nil {
+		reqs = NewRequests()
+	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.ForcePathStyle || o.BaseEndpoint != nil
+		o.APIOptions = append(o.APIOptions, countS3Requests(reqs))
 	})
 	prefix := strings.Trim(cfg.Prefix, "/")
 	if prefix != "" {
 		prefix += "/"
 	}
-	return &S3{client: client, transport: tr, bucket: cfg.Bucket, prefix: prefix, unsigned: cfg.UnsignedPayload}, nil
+	return &S3{client: client, transport: tr, bucket: cfg.Bucket, prefix: prefix, unsigned: cfg.UnsignedPayload, reqs: reqs}, nil
 }
+
+// Requests returns the counter of the requests the bucket sent.
+func (s *S3) Requests() *Requests { return s.reqs }
+
+func (s *S3) requests() *Requests { return s.reqs }
 
 // Describe returns "s3://bucket" or "s3://bucket/prefix".
 func (s *S3) Describe() string {

@@ -19,6 +19,10 @@ type Options struct {
 	S3Region string
 	// S3UnsignedPayload: see S3Config.UnsignedPayload.
 	S3UnsignedPayload bool
+	// Requests, if set, counts the bucket's requests (one counter for a
+	// process's buckets); nil: the bucket counts into its own. RequestsOf
+	// returns it.
+	Requests *Requests
 }
 
 const acceptedURLs = "want file:///absolute/dir, s3://bucket[/prefix], or a directory path"
@@ -53,7 +57,7 @@ func open(ctx context.Context, raw string, opts Options) (Bucket, error) {
 		if looksLikeScheme.MatchString(raw) {
 			return nil, errors.New("looks like a URL without \"//\"; " + acceptedURLs)
 		}
-		return NewDir(raw)
+		return newDir(raw, opts.Requests)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -74,7 +78,7 @@ func open(ctx context.Context, raw string, opts Options) (Bucket, error) {
 		if u.Path == "" || u.Path == "/" {
 			return nil, errors.New("file URL without a directory; want file:///absolute/dir")
 		}
-		return NewDir(u.Path)
+		return newDir(u.Path, opts.Requests)
 	case "s3":
 		if u.Host == "" {
 			return nil, errors.New("s3 URL without a bucket; want s3://bucket[/prefix]")
@@ -88,6 +92,7 @@ func open(ctx context.Context, raw string, opts Options) (Bucket, error) {
 			Endpoint:        opts.S3Endpoint,
 			Region:          opts.S3Region,
 			UnsignedPayload: opts.S3UnsignedPayload,
+			Requests:        opts.Requests,
 		})
 		if err != nil {
 			return nil, err

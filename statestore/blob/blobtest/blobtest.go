@@ -44,6 +44,7 @@ func TestBucket(t *testing.T, newBucket func(t *testing.T) blob.Bucket) {
 		{"InvalidKeys", testInvalidKeys},
 		{"Canceled", testCanceled},
 		{"DescribeAndClose", testDescribeAndClose},
+		{"Requests", testRequests},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -254,6 +255,33 @@ func testListManyPages(t *testing.T, b blob.Bucket) {
 	}
 	if got := list(t, b, ""); len(got) != n+1 {
 		t.Fatalf("list all: got %d keys, want %d", len(got), n+1)
+	}
+	// A list is billed per page of 1,000 keys.
+	r := requests(t, b)
+	before := r.Counts()
+	list(t, b, "many/")
+	list(t, b, "")
+	list(t, b, "many/none")
+	wantRequests(t, r, before, map[string]uint64{"list": 2 + 2 + 1})
+}
+
+func requests(t *testing.T, b blob.Bucket) *blob.Requests {
+	t.Helper()
+	r := blob.RequestsOf(b)
+	if r == nil {
+		t.Fatalf("%s counts no requests (blob.RequestsOf is nil)", b.Describe())
+	}
+	return r
+}
+
+// wantRequests checks that the counts grew from before by exactly want
+// (ops not in want: by nothing).
+func wantRequests(t *testing.T, r *blob.Requests, before, want map[string]uint64) {
+	t.Helper()
+	for op, n := range r.Counts() {
+		if got := n - before[op]; got != want[op] {
+			t.Errorf("%s requests: %d, want %d", op, got, want[op])
+		}
 	}
 }
 
@@ -558,4 +586,44 @@ func testDescribeAndClose(t *testing.T, b blob.Bucket) {
 			t.Fatalf("close #%d: %v", i+1, err)
 		}
 	}
+}
+
+// testRequests checks that a known sequence of calls counts exactly the
+// requests S3 receives (and bills) for it, by kind.
+func testRequests(t *testing.T, b blob.Bucket) {
+	ctx := t.Context()
+	r := requests(t, b)
+	before := r.Counts()
+	put(t, b, "a", []byte("1"))
+	put(t, b, "p/c", []byte("2"))
+	if err := b.PutIfAbsent(ctx, "d", []byte("3")); err != nil {
+		t.Fatal(err)
+	}
+	// Taken: a PUT that gets 412, and a HEAD asking whether this call won.
+	wantErr(t, "put-if-absent a", b.PutIfAbsent(ctx, "a", []byte("4")), blob.ErrExists)
+	get(t, b, "a")
+	_, err := b.Get(ctx, "missing")
+	wantErr(t, "get missing", err, blob.ErrNotFound)
+	openAll(t, b, "p/c")
+	stat(t, b, "a")
+	_, err = b.Stat(ctx, "missing")
+	wantErr(t, "stat missing", err, blob.ErrNotFound)
+	list(t, b, "")
+	list(t, b, "none/")
+	if err := b.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, "missing"); err != nil {
+		t.Fatal(err)
+	}
+	// Refused before anything is sent: no request.
+	if _, err := b.Get(ctx, "../x"); err == nil {
+		t.Fatal("get ../x: no error")
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := b.Get(canceled, "p/c"); err == nil {
+		t.Fatal("get with a canceled context: no error")
+	}
+	wantRequests(t, r, before, map[string]uint64{"put": 4, "head": 3, "get": 3, "list": 2, "delete": 2})
 }
