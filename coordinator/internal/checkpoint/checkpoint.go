@@ -84,8 +84,9 @@ type Kind int
 const (
 	// Trigger: start checkpoint Checkpoint at the Sources.
 	Trigger Kind = iota + 1
-	// WriteManifest: every subtask acknowledged; write the manifest with
-	// Acks (conditionally), then report ManifestWritten.
+	// WriteManifest: every subtask acknowledged or had finished; write
+	// the manifest with Acks and Finished (conditionally), then report
+	// ManifestWritten.
 	WriteManifest
 	// Complete: the manifest is written; tell the subtasks (sinks commit
 	// their transactions).
@@ -103,11 +104,15 @@ type Decision struct {
 	Kind       Kind
 	Checkpoint int64
 	Savepoint  bool
-	Sources    []Task  // Trigger
-	Acks       []Ack   // WriteManifest, sorted by task
-	Reason     string  // Abort
-	Discarded  []int64 // Discard
-	Duration   time.Duration
+	Sources    []Task // Trigger
+	Acks       []Ack  // WriteManifest, sorted by task
+	// Finished are the subtasks that had finished their input without
+	// acknowledging (WriteManifest, sorted): the manifest records their
+	// final snapshot, and their final transactions commit with it.
+	Finished  []Task
+	Reason    string  // Abort
+	Discarded []int64 // Discard
+	Duration  time.Duration
 }
 
 func (d Decision) String() string {
@@ -124,6 +129,9 @@ func (d Decision) String() string {
 		}
 	case WriteManifest:
 		fmt.Fprintf(&b, "write manifest %d with %d acks", d.Checkpoint, len(d.Acks))
+		if len(d.Finished) > 0 {
+			fmt.Fprintf(&b, " and %d finished", len(d.Finished))
+		}
 	case Complete:
 		fmt.Fprintf(&b, "complete %d in %s", d.Checkpoint, d.Duration)
 	case Abort:
@@ -142,6 +150,10 @@ type Coordinator struct {
 	cfg     Config
 	tasks   map[Task]bool
 	sources []Task
+	// finished are the subtasks that finished their input (Finished):
+	// they acknowledge no more checkpoints, and finished sources start
+	// none.
+	finished map[Task]bool
 
 	next        int64     // id of the next checkpoint
 	pending     *pending  // the one in flight, if any
@@ -174,7 +186,7 @@ func New(cfg Config, tasks, sources []Task, lastCompleted int64) (*Coordinator, 
 	if cfg.Retain == 0 {
 		cfg.Retain = 1
 	}
-	c := &Coordinator{cfg: cfg, tasks: map[Task]bool{}, next: lastCompleted + 1}
+	c := &Coordinator{cfg: cfg, tasks: map[Task]bool{}, finished: map[Task]bool{}, next: lastCompleted + 1}
 	for _, t := range tasks {
 		c.tasks[t] = true
 	}
@@ -222,7 +234,7 @@ func (c *Coordinator) Tick(now time.Time) []Decision {
 	if p := c.pending; p != nil && !p.writing && now.Sub(p.triggered) >= c.cfg.Timeout {
 		out = append(out, c.abort(now, fmt.Sprintf("timed out after %s with %d of %d acks", c.cfg.Timeout, len(p.acks), len(c.tasks))))
 	}
-	if c.pending != nil || c.stopped || c.cfg.Interval == 0 {
+	if c.pending != nil || c.stopped || c.cfg.Interval == 0 || len(c.liveSources()) == 0 {
 		return out
 	}
 	if !c.started {
@@ -240,8 +252,8 @@ func (c *Coordinator) Tick(now time.Time) []Decision {
 // TriggerSavepoint starts a savepoint now, unless a checkpoint is in
 // flight.
 func (c *Coordinator) TriggerSavepoint(now time.Time) (Decision, error) {
-	if c.pending != nil {
-		return Decision{}, fmt.Errorf("checkpoint %d is in flight; try again when it ends", c.pending.id)
+	if err := c.canTrigger(); err != nil {
+		return Decision{}, err
 	}
 	return c.trigger(now, true), nil
 }
@@ -250,17 +262,71 @@ func (c *Coordinator) TriggerSavepoint(now time.Time) (Decision, error) {
 // (before a rescale, so it replays nothing), unless one is in flight.
 // The next periodic one is due an interval after it.
 func (c *Coordinator) TriggerNow(now time.Time) (Decision, error) {
-	if c.pending != nil {
-		return Decision{}, fmt.Errorf("checkpoint %d is in flight; try again when it ends", c.pending.id)
+	if err := c.canTrigger(); err != nil {
+		return Decision{}, err
 	}
 	return c.trigger(now, false), nil
+}
+
+func (c *Coordinator) canTrigger() error {
+	switch {
+	case c.pending != nil:
+		return fmt.Errorf("checkpoint %d is in flight; try again when it ends", c.pending.id)
+	case len(c.liveSources()) == 0:
+		return errors.New("every source has finished its input")
+	}
+	return nil
 }
 
 func (c *Coordinator) trigger(now time.Time, savepoint bool) Decision {
 	c.pending = &pending{id: c.next, savepoint: savepoint, triggered: now, acks: map[Task]Ack{}}
 	c.next++
 	c.lastTrigger = now
-	return Decision{Kind: Trigger, Checkpoint: c.pending.id, Savepoint: savepoint, Sources: append([]Task(nil), c.sources...)}
+	return Decision{Kind: Trigger, Checkpoint: c.pending.id, Savepoint: savepoint, Sources: c.liveSources()}
+}
+
+// liveSources are the sources that have not finished.
+func (c *Coordinator) liveSources() []Task {
+	var out []Task
+	for _, s := range c.sources {
+		if !c.finished[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Finished records that subtask t finished its input (its final
+// acknowledgement came): it takes part in no more checkpoints, and the
+// one in flight completes without it once every other subtask
+// acknowledged. Once every subtask has finished, the checkpoint in flight
+// is aborted: the job's final manifest commits what is left.
+func (c *Coordinator) Finished(now time.Time, t Task) []Decision {
+	if !c.tasks[t] || c.finished[t] {
+		return nil
+	}
+	c.finished[t] = true
+	p := c.pending
+	if p == nil || p.writing {
+		return nil
+	}
+	if len(c.finished) == len(c.tasks) {
+		return []Decision{c.abort(now, "every subtask has finished: the final checkpoint commits what is left")}
+	}
+	if !c.covered(p) {
+		return nil
+	}
+	return []Decision{c.write(p)}
+}
+
+// covered reports whether every subtask acknowledged p or had finished.
+func (c *Coordinator) covered(p *pending) bool {
+	for t := range c.tasks {
+		if _, ok := p.acks[t]; !ok && !c.finished[t] {
+			return false
+		}
+	}
+	return true
 }
 
 // Ack records a subtask's acknowledgement. Acks for checkpoints no longer
@@ -278,21 +344,35 @@ func (c *Coordinator) Ack(now time.Time, id int64, a Ack) ([]Decision, error) {
 		return nil, nil
 	}
 	p.acks[a.Task] = a
-	if len(p.acks) < len(c.tasks) {
+	if !c.covered(p) {
 		return nil, nil
 	}
+	return []Decision{c.write(p)}, nil
+}
+
+// write decides to write p's manifest: every subtask acknowledged it or
+// had finished.
+func (c *Coordinator) write(p *pending) Decision {
 	p.writing = true
 	acks := make([]Ack, 0, len(p.acks))
 	for _, a := range p.acks {
 		acks = append(acks, a)
 	}
-	sort.Slice(acks, func(i, j int) bool {
-		if acks[i].Task.Vertex != acks[j].Task.Vertex {
-			return acks[i].Task.Vertex < acks[j].Task.Vertex
+	less := func(a, b Task) bool {
+		if a.Vertex != b.Vertex {
+			return a.Vertex < b.Vertex
 		}
-		return acks[i].Task.Subtask < acks[j].Task.Subtask
-	})
-	return []Decision{{Kind: WriteManifest, Checkpoint: id, Savepoint: p.savepoint, Acks: acks}}, nil
+		return a.Subtask < b.Subtask
+	}
+	sort.Slice(acks, func(i, j int) bool { return less(acks[i].Task, acks[j].Task) })
+	var fin []Task
+	for t := range c.finished {
+		if _, ok := p.acks[t]; !ok {
+			fin = append(fin, t)
+		}
+	}
+	sort.Slice(fin, func(i, j int) bool { return less(fin[i], fin[j]) })
+	return Decision{Kind: WriteManifest, Checkpoint: p.id, Savepoint: p.savepoint, Acks: acks, Finished: fin}
 }
 
 // Decline aborts checkpoint id: a subtask could not take it.

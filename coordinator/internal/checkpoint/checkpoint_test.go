@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 //	ack ID TASK @T
 //	decline ID TASK reason... @T
 //	fail TASK @T
+//	finished TASK @T  (its final acknowledgement came)
 //	abort reason... @T  (the job's failure, as the lifecycle states it)
 //	written ID ok|error-text @T
 //	savepoint @T
@@ -76,6 +77,8 @@ func run(cp **Coordinator, cmd string, args []string) (string, error) {
 		ds = c.Decline(now, id, parseTask(args[1]), strings.Join(args[2:], " "))
 	case "fail":
 		ds = c.TaskFailed(now, parseTask(args[0]))
+	case "finished":
+		ds = c.Finished(now, parseTask(args[0]))
 	case "abort":
 		ds = c.Abort(now, strings.Join(args, " "))
 	case "written":
@@ -120,6 +123,13 @@ func run(cp **Coordinator, cmd string, args []string) (string, error) {
 				ts = append(ts, a.Task.String())
 			}
 			lines[i] += ": " + strings.Join(ts, " ")
+			if len(d.Finished) > 0 {
+				var fs []string
+				for _, t := range d.Finished {
+					fs = append(fs, t.String())
+				}
+				lines[i] += "; finished: " + strings.Join(fs, " ")
+			}
 		}
 	}
 	return strings.Join(lines, "\n"), nil
