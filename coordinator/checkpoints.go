@@ -64,6 +64,11 @@ type ckpt struct {
 	retained map[int64]*manifest.Manifest
 	maxID    int64 // highest checkpoint id seen
 	acks     map[int64]map[checkpoint.Task]control.Ack
+	// finals are the subtasks of this attempt that finished their input,
+	// with their final acknowledgement (no state: a finished operator has
+	// fired everything). While the rest of the job runs on, its
+	// checkpoints record them so, and commit their final transactions.
+	finals map[checkpoint.Task]manifest.Subtask
 
 	restoreKey string // manifest the next deploy restores from
 
@@ -90,7 +95,7 @@ const maxHistory = 200
 
 func newCkpt(js *spec.Job) *ckpt {
 	k := &ckpt{txns: map[string]pendingTxn{}, retained: map[int64]*manifest.Manifest{},
-		acks: map[int64]map[checkpoint.Task]control.Ack{}, sinks: map[string]task.TwoPhaseSink{}}
+		acks: map[int64]map[checkpoint.Task]control.Ack{}, finals: map[checkpoint.Task]manifest.Subtask{}, sinks: map[string]task.TwoPhaseSink{}}
 	if c := js.Checkpoint; c != nil {
 		k.cfg = &checkpoint.Config{Interval: time.Duration(c.Interval), Timeout: time.Duration(c.Timeout),
 			MinPause: time.Duration(c.MinPause), Retain: c.Retain}
@@ -127,6 +132,9 @@ func (c *Coordinator) startCheckpointsLocked(j *job) {
 		return
 	}
 	sm.SkipTo(k.maxID + 1)
+	for t := range k.finals { // finished before every task ran
+		sm.Finished(c.now(), t)
+	}
 	k.sm = sm
 }
 
@@ -239,10 +247,19 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 		return
 	}
 	c.cfg.Logger.Debug("checkpoint ack", "job", j.id, "task", e.Task, "checkpoint", a.Checkpoint, "final", a.Final, "decline", a.Decline)
-	if a.Final || k.sm == nil {
+	t := checkpoint.Task{Vertex: e.Task.Vertex, Subtask: e.Task.Subtask}
+	if a.Final {
+		st := a.Subtask
+		st.State = nil
+		k.finals[t] = st
+		if k.sm != nil {
+			c.execLocked(ctx, j, k.sm.Finished(c.now(), t))
+		}
 		return
 	}
-	t := checkpoint.Task{Vertex: e.Task.Vertex, Subtask: e.Task.Subtask}
+	if k.sm == nil {
+		return
+	}
 	if a.Decline != "" {
 		c.execLocked(ctx, j, k.sm.Decline(c.now(), a.Checkpoint, t, a.Decline))
 		return
@@ -285,10 +302,18 @@ func (c *Coordinator) buildManifest(j *job, id int64, triggered time.Time, acks 
 	if m.Completed.Before(m.Triggered) {
 		m.Completed = m.Triggered
 	}
+	// finishedHere: a subtask this manifest records as finished (it had
+	// not acknowledged id when it finished), whose final transactions
+	// commit with it.
+	finishedHere := func(t checkpoint.Task) bool {
+		_, acked := acks[t]
+		_, fin := j.ck.finals[t]
+		return fin && !acked
+	}
 	byTask := map[checkpoint.Task][]manifest.Txn{}
 	for _, p := range j.ck.txns {
-		if p.checkpoint <= id || final {
-			t := checkpoint.Task{Vertex: p.task.Vertex, Subtask: p.task.Subtask}
+		t := checkpoint.Task{Vertex: p.task.Vertex, Subtask: p.task.Subtask}
+		if p.checkpoint <= id || final || p.checkpoint == math.MaxInt64 && finishedHere(t) {
 			if v := j.plan.Vertex(t.Vertex); v == nil || t.Subtask >= v.Parallelism {
 				// A transaction of a subtask the plan no longer has
 				// still commits: it goes with the first subtask.
@@ -304,6 +329,9 @@ func (c *Coordinator) buildManifest(j *job, id int64, triggered time.Time, acks 
 			st := manifest.Subtask{Index: s}
 			if a, ok := acks[t]; ok && !final {
 				st = a.Subtask
+				st.Index = s
+			} else if f, ok := j.ck.finals[t]; ok && !final {
+				st = f
 				st.Index = s
 			}
 			st.SinkTransactions = byTask[t]

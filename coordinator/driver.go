@@ -91,10 +91,6 @@ func (c *Coordinator) exec(ctx context.Context, j *job, ds []lifecycle.Decision)
 			c.cancelStragglers(ctx, j, d)
 		case lifecycle.StartCheckpoints:
 			c.startCheckpointsLocked(j)
-		case lifecycle.StopTriggering:
-			if k.sm != nil {
-				k.sm.Stop()
-			}
 		case lifecycle.AbortCheckpoints:
 			if k.sm != nil {
 				if _, ok := k.sm.InFlight(); ok {
@@ -103,6 +99,7 @@ func (c *Coordinator) exec(ctx context.Context, j *job, ds []lifecycle.Decision)
 				k.sm = nil
 			}
 			clear(k.acks)
+			clear(k.finals)
 		case lifecycle.FailSavepoints:
 			k.failWaitsLocked(d.Message)
 		case lifecycle.Recover:

@@ -2,6 +2,8 @@ package coordinator_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +138,133 @@ func TestRescaleRefused(t *testing.T) {
 	e.wait(id, 20*time.Second)
 	if _, err := e.c.Scale(e.ctx, id, map[string]int{"tumbling": 2}); !errors.Is(err, coordinator.ErrEnded) {
 		t.Errorf("rescale of an ended job: %v, want ErrEnded", err)
+	}
+}
+
+// mixedSpec is eoSpec with a second, bounded branch that ends long
+// before the first: a files source of three objects (a.jsonl and
+// c.jsonl, 300 rows each, on subtask 0; b.jsonl, 3,000 rows, on subtask
+// 1) into a keyed tumbling window.
+func mixedSpec(path string, archiveRate, ridesRate int) string {
+	src := eoSpec(path, ridesRate)
+	src = strings.Replace(src, "job: eo\n", "job: mixed\n", 1)
+	src = strings.Replace(src, "sources:\n", fmt.Sprintf(`sources:
+  - name: archive
+    type: files
+    path: in/archive/
+    format: jsonl
+    rate: %d
+    schema: {id: int64, zone: string, ts: timestamp_ms}
+    eventTime: {column: ts, maxOutOfOrderness: 1s}
+`, archiveRate), 1)
+	src = strings.Replace(src, "operators:\n", `operators:
+  - name: zones
+    input: archive
+    keyBy: [zone]
+    window: {type: tumbling, size: 10s}
+    aggregate: {n: count(), lo: min(id), hi: max(id)}
+`, 1)
+	return strings.Replace(src, "sinks:\n", fmt.Sprintf("sinks:\n  - {name: zones-out, input: zones, type: files, path: %s/zones, format: jsonl}\n", path), 1)
+}
+
+// TestRescaleAfterSubtasksFinished: once a subtask has finished its
+// input (here the files source's subtask 0, and soon its whole branch),
+// checkpoints go on without it, and the job rescales in place from them:
+// the files source 2 -> 4 while its subtask 1 is halfway through its
+// object, then everything to 1. The finished subtask's position (its
+// objects read to the end) travels in the checkpoints, so no object is
+// read twice at the new parallelism; the output equals a run without
+// rescales.
+func TestRescaleAfterSubtasksFinished(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker("w1", 8, workerOpts{})
+	e.startWorker("w2", 8, workerOpts{})
+	id := 0
+	for _, o := range []struct {
+		key  string
+		rows int
+	}{{"in/archive/a.jsonl", 300}, {"in/archive/b.jsonl", 3000}, {"in/archive/c.jsonl", 300}} {
+		var b strings.Builder
+		for range o.rows {
+			fmt.Fprintf(&b, `{"id": %d, "zone": "z%d", "ts": %d}`+"\n", id, id%7, 1_700_000_000_000+int64(id)*37)
+			id++
+		}
+		if err := e.bucket.Put(e.ctx, o.key, []byte(b.String())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := e.submitSpec(mixedSpec("ref", 0, 0), coordinator.SubmitOptions{})
+	if st := e.wait(ref, 30*time.Second); st.State != coordinator.JobFinished {
+		t.Fatalf("reference run: %s %s", st.State, st.Error)
+	}
+	wantZ, wantW, wantS := e.lines("ref/zones/"), e.lines("ref/windows/"), e.lines("ref/seq/")
+	if len(wantZ) == 0 || len(wantS) != 12000 {
+		t.Fatalf("reference run: %d zone windows, %d sequence rows", len(wantZ), len(wantS))
+	}
+
+	// 500 rows/s per files subtask: subtask 0 ends after ~1.2 s, subtask
+	// 1 after ~6 s; the datagen branch runs ~12 s.
+	job := e.submitSpec(mixedSpec("out", 1000, 1000), coordinator.SubmitOptions{})
+	t0 := time.Now()
+	taskState := func(st coordinator.JobStatus, vertex string, subtask int) string {
+		for _, v := range st.Vertices {
+			if v.Name == vertex && subtask < len(v.Tasks) {
+				return v.Tasks[subtask].State
+			}
+		}
+		return ""
+	}
+	st := e.waitFor(job, "archive[0] finished while archive[1] reads", func(st coordinator.JobStatus) bool {
+		return st.State == coordinator.JobRunning && taskState(st, "archive", 0) == coordinator.JobFinished
+	})
+	if s := taskState(st, "archive", 1); s != coordinator.JobRunning {
+		t.Fatalf("archive[1] is %s when archive[0] finished; the test needs it still reading", s)
+	}
+	after := int64(0)
+	if st.Checkpoints != nil {
+		after = st.Checkpoints.Latest
+	}
+	// Two checkpoints complete without the finished subtask (before,
+	// each waited for its acknowledgement until it timed out).
+	e.waitFor(job, "two checkpoints after archive[0] finished", func(st coordinator.JobStatus) bool {
+		return st.Checkpoints != nil && st.Checkpoints.Latest >= after+2
+	})
+	t.Logf("%v: archive[0] finished, checkpoint %d completed after it", time.Since(t0).Round(time.Millisecond), after+2)
+	resp, err := e.c.Scale(e.ctx, job, map[string]int{"archive": 4, "zones": 4, "seqcheck": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Before["archive"] != 2 || resp.After["archive"] != 4 {
+		t.Fatalf("scale archive=4: %+v", resp)
+	}
+	st = e.waitFor(job, "a checkpoint of the rescaled attempt", func(st coordinator.JobStatus) bool {
+		n := len(st.Recoveries)
+		return st.State == coordinator.JobRunning && st.Attempt == resp.Attempt && n > 0 &&
+			st.Checkpoints != nil && st.Checkpoints.Latest > st.Recoveries[n-1].RestoredFrom
+	})
+	t.Logf("%v: rescaled to archive=4, checkpoint %d of attempt %d", time.Since(t0).Round(time.Millisecond), st.Checkpoints.Latest, st.Attempt)
+	if _, err := e.c.Scale(e.ctx, job, map[string]int{"archive": 1, "zones": 1, "rides": 1, "tumbling": 1, "seqcheck": 1}); err != nil {
+		t.Fatal(err)
+	}
+	st = e.wait(job, time.Minute)
+	if st.State != coordinator.JobFinished {
+		t.Fatalf("job ended %s: %s", st.State, st.Error)
+	}
+	rescales := 0
+	for _, r := range st.Recoveries {
+		t.Logf("attempt %d from checkpoint %d in %.2fs: %s", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
+		if strings.HasPrefix(r.Reason, "rescale: ") {
+			rescales++
+		}
+	}
+	if rescales != 2 || st.Restarts != 0 {
+		t.Errorf("%d rescales and %d restarts, want 2 and none", rescales, st.Restarts)
+	}
+	if got := e.lines("out/zones/"); !slices.Equal(got, wantZ) {
+		t.Errorf("files branch: %d window rows differ from the %d of the run without rescales", len(got), len(wantZ))
+	}
+	e.checkExact("rescaled after a subtask finished", e.lines("out/windows/"), e.lines("out/seq/"), wantW, wantS)
+	if s := e.staged("out/"); len(s) > 0 {
+		t.Errorf("staged objects left: %v", s)
 	}
 }

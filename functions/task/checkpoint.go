@@ -481,6 +481,20 @@ func (c *checkpointer) final() error {
 	}
 	st := c.subtask()
 	st.SinkTransactions = txns
+	// The position at the end and the last watermark: while the rest of
+	// the job runs on, its checkpoints record this subtask as finished
+	// with them (a source of splits restored at another parallelism
+	// must find its splits at their end, not start them over).
+	if s := c.r.cfg.Source; s != nil {
+		pos, err := c.sourcePosition()
+		if err != nil {
+			return fmt.Errorf("final acknowledgement: %w", err)
+		}
+		st.SourcePositions = map[string]json.RawMessage{s.Name: pos}
+	}
+	if wm := c.r.wm; wm > MinWatermark {
+		st.Watermark = &wm
+	}
 	if err := c.enqueue(&upload{final: true, st: st, stages: stages}); err != nil {
 		return err
 	}

@@ -140,8 +140,6 @@ const (
 	CancelStragglers
 	// StartCheckpoints: every task runs; periodic checkpoints begin.
 	StartCheckpoints
-	// StopTriggering: a source finished; trigger no new checkpoints.
-	StopTriggering
 	// AbortCheckpoints: the attempt failed (Message says how, naming the
 	// subtask if one failed) or finishes; abort the checkpoint in flight
 	// (its manifest may still be being written) and forget acks.
@@ -160,7 +158,7 @@ const (
 )
 
 var kindNames = map[Kind]string{CancelTasks: "cancel-tasks", CancelStragglers: "cancel-stragglers",
-	StartCheckpoints: "start-checkpoints", StopTriggering: "stop-triggering", AbortCheckpoints: "abort-checkpoints",
+	StartCheckpoints: "start-checkpoints", AbortCheckpoints: "abort-checkpoints",
 	FailSavepoints: "fail-savepoints", Recover: "recover", Finalize: "finalize", End: "end"}
 
 // Decision is one thing the driver must do, in order.
@@ -455,10 +453,10 @@ func (j *Job) TaskState(now time.Time, t Task, state, msg, worker string, corrup
 			finished++
 		}
 	}
+	// Checkpoints go on while some tasks have finished (the checkpoint
+	// coordinator leaves them out); once all have, the final manifest
+	// commits what is left.
 	var ds []Decision
-	if finished > 0 && j.cfg.Checkpointing && !j.finalizing {
-		ds = append(ds, Decision{Kind: StopTriggering}) // sources are ending: no new checkpoints
-	}
 	if finished == len(j.tasks) {
 		if j.cfg.Checkpointing {
 			j.finalizing = true // the final manifest commits the output; Tick starts it
