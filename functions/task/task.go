@@ -510,6 +510,14 @@ func (b *sourceBacklog) update(now time.Time) {
 	}
 }
 
+// sourceEnded finishes a source task at the end of its input: nothing is
+// left to read, so its backlog is 0 (the last measurement, up to a second
+// old, would otherwise stay in its final report).
+func (r *runner) sourceEnded() error {
+	r.stats.backlog.Store(0)
+	return r.finish()
+}
+
 func (r *runner) runSource() error {
 	s := r.cfg.Source
 	var (
@@ -557,7 +565,7 @@ func (r *runner) runSource() error {
 			got, err := r.pollMulti(maxRows, min(r.untilWake(now), 100*time.Millisecond))
 			r.stats.noteProgress(s.Source)
 			if errors.Is(err, io.EOF) {
-				return r.finish()
+				return r.sourceEnded()
 			}
 			if err != nil {
 				return fmt.Errorf("source %s[%d]: %w", s.Name, r.cfg.Subtask, err)
@@ -583,7 +591,7 @@ func (r *runner) runSource() error {
 		r.stats.noteProgress(s.Source)
 		waited := backlog.waited()
 		if errors.Is(err, io.EOF) {
-			return r.finish()
+			return r.sourceEnded()
 		}
 		if err != nil {
 			return fmt.Errorf("source %s[%d]: %w", s.Name, r.cfg.Subtask, err)

@@ -340,3 +340,31 @@ func TestSourceWaitIsIdle(t *testing.T) {
 	}
 	wantKeys(t, sink.keys, 1000)
 }
+
+// backloggedSource is seqSource that reports the rows it has not returned
+// as its backlog.
+type backloggedSource struct{ seqSource }
+
+func (s *backloggedSource) Backlog(context.Context) (int64, string, bool) {
+	return int64(s.n - s.next), "records", true
+}
+
+// A source task that reaches the end of its input reports no backlog,
+// though its last measurement (once a second) was taken before its last
+// rows were read.
+func TestEndedSourceHasNoBacklog(t *testing.T) {
+	mem := checkedMem(t)
+	src, sink := &backloggedSource{seqSource{n: 1000, per: 100}}, &collector{}
+	task := New(Config{
+		Job: "j", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem,
+		Source: &SourceHead{Name: "src", Source: src, TimeColumn: -1, Out: []Target{ChainTo(0)}},
+		Nodes:  []*Node{{Name: "sink", Sink: sink}},
+	})
+	if err := task.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantKeys(t, sink.keys, 1000)
+	if st := task.Stats().Snapshot(); st.Backlog != 0 || st.BacklogUnit != "records" {
+		t.Errorf("backlog at the end: %d %q, want 0 records", st.Backlog, st.BacklogUnit)
+	}
+}
