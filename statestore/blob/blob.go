@@ -62,6 +62,11 @@ type Bucket interface {
 	// PutIfAbsent creates the object only if no object has the key; of
 	// concurrent creates exactly one succeeds and the others get ErrExists.
 	PutIfAbsent(ctx context.Context, key string, data []byte) error
+	// Copy copies the object src to dst, replacing dst, without the bytes
+	// passing through the caller where the store can (S3's CopyObject);
+	// readers of dst see the old object or the whole copy. ErrNotFound if
+	// src is missing.
+	Copy(ctx context.Context, src, dst string) error
 	// Delete removes the object; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
 	// Close releases the client; safe to call twice.

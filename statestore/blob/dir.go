@@ -250,6 +250,42 @@ func (d *dirBucket) put(ctx context.Context, op, key string, data []byte, exclus
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	d.reqs.Add(OpPut, 1)
+	return d.write(op, key, p, data, exclusive)
+}
+
+// Copy copies the object src to dst, replacing dst: the bytes are read
+// and written to a new file renamed into place, counted as the one
+// CopyObject S3 would receive. ErrNotFound if src is missing.
+func (d *dirBucket) Copy(ctx context.Context, src, dst string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("copy %q: %w", src, err)
+	}
+	sp, err := d.path(src)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	dp, err := d.path(dst)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	d.reqs.Add(OpCopy, 1)
+	st, err := os.Stat(sp)
+	if err == nil && !st.Mode().IsRegular() {
+		err = ErrNotFound
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(sp)
+	}
+	if err != nil {
+		return d.errorf("copy", src, err)
+	}
+	return d.write("copy to", dst, dp, data, false)
+}
+
+// write writes data to the file p of key: a new fsynced file renamed (or,
+// exclusive, linked) into place, its directory synced.
+func (d *dirBucket) write(op, key, p string, data []byte, exclusive bool) error {
 	dir := filepath.Dir(p)
 	tmp, err := d.writeTemp(dir, data)
 	if err != nil {

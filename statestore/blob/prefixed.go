@@ -105,6 +105,18 @@ func (p *prefixed) Put(ctx context.Context, key string, data []byte) error {
 	return p.b.Put(ctx, k, data)
 }
 
+func (p *prefixed) Copy(ctx context.Context, src, dst string) error {
+	s, err := p.full(src)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	d, err := p.full(dst)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	return p.b.Copy(ctx, s, d)
+}
+
 func (p *prefixed) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	k, err := p.full(key)
 	if err != nil {

@@ -15,9 +15,8 @@ type Op int
 
 // The request kinds. Multipart uploads count each part (and the create
 // and complete calls) as a put; DeleteObjects counts one delete per batch
-// request, as S3 bills it. weir sends neither multipart uploads, batch
-// deletes nor copies today: a files sink "copies" a staged object with a
-// get and a put.
+// request, as S3 bills it. weir sends neither multipart uploads nor batch
+// deletes today; Copy (a files sink's commit) is one CopyObject.
 const (
 	OpPut    Op = iota // PutObject (Put, PutIfAbsent), multipart parts
 	OpGet              // GetObject (Get, Open)

@@ -490,6 +490,30 @@ func (s *S3) putOptions(o *s3.Options) {
 	}
 }
 
+// Copy copies the object src to dst on the server (CopyObject: the bytes
+// never pass through this process), replacing dst; ErrNotFound if src is
+// missing. S3 copies objects of up to 5 GiB this way.
+func (s *S3) Copy(ctx context.Context, src, dst string) error {
+	from, err := s.key("copy", src)
+	if err != nil {
+		return err
+	}
+	to, err := s.key("copy", dst)
+	if err != nil {
+		return err
+	}
+	// CopySource is "bucket/key", URL-encoded ('/' kept).
+	source := (&url.URL{Path: s.bucket + "/" + *from}).EscapedPath()
+	_, err = s.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &s.bucket, Key: to, CopySource: &source})
+	if err != nil {
+		if isNoSuchKey(err) {
+			return s.errorf("copy", src, ErrNotFound)
+		}
+		return s.errorf("copy to "+dst+" from", src, err)
+	}
+	return nil
+}
+
 // Delete removes the object; deleting a missing key is not an error.
 func (s *S3) Delete(ctx context.Context, key string) error {
 	k, err := s.key("delete", key)

@@ -365,12 +365,13 @@ func commitStaged(ctx context.Context, b blob.Bucket, o fileTxnObject) error {
 	return nil
 }
 
-// copyStaged copies a staged object to its final key if it is not there.
-// Blob has no copy or rename, so it is Get + PutIfAbsent: ErrExists means
-// an earlier Commit got there, and a missing staged object is fine when
-// the final one exists (an earlier Commit finished this object).
+// copyStaged copies a staged object to its final key, on the store's side
+// (the bytes do not pass through the committer). A copy again is harmless:
+// a final key names one attempt's object, so it only ever receives the
+// same bytes. A missing staged object is fine when the final one exists
+// (an earlier Commit finished this object).
 func copyStaged(ctx context.Context, b blob.Bucket, o fileTxnObject) error {
-	data, err := b.Get(ctx, o.Staged)
+	err := b.Copy(ctx, o.Staged, o.Final)
 	if errors.Is(err, blob.ErrNotFound) {
 		if _, serr := b.Stat(ctx, o.Final); serr == nil {
 			return nil
@@ -380,9 +381,6 @@ func copyStaged(ctx context.Context, b blob.Bucket, o fileTxnObject) error {
 		return fmt.Errorf("staged object %s and committed object %s are both missing (aborted or cleaned?): %w", o.Staged, o.Final, err)
 	}
 	if err != nil {
-		return fmt.Errorf("read staged object: %w", err)
-	}
-	if err := b.PutIfAbsent(ctx, o.Final, data); err != nil && !errors.Is(err, blob.ErrExists) {
 		return fmt.Errorf("copy staged object: %w", err)
 	}
 	return nil

@@ -35,6 +35,7 @@ func TestBucket(t *testing.T, newBucket func(t *testing.T) blob.Bucket) {
 		{"List", testList},
 		{"ListManyPages", testListManyPages},
 		{"Delete", testDelete},
+		{"Copy", testCopy},
 		{"PutIfAbsent", testPutIfAbsent},
 		{"PutIfAbsentConcurrent", testPutIfAbsentConcurrent},
 		{"PutAtomic", testPutAtomic},
@@ -167,6 +168,39 @@ func testRoundTrip(t *testing.T, b blob.Bucket) {
 
 	put(t, b, "nested/deeper/obj.json", want)
 	equal(t, "get nested", get(t, b, "nested/deeper/obj.json"), want)
+}
+
+// testCopy: a copy has the source's bytes, replaces what dst held, leaves
+// the source as it was, works across prefixes and for keys that need
+// escaping and for a large object; a missing source is ErrNotFound and
+// creates nothing.
+func testCopy(t *testing.T, b blob.Bucket) {
+	ctx := t.Context()
+	put(t, b, "staged/_x/a b+c%.jsonl", []byte("the rows\n"))
+	if err := b.Copy(ctx, "staged/_x/a b+c%.jsonl", "out/final ü.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "copy", get(t, b, "out/final ü.jsonl"), []byte("the rows\n"))
+	equal(t, "source after the copy", get(t, b, "staged/_x/a b+c%.jsonl"), []byte("the rows\n"))
+	put(t, b, "other", []byte("an older object, longer than the copy"))
+	if err := b.Copy(ctx, "staged/_x/a b+c%.jsonl", "other"); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "copy over an object", get(t, b, "other"), []byte("the rows\n"))
+	if info := stat(t, b, "other"); info.Size != int64(len("the rows\n")) {
+		t.Fatalf("stat after copying over: size %d", info.Size)
+	}
+	big := randomBytes(7, 6<<20+3)
+	put(t, b, "big", big)
+	if err := b.Copy(ctx, "big", "big-copy"); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "large copy", get(t, b, "big-copy"), big)
+	wantErr(t, "copy of a missing object", b.Copy(ctx, "missing", "nowhere"), blob.ErrNotFound)
+	_, err := b.Stat(ctx, "nowhere")
+	wantErr(t, "what a failed copy left", err, blob.ErrNotFound)
+	wantErr(t, "copy from an invalid key", b.Copy(ctx, "../x", "y"), blob.ErrInvalidKey)
+	wantErr(t, "copy to an invalid key", b.Copy(ctx, "big", "a//b"), blob.ErrInvalidKey)
 }
 
 func testOverwrite(t *testing.T, b blob.Bucket) {
@@ -616,6 +650,10 @@ func testRequests(t *testing.T, b blob.Bucket) {
 	if err := b.Delete(ctx, "missing"); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Copy(ctx, "p/c", "p/copy"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "copy missing", b.Copy(ctx, "missing", "p/copy2"), blob.ErrNotFound)
 	// Refused before anything is sent: no request.
 	if _, err := b.Get(ctx, "../x"); err == nil {
 		t.Fatal("get ../x: no error")
@@ -625,5 +663,5 @@ func testRequests(t *testing.T, b blob.Bucket) {
 	if _, err := b.Get(canceled, "p/c"); err == nil {
 		t.Fatal("get with a canceled context: no error")
 	}
-	wantRequests(t, r, before, map[string]uint64{"put": 4, "head": 3, "get": 3, "list": 2, "delete": 2})
+	wantRequests(t, r, before, map[string]uint64{"put": 4, "head": 3, "get": 3, "list": 2, "delete": 2, "copy": 2})
 }
