@@ -81,6 +81,12 @@ type ckpt struct {
 	// copying counts the savepoint being copied (nil when none is).
 	copying *savepointCopy
 
+	// collecting is when the garbage collection under way started (zero:
+	// none), and collectNext the manifests dropped meanwhile, collected
+	// after it (janitor.go).
+	collecting  time.Time
+	collectNext []*manifest.Manifest
+
 	sinkMu sync.Mutex
 	sinks  map[string]task.TwoPhaseSink // opened to commit
 }

@@ -45,9 +45,20 @@ func newEnv(t *testing.T) *env {
 // than a minute on a busy machine).
 func newEnvWithin(t *testing.T, within time.Duration) *env {
 	t.Helper()
+	return newEnvWrapped(t, within, nil)
+}
+
+// newEnvWrapped is newEnvWithin whose bucket, for the coordinator, the
+// workers and the test, is wrap(a directory bucket) (nil: as it is).
+func newEnvWrapped(t *testing.T, within time.Duration, wrap func(blob.Bucket) blob.Bucket) *env {
+	t.Helper()
+	var bucket blob.Bucket
 	bucket, err := blob.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		bucket = wrap(bucket)
 	}
 	e := &env{t: t, plane: control.NewLocal(), xch: exchange.NewLocal(), bucket: bucket}
 	ctx, cancel := context.WithTimeout(context.Background(), within)

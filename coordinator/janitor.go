@@ -50,9 +50,17 @@ func (c *Coordinator) cleanStaging(ctx context.Context, j *job, keep func(string
 // collectGarbage deletes the manifests of discarded checkpoints and every
 // state file of the job that no retained checkpoint references and that
 // is older than the latest completed one (a newer file may belong to a
-// checkpoint in flight).
+// checkpoint in flight). One collection runs at a time per job: one asked
+// for while another runs waits for it and then runs once for everything
+// dropped meanwhile, so collections that overlap (checkpoints every second
+// against a slow store) do not list and delete the same files twice.
 func (c *Coordinator) collectGarbage(j *job, dropped []*manifest.Manifest) {
 	k := j.ck
+	if !k.collecting.IsZero() && c.now().Sub(k.collecting) < gcTimeout+time.Minute {
+		k.collectNext = append(k.collectNext, dropped...)
+		return
+	}
+	k.collecting = c.now()
 	keep := map[string]bool{}
 	for _, m := range k.retained {
 		for _, f := range m.Files() {
@@ -60,31 +68,47 @@ func (c *Coordinator) collectGarbage(j *job, dropped []*manifest.Manifest) {
 		}
 	}
 	latest := k.latest
-	bucket, log := c.cfg.Bucket, c.cfg.Logger
-	c.goAsync(time.Minute, func(ctx context.Context) func(context.Context) {
-		if err := c.checkFence(ctx, j.id); err != nil {
-			log.Warn("not collecting garbage", "job", j.id, "err", err)
-			return nil
-		}
-		for _, m := range dropped {
-			if err := bucket.Delete(ctx, layout.ManifestKey(m.Job, m.Checkpoint)); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				log.Warn("delete discarded manifest failed", "job", j.id, "checkpoint", m.Checkpoint, "err", err)
+	c.goAsync(gcTimeout, func(ctx context.Context) func(context.Context) {
+		c.collect(ctx, j.id, dropped, keep, latest)
+		return func(context.Context) {
+			k.collecting = time.Time{}
+			if next := k.collectNext; len(next) > 0 {
+				k.collectNext = nil
+				c.collectGarbage(j, next)
 			}
 		}
-		infos, err := bucket.List(ctx, layout.StatePrefix(j.id))
-		if err != nil {
-			log.Warn("list state files failed", "job", j.id, "err", err)
-			return nil
-		}
-		for _, o := range infos {
-			id, ok := layout.StateFileCheckpoint(o.Key)
-			if !ok || id >= latest || keep[o.Key] {
-				continue
-			}
-			if err := bucket.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-				log.Warn("delete state file failed", "key", o.Key, "err", err)
-			}
-		}
-		return nil
 	})
+}
+
+// gcTimeout bounds one garbage collection; one that has not reported back
+// a minute after it no longer holds the next back (its result was lost
+// with a Run that ended).
+const gcTimeout = time.Minute
+
+// collect is one garbage collection's I/O (see collectGarbage).
+func (c *Coordinator) collect(ctx context.Context, job string, dropped []*manifest.Manifest, keep map[string]bool, latest int64) {
+	bucket, log := c.cfg.Bucket, c.cfg.Logger
+	if err := c.checkFence(ctx, job); err != nil {
+		log.Warn("not collecting garbage", "job", job, "err", err)
+		return
+	}
+	for _, m := range dropped {
+		if err := bucket.Delete(ctx, layout.ManifestKey(m.Job, m.Checkpoint)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			log.Warn("delete discarded manifest failed", "job", job, "checkpoint", m.Checkpoint, "err", err)
+		}
+	}
+	infos, err := bucket.List(ctx, layout.StatePrefix(job))
+	if err != nil {
+		log.Warn("list state files failed", "job", job, "err", err)
+		return
+	}
+	for _, o := range infos {
+		id, ok := layout.StateFileCheckpoint(o.Key)
+		if !ok || id >= latest || keep[o.Key] {
+			continue
+		}
+		if err := bucket.Delete(ctx, o.Key); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			log.Warn("delete state file failed", "key", o.Key, "err", err)
+		}
+	}
 }
