@@ -452,11 +452,12 @@ func TestWasmStateRescales(t *testing.T) {
 		t.Skip("short mode: builds a guest")
 	}
 	t.Parallel()
-	e, _, _ := functionsEnv(t)
+	// The guest first: e's time budget is for the job, not the build.
 	mod, err := os.ReadFile(registrytest.Guest(t, "echo"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	e, _, _ := functionsEnv(t)
 	if _, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -525,11 +526,12 @@ func TestWasmUpgradeKeepsState(t *testing.T) {
 		t.Skip("short mode: builds a guest")
 	}
 	t.Parallel()
-	e, _, _ := functionsEnv(t)
+	// The guest first: e's time budget is for the job, not the build.
 	mod, err := os.ReadFile(registrytest.Guest(t, "echo"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	e, _, _ := functionsEnv(t)
 	if _, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
