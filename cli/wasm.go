@@ -83,7 +83,7 @@ fast, but a call that never returns then stops only with its worker.`,
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			mem, err := registry.ParseSize(memory)
+			mem, err := spec.ParseSize(memory)
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("--memory: %w", err)}
 			}
@@ -102,7 +102,7 @@ fast, but a call that never returns then stops only with its worker.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&memory, "memory", registry.FormatSize(wasm.DefaultMemory), "most linear memory an instance may have: 64MiB, 512KiB or bytes")
+	cmd.Flags().StringVar(&memory, "memory", spec.FormatSize(wasm.DefaultMemory), "most linear memory an instance may have: 64MiB, 512KiB or bytes")
 	cmd.Flags().DurationVar(&timeout, "timeout", wasm.DefaultTimeout, "deadline of one call of the module's exports")
 	cmd.Flags().BoolVar(&trusted, "trusted", false, "run without deadline checks: faster, but a runaway call cannot be stopped")
 	return cmd
@@ -157,7 +157,7 @@ func (a *app) functionsListCmd() *cobra.Command {
 			for _, f := range fs {
 				v := f.Latest
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", f.Name, v.Version, f.Versions, humanBytes(v.Size),
-					registry.FormatSize(v.Memory), v.Timeout, formatTime(v.Created), oneLine(v.Describe.Doc))
+					spec.FormatSize(v.Memory), v.Timeout, formatTime(v.Created), oneLine(v.Describe.Doc))
 			}
 			return tw.Flush()
 		},
@@ -243,7 +243,7 @@ func (a *app) printFunction(d coordinator.FunctionDetail) {
 			timeout = "none (trusted)"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.Version, v.SHA256[:min(12, len(v.SHA256))], humanBytes(v.Size),
-			registry.FormatSize(v.Memory), timeout, v.ABI, formatTime(v.Created), jobs)
+			spec.FormatSize(v.Memory), timeout, v.ABI, formatTime(v.Created), jobs)
 	}
 	tw.Flush()
 }

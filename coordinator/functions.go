@@ -202,7 +202,7 @@ func (c *Coordinator) handleDeployFunction(w http.ResponseWriter, r *http.Reques
 	var problems []string
 	q := r.URL.Query()
 	if s := q.Get("memory"); s != "" {
-		n, err := registry.ParseSize(s)
+		n, err := spec.ParseSize(s)
 		if err != nil {
 			problems = append(problems, "memory: "+err.Error())
 		}
@@ -232,7 +232,7 @@ func (c *Coordinator) handleDeployFunction(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	if len(module) > registry.MaxModuleBytes {
-		writeJSON(w, http.StatusRequestEntityTooLarge, APIError{Error: fmt.Sprintf("module: more than the %s accepted", registry.FormatSize(registry.MaxModuleBytes))})
+		writeJSON(w, http.StatusRequestEntityTooLarge, APIError{Error: fmt.Sprintf("module: more than the %s accepted", spec.FormatSize(registry.MaxModuleBytes))})
 		return
 	}
 	v, err := c.DeployFunction(r.Context(), r.PathValue("name"), module, lim)

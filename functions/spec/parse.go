@@ -273,6 +273,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string, probs *Problems)
 
 var (
 	durationType    = reflect.TypeOf(Duration(0))
+	sizeType        = reflect.TypeOf(Size(0))
 	orderedMapType  = reflect.TypeOf(OrderedMap{})
 	streamNamesType = reflect.TypeOf(StreamNames(nil))
 )
@@ -289,6 +290,14 @@ func checkType(n *yaml.Node, t reflect.Type) string {
 		}
 		if _, err := ParseDuration(n.Value); err != nil {
 			return fmt.Sprintf("%q is not a duration: want e.g. 500ms, 5s, 1m30s, 2h or 7d", n.Value)
+		}
+		return ""
+	case t == sizeType:
+		if n.Kind != yaml.ScalarNode {
+			return "want a size such as 64MiB, got " + describeNode(n)
+		}
+		if _, err := ParseSize(n.Value); err != nil {
+			return fmt.Sprintf("%q is not a size: want a whole number of bytes, or one with KiB, MiB or GiB, as in 512KiB or 64MiB", n.Value)
 		}
 		return ""
 	case t == orderedMapType:

@@ -1,10 +1,49 @@
-package registry
+package spec
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
+
+// Size is a number of bytes, written 64MiB, 512KiB or 1048576 (ParseSize).
+type Size int64
+
+// UnmarshalYAML reads a size (checkType has checked it, with the field,
+// when Parse decodes).
+func (z *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*z = Size(v)
+	return nil
+}
+
+// MarshalYAML writes the size as FormatSize does.
+func (z Size) MarshalYAML() (any, error) { return FormatSize(int64(z)), nil }
+
+// MarshalJSON writes the size as a string, as FormatSize does.
+func (z Size) MarshalJSON() ([]byte, error) { return json.Marshal(FormatSize(int64(z))) }
+
+// UnmarshalJSON reads "64MiB" or a number of bytes.
+func (z *Size) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("size %s: want a string like \"64MiB\" or a number of bytes", b)
+		}
+		*z = Size(n)
+		return nil
+	}
+	v, err := ParseSize(s)
+	*z = Size(v)
+	return err
+}
 
 var sizeUnits = []struct {
 	suffix string

@@ -30,7 +30,35 @@ type Job struct {
 	// Autoscale lets the coordinator change the parallelism of the
 	// job's vertices from their metrics (docs/autoscaling.md); nil is off.
 	Autoscale *Autoscale `yaml:"autoscale,omitempty" json:"autoscale,omitempty"`
+	// State chooses where the keyed state of process functions lives;
+	// nil is the in-memory backend.
+	State *State `yaml:"state,omitempty" json:"state,omitempty"`
 }
+
+// State backends.
+const (
+	StateMemory = "memory" // the heap (default)
+	StatePebble = "pebble" // pebble on the worker's local disk
+)
+
+// State chooses the keyed-state backend of a job's process functions (Go
+// SDK and Wasm). Windows and joins keep their state in memory either way.
+type State struct {
+	// Backend is memory (default) or pebble: an LSM on the worker's local
+	// disk, for state larger than memory.
+	Backend string `yaml:"backend,omitempty" json:"backend,omitempty"`
+	// Memory bounds what one pebble store (one operator of one subtask)
+	// keeps in memory: its block cache and memtables (default 64MiB, at
+	// least 4MiB).
+	Memory Size `yaml:"memory,omitempty" json:"memory,omitempty"`
+}
+
+// DefaultStateMemory and MinStateMemory are a pebble store's default and
+// least memory.
+const (
+	DefaultStateMemory = 64 << 20
+	MinStateMemory     = 4 << 20
+)
 
 // Autoscale configures the autoscaler of a job (docs/autoscaling.md).
 // Zero fields take the defaults in DefaultAutoscale; EffectiveAutoscale

@@ -262,6 +262,20 @@ func (j *Job) Validate() error {
 	if a := j.Autoscale; a != nil {
 		validateAutoscale(a, maxP, add)
 	}
+	if st := j.State; st != nil {
+		switch st.Backend {
+		case "", StateMemory:
+			if st.Memory != 0 {
+				add("state.memory", "applies to the pebble backend; the memory backend keeps everything in memory")
+			}
+		case StatePebble:
+			if st.Memory != 0 && st.Memory < MinStateMemory {
+				add("state.memory", "%s is below the least, %s", FormatSize(int64(st.Memory)), FormatSize(MinStateMemory))
+			}
+		default:
+			add("state.backend", "%q is not a state backend: want memory or pebble", st.Backend)
+		}
+	}
 	if cyc := j.cycle(); cyc != "" {
 		add("operators", "the graph has a cycle: %s", cyc)
 	}

@@ -130,7 +130,7 @@ func EffectiveLimits(lim wasm.Limits) (wasm.Limits, error) {
 		lim.Memory = wasm.DefaultMemory
 	}
 	if lim.Memory < MinMemory || lim.Memory > MaxMemory {
-		errs = append(errs, fmt.Errorf("memory %s: want between %s and %s", FormatSize(lim.Memory), FormatSize(MinMemory), FormatSize(MaxMemory)))
+		errs = append(errs, fmt.Errorf("memory %s: want between %s and %s", spec.FormatSize(lim.Memory), spec.FormatSize(MinMemory), spec.FormatSize(MaxMemory)))
 	}
 	lim.Memory -= lim.Memory % MinMemory
 	if lim.Timeout == 0 {
@@ -173,7 +173,7 @@ func deploy(ctx context.Context, b blob.Bucket, name string, module []byte, lim 
 	case len(module) == 0:
 		return Version{}, invalid(errors.New("module: empty file"))
 	case len(module) > MaxModuleBytes:
-		return Version{}, invalid(fmt.Errorf("module: %s, more than the %s accepted", FormatSize(int64(len(module))), FormatSize(MaxModuleBytes)))
+		return Version{}, invalid(fmt.Errorf("module: %s, more than the %s accepted", spec.FormatSize(int64(len(module))), spec.FormatSize(MaxModuleBytes)))
 	}
 	desc, err := check(ctx, module, lim)
 	if err != nil {
