@@ -13,14 +13,20 @@ import (
 // serialisation; codecs are used by snapshots only. It holds its tables by
 // name and its timers, for the key groups [start, end) it owns. It is not
 // safe for concurrent use.
+//
+// Made by NewStored, its tables are a Store's instead (encoded values
+// outside the heap, on local disk); the rest (timers, change tracking,
+// snapshots) is the same.
 type Memory struct {
 	start, end int
 	tables     map[string]anyTable
 	timers     *Timers
-	// pending holds restored rows of tables no OpenTable has registered
-	// yet, encoded; OpenTable decodes them, and full snapshots carry them
-	// on meanwhile (see Restore).
-	pending map[string]*encodedTable
+	// pending holds the tables restored that no OpenTable has registered
+	// yet: for the heap, their rows encoded (*encodedTable; OpenTable
+	// decodes them); on a store, its tables (*storedTable). Full
+	// snapshots carry them on meanwhile (see Restore).
+	pending map[string]snapTable
+	store   Store // nil: the heap
 	// batchBytes caps the variable-length bytes of one snapshot batch
 	// (tests lower it).
 	batchBytes int
@@ -40,7 +46,7 @@ func NewMemory(start, end int) *Memory {
 		end:        end,
 		tables:     map[string]anyTable{},
 		timers:     newTimers(start, end),
-		pending:    map[string]*encodedTable{},
+		pending:    map[string]snapTable{},
 		batchBytes: snapshotBatchBytes,
 	}
 }
@@ -84,12 +90,26 @@ func (b *Memory) OpenTable(name string, vt ValueType) (any, error) {
 	}
 	if t, ok := b.tables[name]; ok {
 		if t.valueType() == vt.Type() {
-			return t, nil
+			return t.user(), nil
 		}
 		return nil, fmt.Errorf("%w: %q holds %s, not %s", ErrTypeMismatch, name, t.valueType(), vt.Type())
 	}
+	if b.store != nil {
+		st, _ := b.pending[name].(*storedTable) // restored rows are in the store already
+		if st == nil {
+			t, err := b.store.Table(name)
+			if err != nil {
+				return nil, fmt.Errorf("statestore: open table %q: %w", name, err)
+			}
+			st = newStoredTable(name, t, b.start, b.end)
+		}
+		st.open(vt)
+		delete(b.pending, name)
+		b.tables[name] = st
+		return st.user(), nil
+	}
 	t := vt.newHeapTable(name, b.start, b.end)
-	if p := b.pending[name]; p != nil {
+	if p, ok := b.pending[name].(*encodedTable); ok {
 		if err := p.decodeInto(t); err != nil {
 			return nil, err
 		}

@@ -244,14 +244,12 @@ func (b *Memory) Restore(rec arrow.RecordBatch) error {
 			continue
 		}
 		if lastTable == nil || name != lastName {
-			lastTable = b.tables[name]
-			if lastTable == nil {
-				p := b.pending[name]
-				if p == nil {
-					p = &encodedTable{name: name, start: b.start, groups: make([]map[entryKey][]byte, b.end-b.start)}
-					b.pending[name] = p
+			if t := b.tables[name]; t != nil {
+				lastTable = t
+			} else if lastTable = b.pending[name]; lastTable == nil {
+				if lastTable, err = b.pendingTable(name); err != nil {
+					return err
 				}
-				lastTable = p
 			}
 			lastName = strings.Clone(name)
 		}
@@ -260,6 +258,24 @@ func (b *Memory) Restore(rec arrow.RecordBatch) error {
 		}
 	}
 	return nil
+}
+
+// pendingTable makes the table of a restored row whose table is not
+// registered yet: the store's (rows go there at once) or one keeping the
+// rows encoded until OpenTable.
+func (b *Memory) pendingTable(name string) (snapTable, error) {
+	var p snapTable
+	if b.store != nil {
+		t, err := b.store.Table(name)
+		if err != nil {
+			return nil, fmt.Errorf("statestore: restore table %q: %w", name, err)
+		}
+		p = newStoredTable(strings.Clone(name), t, b.start, b.end)
+	} else {
+		p = &encodedTable{name: strings.Clone(name), start: b.start, groups: make([]map[entryKey][]byte, b.end-b.start)}
+	}
+	b.pending[strings.Clone(name)] = p
+	return p, nil
 }
 
 // unsafeString views b as a string without copying, like the strings of

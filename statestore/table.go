@@ -21,6 +21,8 @@ var _ Table[int64] = (*heapTable[int64])(nil)
 // anyTable is a table of the in-memory backend seen without its value
 // type, as snapshots see it.
 type anyTable interface {
+	// user returns the Table[V] OpenTable hands out.
+	user() any
 	valueType() reflect.Type
 	takeDirty() []Scope
 	// appendEncoded appends the encoding of an entry; ok is false if the
@@ -121,6 +123,8 @@ func (t *heapTable[V]) takeDirty() []Scope {
 	}
 	return out
 }
+
+func (t *heapTable[V]) user() any { return t }
 
 func (t *heapTable[V]) valueType() reflect.Type { return reflect.TypeFor[V]() }
 

@@ -1,0 +1,213 @@
+package statestore
+
+import (
+	"reflect"
+	"slices"
+)
+
+// Store keeps a backend's tables as encoded values outside the Go heap:
+// on local disk in an LSM (statestore/pebblestate), for state larger
+// than memory. NewStored makes a Backend over one; the backend keeps
+// what changed since the last snapshot and the timers in memory and
+// snapshots and restores through the same rows as Memory, so checkpoints,
+// rescaling and `weir state dump` treat both alike.
+type Store interface {
+	// Table returns the table called name, empty if it is new; the same
+	// one for the same name. It fails only if the store does.
+	Table(name string) (StoredTable, error)
+}
+
+// StoredTable is one table of a Store: encoded values by key group and
+// (key, namespace). Its methods cannot return errors: a store that fails
+// (a full disk) panics, which fails the task, and the job restarts from
+// its latest checkpoint. Used by one goroutine.
+type StoredTable interface {
+	// Get returns the value at (kg, key, ns); it is only read until the
+	// next call on the table.
+	Get(kg int, key, ns string) (v []byte, ok bool)
+	// Put stores v at (kg, key, ns); the table does not keep v.
+	Put(kg int, key, ns string, v []byte)
+	// Delete removes the entry at (kg, key, ns), if any.
+	Delete(kg int, key, ns string)
+	// Range calls fn for every entry of key group kg, sorted by key and
+	// namespace, until fn returns false; key, ns and v are only read
+	// until fn returns. fn may Delete the entry it is given.
+	Range(kg int, fn func(key, ns string, v []byte) bool)
+}
+
+// NewStored returns an empty backend owning key groups [start, end) whose
+// tables live in s (which must be empty). Its timers are in memory. It
+// panics if the range is empty or negative.
+func NewStored(start, end int, s Store) *Memory {
+	b := NewMemory(start, end)
+	b.store = s
+	return b
+}
+
+// storedTable is a Store's table as the backend uses it: it marks what
+// is written dirty, per key group, for the next delta, and gives the
+// user a Table[V] over itself (ValueType.Encoded).
+type storedTable struct {
+	name       string
+	t          StoredTable
+	start, end int
+	vt         ValueType // nil while restored and not opened
+	table      any       // vt.Encoded(this)
+	dirty      []map[entryKey]struct{}
+}
+
+var (
+	_ EncodedTable = (*storedTable)(nil)
+	_ anyTable     = (*storedTable)(nil)
+)
+
+func newStoredTable(name string, t StoredTable, start, end int) *storedTable {
+	return &storedTable{name: name, t: t, start: start, end: end, dirty: make([]map[entryKey]struct{}, end-start)}
+}
+
+// open gives the table its value type (OpenTable).
+func (s *storedTable) open(vt ValueType) {
+	s.vt = vt
+	s.table = vt.Encoded(s)
+}
+
+func (s *storedTable) markDirty(kg int, key, ns string) {
+	checkGroup(kg, s.start, s.end)
+	d := &s.dirty[kg-s.start]
+	if *d == nil {
+		*d = map[entryKey]struct{}{}
+	}
+	(*d)[entryKey{key, ns}] = struct{}{}
+}
+
+// EncodedTable.
+
+func (s *storedTable) Name() string { return s.name }
+
+func (s *storedTable) Get(kg int, key, ns string) ([]byte, bool) {
+	checkGroup(kg, s.start, s.end)
+	return s.t.Get(kg, key, ns)
+}
+
+func (s *storedTable) Put(kg int, key, ns string, v []byte) {
+	s.markDirty(kg, key, ns)
+	s.t.Put(kg, key, ns, v)
+}
+
+// Delete removes the entry, marking it dirty if it existed.
+func (s *storedTable) Delete(kg int, key, ns string) {
+	if _, ok := s.Get(kg, key, ns); !ok {
+		return
+	}
+	s.markDirty(kg, key, ns)
+	s.t.Delete(kg, key, ns)
+}
+
+func (s *storedTable) Range(kg int, fn func(key, ns string, v []byte) bool) {
+	checkGroup(kg, s.start, s.end)
+	s.t.Range(kg, fn)
+}
+
+// Len counts the entries of key group kg, reading them.
+func (s *storedTable) Len(kg int) int {
+	n := 0
+	s.Range(kg, func(string, string, []byte) bool { n++; return true })
+	return n
+}
+
+func (s *storedTable) TakeDirty() []Scope { return s.takeDirty() }
+
+// anyTable.
+
+func (s *storedTable) user() any { return s.table }
+
+func (s *storedTable) valueType() reflect.Type {
+	if s.vt == nil {
+		return nil
+	}
+	return s.vt.Type()
+}
+
+func (s *storedTable) takeDirty() []Scope {
+	var out []Scope
+	for i, d := range s.dirty {
+		first := len(out)
+		for k := range d {
+			out = append(out, Scope{KeyGroup: s.start + i, Key: k.key, Namespace: k.ns})
+		}
+		slices.SortFunc(out[first:], Scope.compare)
+		s.dirty[i] = nil
+	}
+	return out
+}
+
+func (s *storedTable) appendEncoded(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+	v, ok := s.Get(kg, key, ns)
+	if !ok {
+		return dst, false, nil
+	}
+	return append(dst, v...), true, nil
+}
+
+func (s *storedTable) putEncoded(kg int, key, ns string, b []byte) error {
+	checkGroup(kg, s.start, s.end)
+	s.t.Put(kg, key, ns, b) // restored: not dirty
+	return nil
+}
+
+// snapTable.
+
+func (s *storedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
+	if full {
+		var err error
+		s.t.Range(kg, func(key, ns string, v []byte) bool {
+			err = w.entry(kg, name, key, ns, v, true)
+			return err == nil
+		})
+		return err
+	}
+	d := s.dirty[kg-s.start]
+	if len(d) == 0 {
+		return nil
+	}
+	keys := w.entryKeys[:0]
+	for k := range d {
+		keys = append(keys, k)
+	}
+	defer func() { clear(keys); w.entryKeys = keys[:0] }()
+	slices.SortFunc(keys, compareEntryKeys)
+	for _, k := range keys {
+		v, ok := s.t.Get(kg, k.key, k.ns)
+		if ok {
+			w.enc = append(w.enc[:0], v...)
+		}
+		if err := w.entry(kg, name, k.key, k.ns, w.enc, ok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *storedTable) clearDirty() { clear(s.dirty) }
+
+// rows is what a delta holds; a full snapshot would have to read the
+// table to know, so it reserves nothing for it.
+func (s *storedTable) rows(full bool) int {
+	if full {
+		return 0
+	}
+	n := 0
+	for _, d := range s.dirty {
+		n += len(d)
+	}
+	return n
+}
+
+func (s *storedTable) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
+	if deleted {
+		s.t.Delete(kg, key, ns)
+		return nil
+	}
+	s.t.Put(kg, key, ns, value)
+	return nil
+}
