@@ -1,0 +1,267 @@
+// Package pebblestate is a statestore.Store on pebble, an LSM on local
+// disk: keyed state larger than memory. A task's process operator opens
+// one per subtask (a job spec's `state: {backend: pebble, memory: ...}`)
+// and makes its backend with statestore.NewStored: recently used entries
+// stay in pebble's block cache and memtables (bounded by Memory), the
+// rest is on disk.
+//
+// The store is scratch space, not a copy of the truth: checkpoints
+// capture the backend as Arrow rows in the bucket like the in-memory
+// backend's, and a restarted or rescaled task restores from them into a
+// new, empty store. So it writes no WAL and syncs nothing, and Close
+// deletes its directory.
+//
+// Keys are the table's id (a uvarint, given in order of first use), the
+// key group (2 bytes, big-endian), the state key with 0x00 escaped as
+// 0x00 0xff and ended by 0x00 0x01, then the namespace: a key group's
+// entries are one contiguous range, sorted by key and namespace.
+package pebblestate
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/weirstream/weir/statestore"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Dir is where the store makes its own directory (removed by Close).
+	// Default: the system's temporary directory.
+	Dir string
+	// Memory bounds what the store keeps in memory, in bytes: half for
+	// pebble's block cache, a quarter for each of its (at most two)
+	// memtables. Default DefaultMemory; at least MinMemory.
+	Memory int64
+}
+
+// DefaultMemory is the memory of a store whose Options give none.
+const DefaultMemory = 64 << 20
+
+// MinMemory is the least memory a store takes.
+const MinMemory = 4 << 20
+
+// Store is a statestore.Store in a pebble database of its own. It is not
+// safe for concurrent use (one task goroutine uses it).
+type Store struct {
+	db     *pebble.DB
+	cache  interface{ Unref() }
+	dir    string
+	tables map[string]*table
+	closed bool
+}
+
+var _ statestore.Store = (*Store)(nil)
+
+// Open makes an empty store in a new directory under o.Dir.
+func Open(o Options) (*Store, error) {
+	if o.Memory == 0 {
+		o.Memory = DefaultMemory
+	}
+	if o.Memory < MinMemory {
+		return nil, fmt.Errorf("pebblestate: memory %d bytes is below the least, %d", o.Memory, MinMemory)
+	}
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pebblestate: %w", err)
+	}
+	dir, err := os.MkdirTemp(o.Dir, "pebble-")
+	if err != nil {
+		return nil, fmt.Errorf("pebblestate: %w", err)
+	}
+	cache := pebble.NewCache(o.Memory / 2)
+	db, err := pebble.Open(dir, &pebble.Options{
+		Cache:        cache,
+		MemTableSize: uint64(o.Memory / 4),
+		DisableWAL:   true,
+		Logger:       quiet{},
+	})
+	if err != nil {
+		cache.Unref()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pebblestate: open %s: %w", dir, err)
+	}
+	return &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}}, nil
+}
+
+// Dir returns the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// DiskBytes returns the bytes the store's files take on disk.
+func (s *Store) DiskBytes() int64 {
+	m := s.db.Metrics()
+	return int64(m.DiskSpaceUsage())
+}
+
+// Table implements statestore.Store.
+func (s *Store) Table(name string) (statestore.StoredTable, error) {
+	if s.closed {
+		return nil, errors.New("pebblestate: table of a closed store")
+	}
+	if t := s.tables[name]; t != nil {
+		return t, nil
+	}
+	t := &table{s: s, name: name, id: binary.AppendUvarint(nil, uint64(len(s.tables)))}
+	s.tables[name] = t
+	return t, nil
+}
+
+// Close closes the database and deletes its directory; safe to call
+// twice.
+func (s *Store) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.db.Close()
+	s.cache.Unref()
+	return errors.Join(err, os.RemoveAll(s.dir))
+}
+
+// table is one table of a Store.
+type table struct {
+	s    *Store
+	name string
+	id   []byte
+	key  []byte // scratch for the key being built
+	val  []byte // Get's result
+}
+
+var _ statestore.StoredTable = (*table)(nil)
+
+// prefix appends the key prefix of key group kg to dst.
+func (t *table) prefix(dst []byte, kg int) []byte {
+	if kg < 0 || kg > math.MaxUint16 {
+		panic(fmt.Sprintf("pebblestate: key group %d out of range", kg))
+	}
+	dst = append(dst, t.id...)
+	return binary.BigEndian.AppendUint16(dst, uint16(kg))
+}
+
+// entryKey builds the key of (kg, key, ns) in t.key.
+func (t *table) entryKey(kg int, key, ns string) []byte {
+	k := t.prefix(t.key[:0], kg)
+	for i := 0; i < len(key); i++ {
+		if key[i] == 0 {
+			k = append(k, 0, 0xff)
+		} else {
+			k = append(k, key[i])
+		}
+	}
+	k = append(k, 0, 1)
+	k = append(k, ns...)
+	t.key = k
+	return k
+}
+
+// splitKey parses what follows a key group's prefix: the state key and
+// the namespace.
+func splitKey(rest []byte) (key, ns string, ok bool) {
+	var b []byte
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != 0 {
+			continue
+		}
+		if i+1 >= len(rest) {
+			return "", "", false
+		}
+		switch rest[i+1] {
+		case 0xff:
+			b = append(b, rest[:i]...)
+			b = append(b, 0)
+			rest = rest[i+2:]
+			i = -1
+		case 1:
+			b = append(b, rest[:i]...)
+			return string(b), string(rest[i+2:]), true
+		default:
+			return "", "", false
+		}
+	}
+	return "", "", false
+}
+
+func (t *table) fail(op string, kg int, key string, err error) {
+	panic(fmt.Sprintf("pebblestate: table %q, key group %d, key %q: %s: %v", t.name, kg, key, op, err))
+}
+
+// Get implements statestore.StoredTable.
+func (t *table) Get(kg int, key, ns string) ([]byte, bool) {
+	v, closer, err := t.s.db.Get(t.entryKey(kg, key, ns))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false
+	}
+	if err != nil {
+		t.fail("get", kg, key, err)
+	}
+	t.val = append(t.val[:0], v...)
+	if err := closer.Close(); err != nil {
+		t.fail("get", kg, key, err)
+	}
+	return t.val, true
+}
+
+// Put implements statestore.StoredTable.
+func (t *table) Put(kg int, key, ns string, v []byte) {
+	if err := t.s.db.Set(t.entryKey(kg, key, ns), v, pebble.NoSync); err != nil {
+		t.fail("put", kg, key, err)
+	}
+}
+
+// Delete implements statestore.StoredTable.
+func (t *table) Delete(kg int, key, ns string) {
+	if err := t.s.db.Delete(t.entryKey(kg, key, ns), pebble.NoSync); err != nil {
+		t.fail("delete", kg, key, err)
+	}
+}
+
+// Range implements statestore.StoredTable: an iterator over the key
+// group's range, which sees the table as it was when Range began (fn
+// may delete what it is given).
+func (t *table) Range(kg int, fn func(key, ns string, v []byte) bool) {
+	lo := t.prefix(nil, kg)
+	hi := t.prefix(nil, kg)
+	// The next key group's prefix; the last key group ends the id's range.
+	if kg < math.MaxUint16 {
+		hi = t.prefix(hi[:0], kg+1)
+	} else {
+		hi = append(bytes.Clone(t.id), 0xff, 0xff, 0xff)
+	}
+	it, err := t.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.fail("range", kg, "", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		key, ns, good := splitKey(it.Key()[len(lo):])
+		if !good {
+			t.fail("range", kg, fmt.Sprintf("%x", it.Key()), errors.New("malformed key"))
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			t.fail("range", kg, key, err)
+		}
+		if !fn(key, ns, v) {
+			return
+		}
+	}
+	if err := it.Error(); err != nil {
+		t.fail("range", kg, "", err)
+	}
+}
+
+// quiet drops pebble's informational logs; errors still fail the calls
+// that meet them.
+type quiet struct{}
+
+func (quiet) Infof(string, ...any)         {}
+func (quiet) Errorf(string, ...any)        {}
+func (quiet) Fatalf(f string, args ...any) { panic(fmt.Sprintf("pebble: "+f, args...)) }
