@@ -48,7 +48,7 @@ func TestConfigUnknownKey(t *testing.T) {
 		want       []string
 	}{
 		{file: "weir.yaml", text: "stroe: x\n",
-			want: []string{`read config weir.yaml: unknown key "stroe" (did you mean "store"?); accepted: cluster, coordinator, log-level, output, redis-addr, s3-endpoint, s3-region, store, wasm-cache`}},
+			want: []string{`read config weir.yaml: unknown key "stroe" (did you mean "store"?); accepted: cluster, coordinator, log-level, output, redis-addr, s3-endpoint, s3-region, state-dir, store, wasm-cache`}},
 		{file: "weir.json", text: `{"redis_addr": "127.0.0.1:1", "config": "x"}`,
 			want: []string{`weir.json: unknown key "config", unknown key "redis_addr" (did you mean "redis-addr"?); accepted: `}},
 		{file: ".config/weir/config.yaml", text: "store:\n  url: x\n",

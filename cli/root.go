@@ -113,6 +113,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
 	pf.String("cluster", exchange.DefaultCluster, "cluster id: prefixes every Redis key, so clusters can share one Redis")
 	pf.String("wasm-cache", "", "directory for compiled Wasm functions (default <user cache dir>/weir/wasm)")
+	pf.String("state-dir", "", "directory where workers keep the state of jobs with state: {backend: pebble} (default the system's temporary directory)")
 	for _, name := range configKeys {
 		_ = a.v.BindPFlag(name, pf.Lookup(name))
 	}
@@ -141,7 +142,7 @@ func groupAll(root *cobra.Command) {
 // configKeys are the settings viper carries: the persistent flags bound to
 // it, and so the only keys a config file may set. A command that binds
 // another flag adds it here.
-var configKeys = []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "coordinator", "output", "log-level", "wasm-cache"}
+var configKeys = []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "coordinator", "output", "log-level", "wasm-cache", "state-dir"}
 
 // configCandidates are the config files read when neither --config nor
 // WEIR_CONFIG names one, first found wins. They are named in full: a bare

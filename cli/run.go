@@ -149,7 +149,7 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 	// coordinator: it cannot be lost, however starved of CPU the machine
 	// is, so its heartbeat never lapses in practice.
 	wcfg := worker.Config{ID: "embedded", Slots: slots, Plane: e.plane, Transport: e.transport,
-		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log, WasmCache: a.wasmCache(),
+		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log, WasmCache: a.wasmCache(), StateDir: a.v.GetString("state-dir"),
 		HeartbeatTTL: embeddedHeartbeat}
 	if v != nil {
 		wcfg.Tap = v.tap

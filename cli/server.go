@@ -128,7 +128,7 @@ func (a *app) workerCmd() *cobra.Command {
 			}
 			defer e.close()
 			w := worker.New(worker.Config{ID: id, Slots: slots, Plane: e.plane, Transport: e.transport,
-				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger(), WasmCache: a.wasmCache(),
+				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger(), WasmCache: a.wasmCache(), StateDir: a.v.GetString("state-dir"),
 				HeartbeatTTL: heartbeat})
 			if metricsAddr == "" {
 				return w.Run(ctx)
@@ -271,7 +271,7 @@ func (ac apiCluster) Status(ctx context.Context) (int, []control.WorkerInfo, err
 // childEnv passes this process's effective configuration to child workers.
 func (a *app) childEnv() []string {
 	env := os.Environ()
-	for _, k := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "log-level", "wasm-cache"} {
+	for _, k := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "log-level", "wasm-cache", "state-dir"} {
 		if v := a.v.GetString(k); v != "" {
 			env = append(env, "WEIR_"+strings.ToUpper(strings.ReplaceAll(k, "-", "_"))+"="+v)
 		}

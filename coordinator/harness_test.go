@@ -113,8 +113,9 @@ func (e *env) startCoordinator(cfg coordinator.Config) *coordinator.Coordinator 
 
 // workerOpts tune startWorker.
 type workerOpts struct {
-	ttl   time.Duration // heartbeat TTL (default 6s, as in production)
-	plane control.Plane // the worker's view of the plane (default e.plane)
+	ttl      time.Duration // heartbeat TTL (default 6s, as in production)
+	plane    control.Plane // the worker's view of the plane (default e.plane)
+	stateDir string        // where pebble state goes (default the temporary directory)
 }
 
 // startWorker runs a worker until the test ends or the returned stop is
@@ -126,7 +127,7 @@ func (e *env) startWorker(id string, slots int, o workerOpts) (stop func()) {
 		plane = e.plane
 	}
 	w := worker.New(worker.Config{ID: id, Slots: slots, Plane: plane, Transport: e.xch, Bucket: e.bucket,
-		HeartbeatTTL: o.ttl, StatsInterval: 100 * time.Millisecond})
+		HeartbeatTTL: o.ttl, StatsInterval: 100 * time.Millisecond, StateDir: o.stateDir})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -3,12 +3,14 @@ package coordinator_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/layout"
 )
 
@@ -267,4 +269,55 @@ func TestRescaleAfterSubtasksFinished(t *testing.T) {
 	if s := e.staged("out/"); len(s) > 0 {
 		t.Errorf("staged objects left: %v", s)
 	}
+}
+
+// TestPebbleStateExactlyOnce runs eoSpec with the sequence checker's
+// state in pebble stores (state: {backend: pebble}, 4 MiB each): a worker
+// stops mid-run (the job restores on the other), the checker rescales
+// 2 -> 3 and back to 1, and the output equals the in-memory reference.
+// Every store's directory is gone once the job ended.
+func TestPebbleStateExactlyOnce(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	stop1 := e.startWorker("w1", 8, workerOpts{stateDir: dir})
+	e.startWorker("w2", 8, workerOpts{stateDir: dir})
+	wantW, wantS := e.reference()
+	id := e.submitSpec(eoSpec("out", 1500)+"state: {backend: pebble, memory: 4MiB}\n", coordinator.SubmitOptions{})
+	e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
+		return st.State == coordinator.JobRunning && st.Checkpoints != nil && st.Checkpoints.Latest > 0
+	})
+	if ents, _ := os.ReadDir(dir); len(ents) == 0 {
+		t.Fatalf("no pebble store under the workers' state directory %s", dir)
+	}
+	stop1()
+	e.waitFor(id, "a restart after the worker stopped", func(st coordinator.JobStatus) bool {
+		n := len(st.Recoveries)
+		return st.Restarts == 1 && st.State == coordinator.JobRunning && n > 0 && st.Checkpoints != nil && st.Checkpoints.Latest > st.Recoveries[n-1].RestoredFrom
+	})
+	e.startWorker("w3", 8, workerOpts{stateDir: dir})
+	if _, err := e.c.Scale(e.ctx, id, map[string]int{"seqcheck": 3}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(id, "a checkpoint of the rescaled job", func(st coordinator.JobStatus) bool {
+		n := len(st.Recoveries)
+		return st.State == coordinator.JobRunning && n > 1 && st.Checkpoints != nil && st.Checkpoints.Latest > st.Recoveries[n-1].RestoredFrom
+	})
+	if _, err := e.c.Scale(e.ctx, id, map[string]int{"seqcheck": 1}); err != nil {
+		t.Fatal(err)
+	}
+	st := e.wait(id, time.Minute)
+	if st.State != coordinator.JobFinished {
+		t.Fatalf("job ended %s: %s", st.State, st.Error)
+	}
+	for _, r := range st.Recoveries {
+		t.Logf("attempt %d from checkpoint %d in %.2fs: %s", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
+	}
+	e.checkExact("pebble state, a worker stopped and two rescales", e.lines("out/windows/"), e.lines("out/seq/"), wantW, wantS)
+	poll.UntilNil(t, 10*time.Second, "every pebble store deleted", func() error {
+		ents, err := os.ReadDir(dir)
+		if err != nil || len(ents) > 0 {
+			return fmt.Errorf("%d entries left in %s: %v", len(ents), dir, err)
+		}
+		return nil
+	})
 }

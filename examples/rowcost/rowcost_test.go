@@ -38,7 +38,7 @@ func TestRowCost(t *testing.T) {
 	}
 	in := builtin.Stream{Schema: schema, TimeColumn: -1}
 	op := &spec.Operator{Name: "cost", Input: "in", KeyBy: []string{"k"}, Function: Name, Config: map[string]any{"cost": "2ms"}}
-	proc, err := builtin.NewProcess(op, in, nil)
+	proc, err := builtin.NewProcess(op, in, builtin.ProcessEnv{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestRowCost(t *testing.T) {
 		t.Errorf("%d rows out, row 42 %v", len(out.rows), out.rows[42])
 	}
 	bad := &spec.Operator{Name: "cost", Input: "in", KeyBy: []string{"k"}, Function: Name, Config: map[string]any{"cost": "fast"}}
-	if _, err := builtin.NewProcess(bad, in, nil); err == nil || !strings.Contains(err.Error(), "config cost: fast: want cost: a duration per row") {
+	if _, err := builtin.NewProcess(bad, in, builtin.ProcessEnv{}); err == nil || !strings.Contains(err.Error(), "config cost: fast: want cost: a duration per row") {
 		t.Errorf("a bad cost: %v", err)
 	}
 }

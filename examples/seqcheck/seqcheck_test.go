@@ -36,7 +36,7 @@ func TestChecker(t *testing.T) {
 	}
 	in := builtin.Stream{Schema: schema, TimeColumn: -1}
 	op := &spec.Operator{Name: "check", Input: "in", KeyBy: []string{"k"}, Function: Name, Config: map[string]any{"stride": 10.0}}
-	proc, err := builtin.NewProcess(op, in, nil)
+	proc, err := builtin.NewProcess(op, in, builtin.ProcessEnv{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func TestSurgeOperator(t *testing.T) {
 	// The expected multipliers below are worked out for sensitivity 0.5
 	// (the example's spec raises it to make the demo livelier).
 	op.Config = map[string]any{"sensitivity": 0.5}
-	proc, err := builtin.NewProcess(op, in, nil)
+	proc, err := builtin.NewProcess(op, in, builtin.ProcessEnv{})
 	if err != nil {
 		t.Fatal(err)
 	}

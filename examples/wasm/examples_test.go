@@ -280,7 +280,7 @@ func TestZoneStatsEqualsBuiltinWindow(t *testing.T) {
 			if !out.Schema.Equal(windowSchema(t, in, c.size)) {
 				t.Errorf("output schema %v", out.Schema)
 			}
-			proc, err := builtin.NewProcess(op, in, eng)
+			proc, err := builtin.NewProcess(op, in, builtin.ProcessEnv{Engine: eng})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -391,7 +391,7 @@ func surgeJob(t testing.TB) (*spec.Job, builtin.Stream) {
 // openError returns the error of opening op, which must fail.
 func openError(t *testing.T, op *spec.Operator, in builtin.Stream, eng *weirwasm.Engine) error {
 	t.Helper()
-	proc, err := builtin.NewProcess(op, in, eng)
+	proc, err := builtin.NewProcess(op, in, builtin.ProcessEnv{Engine: eng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ func TestSurgeMultiplierEqualsGoFunction(t *testing.T) {
 		t.Run(fmt.Sprint(cfg), func(t *testing.T) {
 			goOp := job.Operators[1]
 			goOp.Config = cfg
-			goProc, err := builtin.NewProcess(&goOp, in, nil)
+			goProc, err := builtin.NewProcess(&goOp, in, builtin.ProcessEnv{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,7 +436,7 @@ func TestSurgeMultiplierEqualsGoFunction(t *testing.T) {
 				t.Errorf("output %v (time column %d%+d), the Go function's %v (%d%+d)",
 					wasmOut.Schema, wasmOut.TimeColumn, wasmOut.TimeOffset, goOut.Schema, goOut.TimeColumn, goOut.TimeOffset)
 			}
-			wasmProc, err := builtin.NewProcess(&wasmOp, in, eng)
+			wasmProc, err := builtin.NewProcess(&wasmOp, in, builtin.ProcessEnv{Engine: eng})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -493,7 +493,7 @@ func BenchmarkSurgeMultiplier(b *testing.B) {
 			if kind == "wasm" {
 				op.Module, eng = deployed(b, "surge-multiplier")
 			}
-			proc, err := builtin.NewProcess(&op, in, eng)
+			proc, err := builtin.NewProcess(&op, in, builtin.ProcessEnv{Engine: eng})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/functions/wasm"
 	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/pebblestate"
 )
 
 // The process operator runs a Go function registered with
@@ -203,18 +204,30 @@ func callUser(f func() error) (err error) {
 	return f()
 }
 
+// ProcessEnv is what a process operator takes from the worker that runs
+// it.
+type ProcessEnv struct {
+	// Engine runs deployed Wasm functions (nil: the process runs none).
+	Engine *wasm.Engine
+	// State is the job's state section (nil: the in-memory backend).
+	State *spec.State
+	// StateDir is where a pebble backend makes its directory ("": the
+	// system's temporary directory).
+	StateDir string
+}
+
 // NewProcess returns the keyed process operator of op for input in. It
 // implements task.ProcessingTimer and task.Stateful. A deployed Wasm
-// function (op.Module) runs on engine, which must then not be nil.
-func NewProcess(op *spec.Operator, in Stream, engine *wasm.Engine) (task.Operator, error) {
+// function (op.Module) runs on env.Engine, which must then not be nil.
+func NewProcess(op *spec.Operator, in Stream, env ProcessEnv) (task.Operator, error) {
 	cfg, err := newProcessConfig(op, in)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.module != nil && engine == nil {
+	if cfg.module != nil && env.Engine == nil {
 		return nil, fmt.Errorf("operators[%s].function: %s is a deployed Wasm function, and this process runs none", op.Name, op.Function)
 	}
-	return &processOp{cfg: cfg, config: op.Config, engine: engine}, nil
+	return &processOp{cfg: cfg, config: op.Config, env: env}, nil
 }
 
 // keyedRunner is what runs a process function: a Go function
@@ -236,7 +249,8 @@ var (
 type processOp struct {
 	cfg    *processConfig
 	config map[string]any
-	engine *wasm.Engine
+	env    ProcessEnv
+	store  *pebblestate.Store // the pebble backend's store, else nil
 
 	inst           keyedRunner
 	state          statestore.Backend
@@ -269,9 +283,11 @@ func (p *processOp) Open(ctx *task.Context) error {
 		p.kgStart, p.kgEnd = 0, p.maxP
 	}
 	p.restoredWM = math.MinInt64
-	state := statestore.NewMemory(p.kgStart, p.kgEnd)
+	state, err := p.newState()
+	if err != nil {
+		return err
+	}
 	var inst keyedRunner
-	var err error
 	if p.cfg.module != nil {
 		inst, err = p.openModule(ctx, state)
 	} else {
@@ -295,7 +311,7 @@ func (p *processOp) Open(ctx *task.Context) error {
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("open %s: %w", p.cfg.name, err)
+		return errors.Join(fmt.Errorf("open %s: %w", p.cfg.name, err), p.closeStore())
 	}
 	p.inst, p.state = inst, state
 	return nil
@@ -308,7 +324,7 @@ const moduleLoadTimeout = 2 * time.Minute
 func (p *processOp) openModule(ctx *task.Context, state statestore.Backend) (*wasm.Instance, error) {
 	lctx, cancel := context.WithTimeout(context.Background(), moduleLoadTimeout)
 	defer cancel()
-	m, err := p.engine.Load(lctx, p.cfg.module)
+	m, err := p.env.Engine.Load(lctx, p.cfg.module)
 	if err != nil {
 		return nil, err
 	}
@@ -414,6 +430,35 @@ func (p *processOp) Close() error {
 	}
 	err := p.inst.Close()
 	p.inst, p.state = nil, nil
+	return errors.Join(err, p.closeStore())
+}
+
+// newState makes the operator's keyed state: in memory, or in a pebble
+// store of its own on local disk (a job's state: {backend: pebble}).
+func (p *processOp) newState() (statestore.Backend, error) {
+	st := p.env.State
+	if st == nil || st.Backend != spec.StatePebble {
+		return statestore.NewMemory(p.kgStart, p.kgEnd), nil
+	}
+	mem := int64(st.Memory)
+	if mem == 0 {
+		mem = spec.DefaultStateMemory
+	}
+	s, err := pebblestate.Open(pebblestate.Options{Dir: p.env.StateDir, Memory: mem})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: state: %w", p.cfg.name, err)
+	}
+	p.store = s
+	return statestore.NewStored(p.kgStart, p.kgEnd, s), nil
+}
+
+// closeStore closes the pebble store, deleting its files.
+func (p *processOp) closeStore() error {
+	if p.store == nil {
+		return nil
+	}
+	err := p.store.Close()
+	p.store = nil
 	return err
 }
 

@@ -148,7 +148,7 @@ func newPSRun(t *testing.T, mem memory.Allocator, ranges ...[2]int) *psRun {
 
 func (r *psRun) open(start, end int) *psSubtask {
 	r.t.Helper()
-	op, err := NewProcess(procOp("test-process-state"), r.in, nil)
+	op, err := NewProcess(procOp("test-process-state"), r.in, ProcessEnv{})
 	if err != nil {
 		r.t.Fatal(err)
 	}

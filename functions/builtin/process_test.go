@@ -131,7 +131,7 @@ func TestProcessSchema(t *testing.T) {
 					t.Errorf("error %v\nwant it to contain %q", err, frag)
 				}
 			}
-			if _, err2 := NewProcess(op, c.in, nil); err2 == nil || err2.Error() != err.Error() {
+			if _, err2 := NewProcess(op, c.in, ProcessEnv{}); err2 == nil || err2.Error() != err.Error() {
 				t.Errorf("NewProcess error %v differs from ProcessSchema's %v", err2, err)
 			}
 		})
@@ -195,7 +195,7 @@ func TestProcessOperator(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	in := procStream(t)
-	op, err := NewProcess(procOp("test-process-timeout"), in, nil)
+	op, err := NewProcess(procOp("test-process-timeout"), in, ProcessEnv{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestProcessRejectsForeignKeyGroups(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	in := procStream(t)
-	op, err := NewProcess(procOp("test-process-timeout"), in, nil)
+	op, err := NewProcess(procOp("test-process-timeout"), in, ProcessEnv{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestProcessRejectsForeignKeyGroups(t *testing.T) {
 func BenchmarkProcessOperator(b *testing.B) {
 	s, _ := arrowfmt.NewSchema([]arrowfmt.Field{{Name: "user", Type: arrowfmt.String}, {Name: "ts", Type: arrowfmt.TimestampMs}})
 	in := Stream{Schema: s, TimeColumn: 1}
-	op, err := NewProcess(procOp("test-process-timeout"), in, nil)
+	op, err := NewProcess(procOp("test-process-timeout"), in, ProcessEnv{})
 	if err != nil {
 		b.Fatal(err)
 	}

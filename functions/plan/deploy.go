@@ -9,7 +9,6 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/stream"
 	"github.com/weirstream/weir/functions/task"
-	"github.com/weirstream/weir/functions/wasm"
 	"github.com/weirstream/weir/statestore/layout"
 )
 
@@ -95,7 +94,7 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			if n.Op.Join != nil {
 				op, err = builtin.NewJoin(n.Op, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream())
 			} else {
-				op, err = newOperator(n.Op, n.Input.ConsumerStream(), p.Wasm)
+				op, err = newOperator(n.Op, n.Input.ConsumerStream(), builtin.ProcessEnv{Engine: p.Wasm, State: j.State, StateDir: p.StateDir})
 			}
 			if err != nil {
 				return task.Config{}, fmt.Errorf("operator %s: %w", n.Name, err)
@@ -169,7 +168,7 @@ func (p *Plan) headOffset(v *Vertex) int {
 	return 0
 }
 
-func newOperator(o *spec.Operator, in builtin.Stream, engine *wasm.Engine) (task.Operator, error) {
+func newOperator(o *spec.Operator, in builtin.Stream, env builtin.ProcessEnv) (task.Operator, error) {
 	switch o.Kind() {
 	case "filter":
 		return builtin.NewFilter(o, in)
@@ -178,7 +177,7 @@ func newOperator(o *spec.Operator, in builtin.Stream, engine *wasm.Engine) (task
 	case "window":
 		return builtin.NewWindow(o, in)
 	case "function":
-		return builtin.NewProcess(o, in, engine)
+		return builtin.NewProcess(o, in, env)
 	}
 	return nil, fmt.Errorf("unknown operator kind")
 }

@@ -110,8 +110,12 @@ type Plan struct {
 	Vertices []*Vertex // topological order
 	// Wasm runs the deployed Wasm functions of the job's tasks; nil
 	// refuses them in TaskConfig. The process that runs tasks sets it.
-	Wasm   *wasm.Engine
-	byName map[string]*Node
+	Wasm *wasm.Engine
+	// StateDir is where a job's pebble state backend keeps its files
+	// ("": the system's temporary directory). The process that runs
+	// tasks sets it.
+	StateDir string
+	byName   map[string]*Node
 }
 
 // Node returns the node with the given name.

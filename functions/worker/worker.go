@@ -48,6 +48,11 @@ type Config struct {
 	// WasmCache is the directory where compiled Wasm functions are kept
 	// between runs ("" keeps them in memory only).
 	WasmCache string
+	// StateDir is where tasks of jobs with state: {backend: pebble} keep
+	// their state on disk ("": the system's temporary directory); each
+	// store makes its own directory there and deletes it when its task
+	// ends.
+	StateDir string
 	// StatsInterval is how often running tasks report metrics (default 1s).
 	StatsInterval time.Duration
 	Logger        *slog.Logger
@@ -256,6 +261,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 		return fmt.Errorf("plan %s: %w", c.Task.Job, err)
 	}
 	p.Wasm = w.wasm
+	p.StateDir = w.cfg.StateDir
 	v := p.Vertex(c.Task.Vertex)
 	if v == nil {
 		return fmt.Errorf("plan %s: no vertex %q", c.Task.Job, c.Task.Vertex)
