@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/functions/spec"
+
+	_ "github.com/weirstream/weir/examples/seqcheck" // sequence-check
+)
+
+// stateBenchSpec is datagen (one subtask, so each key's rows stay in
+// order) -> a key ride_id % keys -> the sequence checker (a Go SDK
+// function with one ValueState[int64] per key) at parallelism 2 ->
+// blackhole, with checkpoints every 2 s into a directory bucket and the
+// given state section.
+func stateBenchSpec(events, keys int, state string) string {
+	return fmt.Sprintf(`
+job: bench-state
+parallelism: 2
+checkpoint: {interval: 2s, timeout: 5m}
+%s
+sources:
+  - {name: rides, type: datagen, parallelism: 1, count: %d, schema: {ride_id: int64}}
+operators:
+  - {name: keyed, input: rides, parallelism: 1, select: {k: "ride_id %% %d", seq: ride_id}}
+  - {name: check, input: keyed, keyBy: [k], function: sequence-check, config: {stride: %d}}
+sinks:
+  - {name: out, input: check, type: blackhole}
+`, state, events, keys, keys)
+}
+
+// BenchmarkProcessState runs the sequence checker over STATE_BENCH_KEYS
+// keys (default 1M; STATE_BENCH_EVENTS events, default 4M) with its state
+// on the heap and in pebble stores of 64 MiB each, embedded, checkpoints
+// every 2 s, and reports events per CPU-second and the process's largest
+// resident memory sampled every 100 ms.
+//
+//	go test -run '^$' -bench ProcessState -benchtime 1x ./integration/
+func BenchmarkProcessState(b *testing.B) {
+	events, keys := 4_000_000, 1_000_000
+	if s := os.Getenv("STATE_BENCH_EVENTS"); s != "" {
+		_, _ = fmt.Sscan(s, &events)
+	}
+	if s := os.Getenv("STATE_BENCH_KEYS"); s != "" {
+		_, _ = fmt.Sscan(s, &keys)
+	}
+	for _, run := range []struct{ name, state string }{
+		{"memory", ""},
+		{"pebble-64MiB", "state: {backend: pebble, memory: 64MiB}"},
+	} {
+		b.Run(run.name, func(b *testing.B) {
+			js, err := spec.Parse([]byte(stateBenchSpec(events, keys, run.state)), "bench-state.yaml")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < b.N; i++ {
+				debug.FreeOSMemory()
+				stop := sampleRSS()
+				coord, id := runBenchJob(b, js, events, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
+				b.ReportMetric(float64(stop())/(1<<20), "max-rss-MiB")
+				st, err := coord.Status(id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if st.Checkpoints != nil {
+					b.ReportMetric(float64(st.Checkpoints.Completed), "checkpoints")
+				}
+			}
+		})
+	}
+}
+
+// sampleRSS samples the process's resident memory every 100 ms until the
+// returned stop, which returns the largest sample in bytes.
+func sampleRSS() (stop func() int64) {
+	var (
+		mu   sync.Mutex
+		peak int64
+	)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n := residentBytes(); n > 0 {
+				mu.Lock()
+				peak = max(peak, n)
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-finished
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
+// residentBytes reads VmRSS from /proc/self/status (0 if it cannot).
+func residentBytes() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:")); ok {
+			f := bytes.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
