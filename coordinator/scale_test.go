@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -278,9 +280,10 @@ func TestRescaleAfterSubtasksFinished(t *testing.T) {
 // Every store's directory is gone once the job ended.
 func TestPebbleStateExactlyOnce(t *testing.T) {
 	e := newEnv(t)
-	dir := t.TempDir()
-	stop1 := e.startWorker("w1", 8, workerOpts{stateDir: dir})
-	e.startWorker("w2", 8, workerOpts{stateDir: dir})
+	base := t.TempDir()
+	stop1 := e.startWorker("w1", 8, workerOpts{stateDir: base})
+	e.startWorker("w2", 8, workerOpts{stateDir: base})
+	dir := filepath.Join(base, "weir-state-"+strconv.Itoa(os.Getpid())) // this process's stores
 	wantW, wantS := e.reference()
 	id := e.submitSpec(eoSpec("out", 1500)+"state: {backend: pebble, memory: 4MiB}\n", coordinator.SubmitOptions{})
 	e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
@@ -294,7 +297,7 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 		n := len(st.Recoveries)
 		return st.Restarts == 1 && st.State == coordinator.JobRunning && n > 0 && st.Checkpoints != nil && st.Checkpoints.Latest > st.Recoveries[n-1].RestoredFrom
 	})
-	e.startWorker("w3", 8, workerOpts{stateDir: dir})
+	e.startWorker("w3", 8, workerOpts{stateDir: base})
 	if _, err := e.c.Scale(e.ctx, id, map[string]int{"seqcheck": 3}); err != nil {
 		t.Fatal(err)
 	}

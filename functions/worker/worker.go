@@ -28,6 +28,7 @@ import (
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/pebblestate"
 )
 
 // Config configures a worker.
@@ -49,9 +50,10 @@ type Config struct {
 	// between runs ("" keeps them in memory only).
 	WasmCache string
 	// StateDir is where tasks of jobs with state: {backend: pebble} keep
-	// their state on disk ("": the system's temporary directory); each
-	// store makes its own directory there and deletes it when its task
-	// ends.
+	// their state on disk ("": the system's temporary directory), in
+	// weir-state-<pid>/: each store makes its own directory there and
+	// deletes it when its task ends, and a worker starting deletes those
+	// of processes that are gone (killed -9).
 	StateDir string
 	// StatsInterval is how often running tasks report metrics (default 1s).
 	StatsInterval time.Duration
@@ -76,6 +78,9 @@ type Worker struct {
 	// wasm runs the tasks' deployed Wasm functions; Run makes it and closes
 	// it after every task has ended.
 	wasm *wasm.Engine
+	// stateDir is where this process's tasks open pebble stores (Run
+	// sets it from Config.StateDir).
+	stateDir string
 }
 
 type running struct {
@@ -126,6 +131,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.cfg.Logger.Warn("close wasm engine", "err", err)
 		}
 	}()
+	// Stores of workers killed before they closed them are deleted here.
+	dir, removed, err := pebblestate.ProcessDir(w.cfg.StateDir)
+	if err != nil {
+		w.cfg.Logger.Warn("state directory", "err", err)
+	}
+	if len(removed) > 0 {
+		w.cfg.Logger.Info("removed the state stores of processes gone", "dirs", removed)
+	}
+	w.stateDir = dir
 	host, _ := os.Hostname()
 	info := control.WorkerInfo{ID: w.cfg.ID, Slots: w.cfg.Slots, Host: host, PID: os.Getpid(), Started: time.Now()}
 	if err := w.cfg.Plane.Register(ctx, info, w.cfg.HeartbeatTTL); err != nil {
@@ -261,7 +275,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 		return fmt.Errorf("plan %s: %w", c.Task.Job, err)
 	}
 	p.Wasm = w.wasm
-	p.StateDir = w.cfg.StateDir
+	p.StateDir = w.stateDir
 	v := p.Vertex(c.Task.Vertex)
 	if v == nil {
 		return fmt.Errorf("plan %s: no vertex %q", c.Task.Job, c.Task.Vertex)
