@@ -25,7 +25,7 @@ type client struct {
 }
 
 func (a *app) client() *client {
-	c := &client{http: &http.Client{Timeout: 30 * time.Second}}
+	c := &client{http: &http.Client{}} // do bounds each request
 	for _, b := range strings.Split(a.v.GetString("coordinator"), ",") {
 		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
 			c.bases = append(c.bases, b)
@@ -37,6 +37,17 @@ func (a *app) client() *client {
 	return c
 }
 
+// requestTimeout bounds one request: a read answers at once, but a
+// deploy opens (and so compiles) the job's Wasm functions on the
+// coordinator and a rescale or savepoint takes a checkpoint first, which
+// under load take longer than 30 s.
+func requestTimeout(method string) time.Duration {
+	if method == http.MethodGet {
+		return 30 * time.Second
+	}
+	return 2 * time.Minute
+}
+
 // do sends a request and decodes a JSON response into out; an API error
 // comes back as an error carrying its message. With several coordinators
 // it tries the next when one cannot be reached or answers 503 (a standby
@@ -45,7 +56,11 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 	var resp *http.Response
 	var errs []string
 	for _, base := range c.bases {
-		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+		// Each coordinator gets the whole time (a paused one must not
+		// eat the next one's); the response is read before do returns.
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout(method))
+		defer cancel()
+		req, err := http.NewRequestWithContext(rctx, method, base+path, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
