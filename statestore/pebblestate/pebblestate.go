@@ -26,18 +26,28 @@ import (
 	"os"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 
 	"github.com/weirstream/weir/statestore"
 )
+
+// The store keeps recently used entries (hot keys) in a write-back cache
+// of decoded bytes in front of pebble, bounded to a quarter of Memory:
+// a Get or Put of a cached key touches no skiplist, and a key written
+// many times between two evictions reaches pebble once. Evicted dirty
+// entries go to pebble in one batch; Range writes the table's dirty
+// entries first.
 
 // Options configure a Store.
 type Options struct {
 	// Dir is where the store makes its own directory (removed by Close).
 	// Default: the system's temporary directory.
 	Dir string
-	// Memory bounds what the store keeps in memory, in bytes: half for
-	// pebble's block cache, a quarter for each of its (at most two)
-	// memtables. Default DefaultMemory; at least MinMemory.
+	// Memory bounds what the store keeps in memory, in bytes: a quarter
+	// for its cache of hot entries, a quarter for pebble's block cache,
+	// and a quarter for each of pebble's (at most two) memtables.
+	// Default DefaultMemory; at least MinMemory.
 	Memory int64
 }
 
@@ -55,6 +65,9 @@ type Store struct {
 	dir    string
 	tables map[string]*table
 	closed bool
+
+	hot      int64 // bytes of the tables' hot entries
+	hotLimit int64
 }
 
 var _ statestore.Store = (*Store)(nil)
@@ -77,19 +90,27 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestate: %w", err)
 	}
-	cache := pebble.NewCache(o.Memory / 2)
-	db, err := pebble.Open(dir, &pebble.Options{
+	cache := pebble.NewCache(o.Memory / 4)
+	opts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: uint64(o.Memory / 4),
 		DisableWAL:   true,
 		Logger:       quiet{},
-	})
+	}
+	// Point reads are what state does: a Bloom filter per table lets a Get
+	// skip the files without its key, and uncompressed blocks cost no
+	// decompression on every block-cache miss (the files are scratch).
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		cache.Unref()
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pebblestate: open %s: %w", dir, err)
 	}
-	return &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}}, nil
+	return &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4}, nil
 }
 
 // Dir returns the store's directory.
@@ -109,7 +130,7 @@ func (s *Store) Table(name string) (statestore.StoredTable, error) {
 	if t := s.tables[name]; t != nil {
 		return t, nil
 	}
-	t := &table{s: s, name: name, id: binary.AppendUvarint(nil, uint64(len(s.tables)))}
+	t := &table{s: s, name: name, id: binary.AppendUvarint(nil, uint64(len(s.tables))), hot: map[string]*hotEntry{}}
 	s.tables[name] = t
 	return t, nil
 }
@@ -133,6 +154,91 @@ type table struct {
 	id   []byte
 	key  []byte // scratch for the key being built
 	val  []byte // Get's result
+	// hot are the recently used entries by pebble key: their value (or
+	// that there is none), and whether pebble lacks the change yet.
+	hot map[string]*hotEntry
+}
+
+type hotEntry struct {
+	v       []byte
+	present bool
+	dirty   bool
+}
+
+// hotOverhead is what an entry costs beyond its key and value bytes (the
+// map slot, the struct, the string header).
+const hotOverhead = 96
+
+func hotSize(k string, e *hotEntry) int64 { return int64(len(k) + cap(e.v) + hotOverhead) }
+
+// remember puts (k, e) among the hot entries, making room first.
+func (t *table) remember(k []byte, v []byte, present, dirty bool) {
+	if e := t.hot[string(k)]; e != nil {
+		t.s.hot -= hotSize(string(k), e)
+		e.v = append(e.v[:0], v...)
+		e.present, e.dirty = present, e.dirty || dirty
+		t.s.hot += hotSize(string(k), e)
+		return
+	}
+	if t.s.hot >= t.s.hotLimit {
+		t.evict()
+	}
+	ks := string(k)
+	e := &hotEntry{v: bytes.Clone(v), present: present, dirty: dirty}
+	t.hot[ks] = e
+	t.s.hot += hotSize(ks, e)
+}
+
+// evict drops about a quarter of the table's hot entries (in map order,
+// which is random), writing the dirty ones to pebble in one batch.
+func (t *table) evict() {
+	target := len(t.hot) - len(t.hot)/4
+	b := t.s.db.NewBatch()
+	for k, e := range t.hot {
+		if len(t.hot) <= target {
+			break
+		}
+		if e.dirty {
+			t.stage(b, k, e)
+		}
+		t.s.hot -= hotSize(k, e)
+		delete(t.hot, k)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.fail("evict", -1, "", err)
+	}
+	_ = b.Close()
+}
+
+// flush writes every dirty hot entry of the table to pebble; they stay hot.
+func (t *table) flush() {
+	b := t.s.db.NewBatch()
+	n := 0
+	for k, e := range t.hot {
+		if e.dirty {
+			t.stage(b, k, e)
+			e.dirty = false
+			n++
+		}
+	}
+	if n > 0 {
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.fail("flush", -1, "", err)
+		}
+	}
+	_ = b.Close()
+}
+
+func (t *table) stage(b *pebble.Batch, k string, e *hotEntry) {
+	var err error
+	if e.present {
+		err = b.Set([]byte(k), e.v, nil)
+	} else {
+		err = b.Delete([]byte(k), nil)
+	}
+	if err != nil {
+		t.fail("write", -1, "", err)
+	}
 }
 
 var _ statestore.StoredTable = (*table)(nil)
@@ -193,10 +299,17 @@ func (t *table) fail(op string, kg int, key string, err error) {
 	panic(fmt.Sprintf("pebblestate: table %q, key group %d, key %q: %s: %v", t.name, kg, key, op, err))
 }
 
-// Get implements statestore.StoredTable.
+// Get implements statestore.StoredTable: a hot entry, else pebble's
+// (which becomes hot, absent or not).
 func (t *table) Get(kg int, key, ns string) ([]byte, bool) {
-	v, closer, err := t.s.db.Get(t.entryKey(kg, key, ns))
+	k := t.entryKey(kg, key, ns)
+	if e := t.hot[string(k)]; e != nil {
+		t.val = append(t.val[:0], e.v...)
+		return t.val, e.present
+	}
+	v, closer, err := t.s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
+		t.remember(k, nil, false, false)
 		return nil, false
 	}
 	if err != nil {
@@ -206,27 +319,26 @@ func (t *table) Get(kg int, key, ns string) ([]byte, bool) {
 	if err := closer.Close(); err != nil {
 		t.fail("get", kg, key, err)
 	}
+	t.remember(k, t.val, true, false)
 	return t.val, true
 }
 
-// Put implements statestore.StoredTable.
+// Put implements statestore.StoredTable: the entry becomes hot and dirty.
 func (t *table) Put(kg int, key, ns string, v []byte) {
-	if err := t.s.db.Set(t.entryKey(kg, key, ns), v, pebble.NoSync); err != nil {
-		t.fail("put", kg, key, err)
-	}
+	t.remember(t.entryKey(kg, key, ns), v, true, true)
 }
 
-// Delete implements statestore.StoredTable.
+// Delete implements statestore.StoredTable: the entry's absence becomes
+// hot and dirty.
 func (t *table) Delete(kg int, key, ns string) {
-	if err := t.s.db.Delete(t.entryKey(kg, key, ns), pebble.NoSync); err != nil {
-		t.fail("delete", kg, key, err)
-	}
+	t.remember(t.entryKey(kg, key, ns), nil, false, true)
 }
 
 // Range implements statestore.StoredTable: an iterator over the key
 // group's range, which sees the table as it was when Range began (fn
 // may delete what it is given).
 func (t *table) Range(kg int, fn func(key, ns string, v []byte) bool) {
+	t.flush()
 	lo := t.prefix(nil, kg)
 	hi := t.prefix(nil, kg)
 	// The next key group's prefix; the last key group ends the id's range.
