@@ -32,6 +32,28 @@ func (c *cluster) kill(name string) {
 	<-p.done
 }
 
+// killOneOf kills -9 a worker process running tasks of the job (the last
+// by name) and starts a replacement of slots slots; it returns the
+// victim's name and pid ("" and 0 when no worker process runs any).
+func (c *cluster) killOneOf(id string, slots int) (string, int) {
+	c.t.Helper()
+	victim, pid := "", 0
+	c.mu.Lock()
+	for _, w := range c.workersWithTasks(id) {
+		if p := c.procs[w]; p != nil {
+			victim, pid = w, p.cmd.Process.Pid
+		}
+	}
+	c.mu.Unlock()
+	if victim == "" {
+		return "", 0
+	}
+	c.t.Logf("kill -9 %s (pid %d)", victim, pid)
+	c.kill(victim)
+	c.addWorker(slots)
+	return victim, pid
+}
+
 // workersWithTasks returns the workers running tasks of the job.
 func (c *cluster) workersWithTasks(id string) []string {
 	st, err := c.status(id)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,28 +58,16 @@ sinks:
 		}
 		return nil
 	})
-	victim := ""
-	c.mu.Lock()
-	for _, w := range c.workersWithTasks(id) {
-		if c.procs[w] != nil {
-			victim = w
-		}
-	}
-	pid := 0
-	if p := c.procs[victim]; p != nil {
-		pid = p.cmd.Process.Pid
-	}
-	c.mu.Unlock()
+	before, _ := filepath.Glob(filepath.Join(stateDir, "weir-state-*"))
+	t.Logf("%d stores open in %d worker directories", len(stores()), len(before))
+	victim, pid := c.killOneOf(id, 4)
 	if victim == "" {
 		t.Fatal("no worker runs the job's tasks")
 	}
-	t.Logf("kill -9 %s (pid %d), %d stores open", victim, pid, len(stores()))
-	c.kill(victim)
 	left := filepath.Join(stateDir, fmt.Sprintf("weir-state-%d", pid))
-	if _, err := os.Stat(left); err != nil {
-		t.Errorf("the killed worker's stores %s: %v (want them left behind, for the next worker to delete)", left, err)
+	if !slices.Contains(before, left) {
+		t.Errorf("the killed worker had no store directory %s (of %v)", left, before)
 	}
-	c.addWorker(4)
 	poll.UntilNil(t, 30*time.Second, "the killed worker's stores deleted by the new worker", func() error {
 		if _, err := os.Stat(left); err == nil {
 			return fmt.Errorf("%s is still there", left)

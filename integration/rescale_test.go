@@ -42,19 +42,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 		if !wait(4 * time.Second) {
 			return
 		}
-		victim := ""
-		c.mu.Lock()
-		for _, w := range c.workersWithTasks(id) {
-			if c.procs[w] != nil {
-				victim = w
-			}
-		}
-		c.mu.Unlock()
-		if victim != "" {
-			t.Logf("kill -9 %s", victim)
-			c.kill(victim)
-			c.addWorker(10)
-		}
+		c.killOneOf(id, 10)
 		c.waitState(id, coordinator.JobRunning, time.Minute)
 		if !wait(3 * time.Second) {
 			return
@@ -228,19 +216,7 @@ sinks:
 	}
 	scaleLogged(t, ctx, c, id0, "archive=4", "live=4", "archive-win=4", "live-win=4")
 	c.waitState(id0, coordinator.JobRunning, time.Minute)
-	victim := ""
-	c.mu.Lock()
-	for _, w := range c.workersWithTasks(id0) {
-		if c.procs[w] != nil {
-			victim = w
-		}
-	}
-	c.mu.Unlock()
-	if victim != "" {
-		t.Logf("kill -9 %s", victim)
-		c.kill(victim)
-		c.addWorker(10)
-	}
+	c.killOneOf(id0, 10)
 	waitStatus(t, c, id0, "a checkpoint after the recovery", func(st coordinator.JobStatus) error {
 		n := len(st.Recoveries)
 		if st.State != coordinator.JobRunning || n == 0 || st.Checkpoints == nil || st.Checkpoints.Latest <= st.Recoveries[n-1].RestoredFrom {
