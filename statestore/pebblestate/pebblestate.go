@@ -155,8 +155,10 @@ type table struct {
 	key  []byte // scratch for the key being built
 	val  []byte // Get's result
 	// hot are the recently used entries by pebble key: their value (or
-	// that there is none), and whether pebble lacks the change yet.
-	hot map[string]*hotEntry
+	// that there is none), and whether pebble lacks the change yet; dirty
+	// counts those that are.
+	hot   map[string]*hotEntry
+	dirty int
 }
 
 type hotEntry struct {
@@ -176,55 +178,66 @@ func (t *table) remember(k []byte, v []byte, present, dirty bool) {
 	if e := t.hot[string(k)]; e != nil {
 		t.s.hot -= hotSize(string(k), e)
 		e.v = append(e.v[:0], v...)
-		e.present, e.dirty = present, e.dirty || dirty
+		e.present = present
+		if dirty && !e.dirty {
+			e.dirty = true
+			t.dirty++
+		}
 		t.s.hot += hotSize(string(k), e)
 		return
 	}
 	if t.s.hot >= t.s.hotLimit {
-		t.evict()
+		t.s.evict()
 	}
 	ks := string(k)
 	e := &hotEntry{v: bytes.Clone(v), present: present, dirty: dirty}
 	t.hot[ks] = e
 	t.s.hot += hotSize(ks, e)
+	if dirty {
+		t.dirty++
+	}
 }
 
-// evict drops about a quarter of the table's hot entries (in map order,
+// evict drops about a quarter of every table's hot entries (in map order,
 // which is random), writing the dirty ones to pebble in one batch.
-func (t *table) evict() {
-	target := len(t.hot) - len(t.hot)/4
-	b := t.s.db.NewBatch()
-	for k, e := range t.hot {
-		if len(t.hot) <= target {
-			break
+func (s *Store) evict() {
+	b := s.db.NewBatch()
+	for _, t := range s.tables {
+		target := len(t.hot) - len(t.hot)/4
+		for k, e := range t.hot {
+			if len(t.hot) <= target {
+				break
+			}
+			if e.dirty {
+				t.stage(b, k, e)
+				t.dirty--
+			}
+			s.hot -= hotSize(k, e)
+			delete(t.hot, k)
 		}
-		if e.dirty {
-			t.stage(b, k, e)
-		}
-		t.s.hot -= hotSize(k, e)
-		delete(t.hot, k)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
-		t.fail("evict", -1, "", err)
+		panic(fmt.Sprintf("pebblestate: evict: %v", err))
 	}
 	_ = b.Close()
 }
 
-// flush writes every dirty hot entry of the table to pebble; they stay hot.
+// flush writes every dirty hot entry of the table to pebble; they stay
+// hot. It is free when none is dirty.
 func (t *table) flush() {
+	if t.dirty == 0 {
+		return
+	}
 	b := t.s.db.NewBatch()
-	n := 0
 	for k, e := range t.hot {
 		if e.dirty {
 			t.stage(b, k, e)
 			e.dirty = false
-			n++
 		}
 	}
-	if n > 0 {
-		if err := b.Commit(pebble.NoSync); err != nil {
-			t.fail("flush", -1, "", err)
-		}
+	t.dirty = 0
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.fail("flush", -1, "", err)
 	}
 	_ = b.Close()
 }

@@ -48,6 +48,13 @@ func TestHotEntriesEvicted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	small, err := s.Table("small") // evicted by the other table's writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		small.Put(i%8, fmt.Sprint("s", i), "", []byte(fmt.Sprint("small-", i)))
+	}
 	want := map[int]map[string]string{}
 	put := func(kg int, k, v string) {
 		if want[kg] == nil {
@@ -89,6 +96,11 @@ func TestHotEntriesEvicted(t *testing.T) {
 		})
 		if n != len(want[kg]) {
 			t.Fatalf("Range(%d) gave %d entries, want %d", kg, n, len(want[kg]))
+		}
+	}
+	for i := range 100 {
+		if v, ok := small.Get(i%8, fmt.Sprint("s", i), ""); !ok || string(v) != fmt.Sprint("small-", i) {
+			t.Fatalf("small table: Get(s%d) = %q %v", i, v, ok)
 		}
 	}
 	if s.DiskBytes() == 0 {
