@@ -90,7 +90,9 @@ func TestWasmZoneStatsUnderKills(t *testing.T) {
 	id := c.deploy(specPath)
 	c.waitState(id, coordinator.JobRunning, time.Minute)
 	// The functions' counters reach the status and the metrics.
-	poll.UntilNil(t, 30*time.Second, "function counters in the metrics", func() error {
+	// (Each worker compiles the modules first: under -race beside the other
+	// tests that takes a while.)
+	poll.UntilNil(t, 2*time.Minute, "function counters in the metrics", func() error {
 		resp, err := httpClient.Get(c.api + "/metrics")
 		if err != nil {
 			return err
