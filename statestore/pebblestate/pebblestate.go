@@ -237,7 +237,7 @@ func (t *table) flush() {
 	}
 	t.dirty = 0
 	if err := b.Commit(pebble.NoSync); err != nil {
-		t.fail("flush", -1, "", err)
+		panic(fmt.Sprintf("pebblestate: table %q: write its hot entries: %v", t.name, err))
 	}
 	_ = b.Close()
 }
@@ -250,7 +250,7 @@ func (t *table) stage(b *pebble.Batch, k string, e *hotEntry) {
 		err = b.Delete([]byte(k), nil)
 	}
 	if err != nil {
-		t.fail("write", -1, "", err)
+		panic(fmt.Sprintf("pebblestate: table %q: stage a hot entry: %v", t.name, err))
 	}
 }
 
