@@ -83,8 +83,14 @@ chaos: deps
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
 bench: deps bench-exchange bench-rows bench-e2e bench-checkpoints bench-wasm
 
-bench-exchange:
-	$(GO) test -run '^$$' -bench 'Throughput' -benchtime 2s -count 1 ./exchange/ | tee .bench-exchange.txt
+# The exchange alone (one channel), then the shuffle-heavy jobs (narrow and
+# wide rows, parallelism 2, every event across the keyBy edge) embedded and
+# on Redis side by side: events per CPU-second with Redis counted, and
+# distributed / embedded. SHUFFLE_COMPRESSION=lz4 or zstd compresses the
+# distributed run's entries.
+bench-exchange: deps
+	set -o pipefail; $(GO) test -run '^$$' -bench 'Throughput' -benchtime 2s -count 1 ./exchange/ | tee .bench-exchange.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench 'Shuffle' -benchtime 1x -count 3 -timeout 30m ./integration/ | tee -a .bench-exchange.txt
 
 bench-rows:
 	$(GO) test -run '^$$' -bench 'ExchangeRows' -benchtime 2s -count 1 ./integration/ | tee .bench-rows.txt

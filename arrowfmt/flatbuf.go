@@ -15,7 +15,8 @@ import (
 // checks, before arrow sees a message, that every table, vector and string
 // arrow will read lies inside the metadata, and that the message describes
 // only what weir encodes: a schema of supported flat types without
-// dictionaries, or an uncompressed record batch. The layout follows Arrow's
+// dictionaries, or a record batch whose compressed buffers (if any)
+// claim a bounded size (checkCompressedBody). The layout follows Arrow's
 // format/Message.fbs and format/Schema.fbs.
 
 var errFlatbuf = errors.New("corrupt flatbuffer")
@@ -60,10 +61,60 @@ const (
 )
 
 // msgRules widen what verifyMessage accepts: state files (DecodeFile)
-// hold binary columns and zstd-compressed record batches; channel
-// payloads hold neither.
+// hold binary columns; both state files and channel payloads may hold
+// compressed record batches.
 type msgRules struct {
 	binary, compressed bool
+}
+
+// MaxDecompressed bounds what the compressed buffers of one record batch
+// may claim to decompress to: arrow allocates what a buffer's length
+// prefix says before it decompresses, so a corrupt prefix would otherwise
+// be an out-of-memory crash.
+const MaxDecompressed = 1 << 30
+
+// checkCompressedBody checks the body of a compressed record batch
+// message (meta verified by verifyMessage): every buffer lies in the
+// body, and each one's uncompressed-length prefix is -1 (stored as is)
+// or a length that, summed over the buffers, stays within
+// MaxDecompressed. An uncompressed batch passes as is.
+func checkCompressedBody(meta, body []byte) error {
+	root, err := fbRoot(meta)
+	if err != nil {
+		return err
+	}
+	hdr, ok, err := root.table(messageHeader)
+	if err != nil || !ok || hdr.slot(recordBatchCompression) == 0 {
+		return err
+	}
+	start, n, err := hdr.vector(recordBatchBuffers, 16)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for i := range n {
+		off := int64(le.Uint64(meta[start+16*i:]))
+		size := int64(le.Uint64(meta[start+16*i+8:]))
+		switch {
+		case off < 0 || size < 0 || off > int64(len(body)) || size > int64(len(body))-off:
+			return fmt.Errorf("buffer %d at [%d, +%d) lies outside the body of %d bytes", i, off, size, len(body))
+		case size == 0:
+			continue
+		case size < 8:
+			return fmt.Errorf("compressed buffer %d has %d bytes, fewer than its 8-byte length prefix", i, size)
+		}
+		raw := int64(le.Uint64(body[off:]))
+		switch {
+		case raw == -1:
+			raw = size - 8
+		case raw < 0:
+			return fmt.Errorf("compressed buffer %d claims %d bytes uncompressed", i, raw)
+		}
+		if total += raw; total > MaxDecompressed {
+			return fmt.Errorf("compressed buffers claim more than %d bytes uncompressed", MaxDecompressed)
+		}
+	}
+	return nil
 }
 
 // verifyMessage checks the flatbuffer Message meta and returns its type and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -367,27 +368,87 @@ func TestDecodeRejectsUnsupportedSchema(t *testing.T) {
 	}
 }
 
-func TestDecodeRejectsCompression(t *testing.T) {
-	mem := newMem(t)
-	s := testSchema(t)
-	rec := testBatch(t, mem, 0, 1000)
-	defer rec.Release()
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(s), ipc.WithAllocator(mem), ipc.WithZstd())
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
+func TestCompressedRoundTrip(t *testing.T) {
+	for _, c := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
+		t.Run(c.String(), func(t *testing.T) {
+			mem := newMem(t)
+			enc := NewCompressingEncoder(testSchema(t), mem, c)
+			dec := NewDecoder(mem)
+			defer dec.Close()
+			plain := NewEncoder(testSchema(t), mem)
+			for i, n := range []int{2000, 0, 1, 5000} {
+				rec := testBatch(t, mem, i*10000, n)
+				p, err := enc.Encode(rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				q, err := plain.Encode(rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The test rows repeat (a few zones, counting ids): a
+				// codec must save bytes on the large batches.
+				if c != CompressNone && n >= 2000 && len(p) >= len(q) {
+					t.Errorf("batch %d: %s payload %d bytes, uncompressed %d", i, c, len(p), len(q))
+				}
+				got, err := dec.Decode(p)
+				if err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+				if !array.RecordEqual(got, rec) {
+					t.Errorf("batch %d: decoded %v, want %v", i, got, rec)
+				}
+				got.Release()
+				rec.Release()
+			}
+		})
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
+	if _, err := ParseCompression("snappy"); err == nil || !strings.Contains(err.Error(), `"snappy"`) {
+		t.Errorf("ParseCompression(snappy) = %v", err)
 	}
-	p := buf.Bytes()[:buf.Len()-8] // without the end-of-stream marker
-	dec := NewDecoder(mem)
-	defer dec.Close()
-	if got, err := dec.Decode(p); !errors.Is(err, ErrMalformed) {
+}
+
+// TestDecodeRefusesCompressionBomb: a compressed buffer whose length
+// prefix claims more than MaxDecompressed, or a negative length, is
+// refused before arrow allocates it.
+func TestDecodeRefusesCompressionBomb(t *testing.T) {
+	for _, claim := range []int64{MaxDecompressed + 1, -5} {
+		mem := newMem(t)
+		rec := testBatch(t, mem, 0, 1000)
+		p, err := NewCompressingEncoder(testSchema(t), mem, CompressLZ4).Encode(rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := splitMessages(nil, p, msgRules{compressed: true})
+		if err != nil || len(msgs) != 2 {
+			t.Fatalf("%d messages, %v", len(msgs), err)
+		}
+		// Overwrite the length prefix of the first non-empty buffer.
+		root, _ := fbRoot(msgs[1].meta)
+		hdr, _, _ := root.table(messageHeader)
+		start, n, _ := hdr.vector(recordBatchBuffers, 16)
+		patched := false
+		for i := range n {
+			off := int(binary.LittleEndian.Uint64(msgs[1].meta[start+16*i:]))
+			if binary.LittleEndian.Uint64(msgs[1].meta[start+16*i+8:]) >= 8 {
+				binary.LittleEndian.PutUint64(msgs[1].body[off:], uint64(claim))
+				patched = true
+				break
+			}
+		}
+		if !patched {
+			t.Fatal("no compressed buffer to patch")
+		}
+		dec := NewDecoder(mem)
+		got, err := dec.Decode(p)
 		if got != nil {
 			got.Release()
 		}
-		t.Fatalf("got %v, want ErrMalformed", err)
+		dec.Close()
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "uncompressed") {
+			t.Errorf("claim %d: got %v, want ErrMalformed naming the uncompressed size", claim, err)
+		}
 	}
 }
 

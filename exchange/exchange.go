@@ -42,8 +42,10 @@ type Entry struct {
 	// a barrier entry; zero otherwise.
 	Value int64
 	// Payload is the Arrow IPC payload of a data entry. A writer takes
-	// ownership of it (the caller must not modify it after Write); a reader's
-	// payload is valid until the next Read on the same Reader.
+	// ownership of it (the caller must not modify it after Write), except
+	// that a transport that crosses processes (not InProcess) is done with
+	// it when Write returns: the caller may reuse its buffer then. A
+	// reader's payload is valid until the next Read on the same Reader.
 	Payload []byte
 }
 

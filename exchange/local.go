@@ -21,6 +21,14 @@ func NewLocal() Transport {
 	return t
 }
 
+// InProcess reports whether t carries entries within this process (the
+// embedded mode's transport): its consumers read the payload the producer
+// encoded, so compressing it only costs CPU.
+func InProcess(t Transport) bool {
+	_, ok := t.(*localTransport)
+	return ok
+}
+
 type localTransport struct {
 	done chan struct{} // closed by Close
 

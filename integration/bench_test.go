@@ -110,6 +110,26 @@ func BenchmarkEndToEnd(b *testing.B) {
 // for further metrics.
 func runBenchJob(b *testing.B, js *spec.Job, events int, tr exchange.Transport, pl control.Plane, bucket blob.Bucket, pids map[string]int) (*coordinator.Coordinator, string) {
 	b.Helper()
+	r, coord, id := measureJob(b, js, events, tr, pl, bucket, pids)
+	for name, c := range r.helpers {
+		b.ReportMetric(c.Seconds(), name+"-cpu-s")
+	}
+	report(b, events, r.wall, r.cpu)
+	return coord, id
+}
+
+// jobRun is what measureJob measured of one run.
+type jobRun struct {
+	wall    time.Duration
+	cpu     time.Duration            // this process plus the helpers
+	helpers map[string]time.Duration // CPU of each helper process
+	status  coordinator.JobStatus    // at the end
+}
+
+// measureJob runs js to the end as runBenchJob does and returns what it
+// measured, reporting nothing.
+func measureJob(b *testing.B, js *spec.Job, events int, tr exchange.Transport, pl control.Plane, bucket blob.Bucket, pids map[string]int) (jobRun, *coordinator.Coordinator, string) {
+	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer tr.Close()
@@ -140,22 +160,21 @@ func runBenchJob(b *testing.B, js *spec.Job, events int, tr exchange.Transport, 
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
 	st, err := coord.Wait(wctx, id)
 	wcancel()
-	wall := time.Since(start)
+	r := jobRun{wall: time.Since(start), helpers: map[string]time.Duration{}, status: st}
 	if err != nil || st.State != coordinator.JobFinished {
 		b.Fatalf("job %s: %s %v %s", id, st.State, err, st.Error)
 	}
 	cpu1, _ := testenv.ProcessCPU(0)
-	cpu := cpu1 - cpu0
+	r.cpu = cpu1 - cpu0
 	for name, pid := range pids {
 		c, _ := testenv.ProcessCPU(pid)
-		b.ReportMetric((c - other0[name]).Seconds(), name+"-cpu-s")
-		cpu += c - other0[name]
+		r.helpers[name] = c - other0[name]
+		r.cpu += c - other0[name]
 	}
 	if st.Totals.RecordsIn != int64(events) {
 		b.Fatalf("read %d events, want %d", st.Totals.RecordsIn, events)
 	}
-	report(b, events, wall, cpu)
-	return coord, id
+	return r, coord, id
 }
 
 // benchDir is a directory bucket for one run.

@@ -41,10 +41,20 @@ func checkWindowsOutput(t *testing.T, b blob.BucketReader) {
 }
 
 // TestDistributedWindows runs the windows job on `weir coordinator` and
-// three `weir worker` processes over real Redis and MinIO.
+// three `weir worker` processes over real Redis and MinIO, its entries
+// LZ4-compressed (exchange.compression), so that compressed Arrow crosses
+// real processes.
 func TestDistributedWindows(t *testing.T) {
 	c := startCluster(t, 3, 4)
-	id := c.deploy(windowsSpec)
+	text, err := os.ReadFile(windowsSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compressed := filepath.Join(t.TempDir(), "windows.yaml")
+	if err := os.WriteFile(compressed, append(text, "\nexchange: {compression: lz4}\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := c.deploy(compressed)
 	st := c.waitState(id, coordinator.JobFinished, 3*time.Minute)
 	if st.Totals.RecordsIn != 12000 {
 		t.Errorf("events in = %d, want 12000", st.Totals.RecordsIn)

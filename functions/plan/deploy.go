@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 
+	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/functions/builtin"
 	"github.com/weirstream/weir/functions/connector"
@@ -22,6 +23,8 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 		Job: jobID, Attempt: attempt, Vertex: v.Name, Subtask: subtask,
 		Parallelism: v.Parallelism, MaxParallelism: j.MaxParallelism,
 		Credits: j.Exchange.Credits,
+		// Validated: none, lz4, zstd or "" (none).
+		Compression: compressionOf(j.Exchange.Compression),
 		Batching: task.Batching{
 			Rows: j.Exchange.BatchRows, Bytes: j.Exchange.BatchBytes, Timeout: j.Exchange.BufferTimeout.D(),
 		},
@@ -180,4 +183,13 @@ func newOperator(o *spec.Operator, in builtin.Stream, env builtin.ProcessEnv) (t
 		return builtin.NewProcess(o, in, env)
 	}
 	return nil, fmt.Errorf("unknown operator kind")
+}
+
+// compressionOf returns the codec of a validated exchange.compression.
+func compressionOf(name string) arrowfmt.Compression {
+	c, err := arrowfmt.ParseCompression(name)
+	if err != nil {
+		return arrowfmt.CompressNone // "": the default
+	}
+	return c
 }

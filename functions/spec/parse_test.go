@@ -147,7 +147,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		{
 			name: "exchange", from: "  credits: 4\n", to: "  credit: 4\n",
 			field: "exchange.credit", marker: "credit: 4", suggest: "credits",
-			accept: "batchBytes, batchRows, bufferTimeout, credits",
+			accept: "batchBytes, batchRows, bufferTimeout, compression, credits",
 		},
 		{
 			name: "far from anything", from: "    type: files\n", to: "    type: files\n    compression: zstd\n",

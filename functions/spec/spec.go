@@ -232,6 +232,13 @@ type Exchange struct {
 	BufferTimeout Duration `yaml:"bufferTimeout,omitempty" json:"bufferTimeout,omitempty"`
 	// Credits per input channel (default 4).
 	Credits int `yaml:"credits,omitempty" json:"credits,omitempty"`
+	// Compression of the Arrow buffers of entries that cross processes:
+	// none (default), lz4 or zstd. A buffer is sent compressed only when
+	// that saves 15% of it. Entries between subtasks of one process are
+	// never compressed. On loopback and fast LANs compression costs more
+	// CPU than the smaller entries save (docs/benchmarks.md); it pays on
+	// links where bandwidth is the limit.
+	Compression string `yaml:"compression,omitempty" json:"compression,omitempty"`
 }
 
 // Source types.

@@ -233,6 +233,11 @@ func (j *Job) Validate() error {
 		if e.BatchRows < 0 || e.BatchBytes < 0 || e.Credits < 0 || e.BufferTimeout < 0 {
 			add("exchange", "batchRows, batchBytes, credits and bufferTimeout must not be negative")
 		}
+		switch e.Compression {
+		case "", "none", "lz4", "zstd":
+		default:
+			add("exchange.compression", "%q is not a compression: want none, lz4 or zstd", e.Compression)
+		}
 	}
 	if c := j.Checkpoint; c != nil {
 		if c.Interval <= 0 {
@@ -440,6 +445,7 @@ func (j *Job) Effective() *Job {
 	if ex.Credits == 0 {
 		ex.Credits = 4
 	}
+
 	c.Exchange = &ex
 	return &c
 }

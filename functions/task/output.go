@@ -58,6 +58,7 @@ type netOutput struct {
 	subtask  int
 	writers  []exchange.Writer // by consumer subtask; nil where unused
 	encoders []*arrowfmt.Encoder
+	scratch  []byte // payload buffer, reused when the transport allows
 	bufs     []outBuf
 	rr       int // round-robin cursor
 	hashes   []uint64
@@ -186,9 +187,21 @@ func (o *netOutput) flush(i int) error {
 	}
 	defer rec.Release()
 	if o.encoders[i] == nil {
-		o.encoders[i] = arrowfmt.NewEncoder(rec.Schema(), o.t.mem)
+		c := o.t.cfg.Compression
+		if exchange.InProcess(o.t.cfg.Transport) {
+			c = arrowfmt.CompressNone // the consumer reads the same memory
+		}
+		o.encoders[i] = arrowfmt.NewCompressingEncoder(rec.Schema(), o.t.mem, c)
 	}
-	payload, err := o.encoders[i].Encode(rec)
+	var payload []byte
+	if exchange.InProcess(o.t.cfg.Transport) {
+		payload, err = o.encoders[i].Encode(rec) // the consumer keeps it
+	} else {
+		// The transport is done with the payload when Write returns: one
+		// buffer serves every entry, with no copy and no garbage.
+		payload, err = o.encoders[i].AppendEncode(o.scratch[:0], rec)
+		o.scratch = payload[:0]
+	}
 	if err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}

@@ -45,8 +45,11 @@ type Config struct {
 
 	Transport exchange.Transport
 	Batching  Batching
-	Bucket    blob.Bucket
-	RedisAddr string
+	// Compression is the codec of output entries when Transport crosses
+	// processes; an in-process transport's entries are never compressed.
+	Compression arrowfmt.Compression
+	Bucket      blob.Bucket
+	RedisAddr   string
 
 	Mem    memory.Allocator // default memory.DefaultAllocator
 	Logger *slog.Logger     // default discards
