@@ -82,19 +82,11 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg}
-	if cfg.CacheDir != "" {
-		dir := filepath.Join(cfg.CacheDir, "compiled")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create wasm cache: %w", err)
-		}
-		c, err := wazero.NewCompilationCacheWithDir(dir)
-		if err != nil {
-			return nil, fmt.Errorf("open wasm compilation cache %s: %w", dir, err)
-		}
-		e.cache = c
-	} else {
-		e.cache = wazero.NewCompilationCache()
+	c, err := processCache(cfg.CacheDir)
+	if err != nil {
+		return nil, err
 	}
+	e.cache = c
 	e.mu.runtimes = map[runtimeKey]*runtime{}
 	e.mu.modules = map[moduleKey]*Module{}
 	e.mu.loading = map[moduleKey]*loadCall{}
@@ -226,7 +218,9 @@ func (e *Engine) load(ctx context.Context, pin *spec.Module, rt *runtime) (*Modu
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", what, err)
 	}
+	unlock := lockCompile(pin.SHA256)
 	compiled, err := rt.r.CompileModule(ctx, bytes)
+	unlock()
 	if err != nil {
 		return nil, fmt.Errorf("compile %s: %w", what, err)
 	}
@@ -302,9 +296,67 @@ func (e *Engine) Close() error {
 	for _, rt := range e.mu.runtimes {
 		errs = append(errs, rt.r.Close(ctx))
 	}
-	errs = append(errs, e.cache.Close(ctx))
 	clear(e.mu.modules)
 	return errors.Join(errs...)
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// The engines of one process share their compilation caches, one per
+// cache directory ("" for memory only): the coordinator's checks and the
+// workers of `weir run`, or of tests that run several workers in one
+// process, then compile a module once instead of once per engine. wazero
+// counts the users of a compiled module; a cache lives as long as the
+// process.
+var caches struct {
+	sync.Mutex
+	byDir     map[string]wazero.CompilationCache
+	compiling map[string]*sync.Mutex // by module hash
+}
+
+// processCache returns the process's compilation cache of dir (see
+// caches), making it and the directory.
+func processCache(dir string) (wazero.CompilationCache, error) {
+	caches.Lock()
+	defer caches.Unlock()
+	if c, ok := caches.byDir[dir]; ok {
+		return c, nil
+	}
+	var c wazero.CompilationCache
+	if dir == "" {
+		c = wazero.NewCompilationCache()
+	} else {
+		d := filepath.Join(dir, "compiled")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create wasm cache: %w", err)
+		}
+		var err error
+		if c, err = wazero.NewCompilationCacheWithDir(d); err != nil {
+			return nil, fmt.Errorf("open wasm compilation cache %s: %w", d, err)
+		}
+	}
+	if caches.byDir == nil {
+		caches.byDir = map[string]wazero.CompilationCache{}
+	}
+	caches.byDir[dir] = c
+	return c, nil
+}
+
+// lockCompile serializes the compiles of one module in the process and
+// returns the unlock: wazero looks in its cache before it compiles, so
+// two engines compiling one module at once would both do the work; the
+// second now finds the first's result.
+func lockCompile(sha string) (unlock func()) {
+	caches.Lock()
+	if caches.compiling == nil {
+		caches.compiling = map[string]*sync.Mutex{}
+	}
+	mu, ok := caches.compiling[sha]
+	if !ok {
+		mu = &sync.Mutex{}
+		caches.compiling[sha] = mu
+	}
+	caches.Unlock()
+	mu.Lock()
+	return mu.Unlock
+}
