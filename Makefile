@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: chaos wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-requests bench-nexmark fuzz dev-up dev-down demo clean
+.PHONY: chaos wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-requests bench-state bench-nexmark fuzz dev-up dev-down demo clean
 
 all: build
 
@@ -124,6 +124,17 @@ bench-wasm:
 bench-checkpoints:
 	$(GO) test -run '^$$' -bench 'CheckpointOverhead' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee .bench-checkpoints.txt
 	$(GO) test -run '^$$' -bench 'Recovery' -benchtime 3x -count 1 -timeout 30m ./integration/ | tee -a .bench-checkpoints.txt
+
+# Keyed state at scale: issue 14's job (a uniform int64 key into a 1-day
+# tumbling count, parallelism 2, embedded) at 100K, 1M, 5M and 10M keys,
+# checkpoints off and every 2 s: events per CPU-second, RSS and bytes per
+# key, the longest snapshot stall and checkpoint, bytes uploaded; then the
+# process-function state on the heap and in pebble. STATE_KEYS overrides
+# the key counts. The 10M-key runs need about 10 GiB of memory.
+STATE_KEYS ?= 100000,1000000,5000000,10000000
+bench-state:
+	set -o pipefail; STATE_BENCH_KEYS='$(STATE_KEYS)' $(GO) test -run '^$$' -bench 'WindowState' -benchtime 1x -count 1 -timeout 60m ./integration/ | tee .bench-state.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench 'ProcessState' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee -a .bench-state.txt
 
 # Object-store requests per checkpoint (per job and per subtask, by op)
 # of a keyed job at parallelism 2 and 4 on a real cluster, checkpoints

@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/functions/spec"
+)
+
+// windowStateSpec is issue 14's state job: datagen at parallelism 2 with a
+// uniform int64 key of keys values, into a 1-day tumbling count (every key
+// stays in state for the whole run), into a blackhole; checkpoints every
+// 2 s, or none.
+func windowStateSpec(events, keys int, checkpoints bool) string {
+	ck := ""
+	if checkpoints {
+		ck = "checkpoint: {interval: 2s, timeout: 10m}\n"
+	}
+	return fmt.Sprintf(`job: bench-window-state
+parallelism: 2
+%ssources:
+  - name: events
+    type: datagen
+    count: %d
+    schema: {key: int64, ts: timestamp_ms}
+    eventTime: {column: ts, maxOutOfOrderness: 1s}
+    datagen:
+      seed: 1
+      eventsPerSecond: 1000000
+      fields:
+        key: {min: 0, max: %d}
+operators:
+  - name: counts
+    input: events
+    keyBy: [key]
+    window: {type: tumbling, size: 24h}
+    aggregate: {n: count()}
+sinks:
+  - {name: out, input: counts, type: blackhole}
+`, ck, events, keys)
+}
+
+// BenchmarkWindowState runs the state job embedded (directory bucket) for
+// each key count of STATE_BENCH_KEYS (comma-separated, default
+// 100000,1000000) with STATE_BENCH_EVENTS events (default 20M), with
+// checkpoints off and every 2 s, and reports events per CPU-second, the
+// largest resident memory and its growth per key, and with checkpoints:
+// the longest synchronous part of a snapshot (the task stalls for it),
+// the longest checkpoint, the bytes uploaded in all and the state's size.
+// `make bench-state` runs it at 100K, 1M, 5M and 10M keys.
+//
+//	go test -run '^$' -bench WindowState -benchtime 1x ./integration/
+func BenchmarkWindowState(b *testing.B) {
+	events := 20_000_000
+	if s := os.Getenv("STATE_BENCH_EVENTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("STATE_BENCH_EVENTS=%q: want a positive whole number", s)
+		}
+		events = n
+	}
+	keyCounts := []int{100_000, 1_000_000}
+	if s := os.Getenv("STATE_BENCH_KEYS"); s != "" {
+		keyCounts = nil
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("STATE_BENCH_KEYS=%q: want positive whole numbers, comma-separated", s)
+			}
+			keyCounts = append(keyCounts, n)
+		}
+	}
+	for _, keys := range keyCounts {
+		for _, ck := range []bool{false, true} {
+			name := fmt.Sprintf("keys=%d/checkpoints=off", keys)
+			if ck {
+				name = fmt.Sprintf("keys=%d/checkpoints=2s", keys)
+			}
+			b.Run(name, func(b *testing.B) {
+				js, err := spec.Parse([]byte(windowStateSpec(events, keys, ck)), "bench-window-state.yaml")
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; i < b.N; i++ {
+					debug.FreeOSMemory()
+					base := residentBytes()
+					stop := sampleRSS()
+					r, coord, id := measureJob(b, js, events, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
+					peak := stop()
+					b.ReportMetric(perCPU(events, r), "events/cpu-s")
+					b.ReportMetric(float64(peak)/(1<<20), "max-rss-MiB")
+					b.ReportMetric(float64(peak-base)/float64(keys), "rss-B/key")
+					if !ck {
+						continue
+					}
+					hist, err := coord.Checkpoints(id)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var (
+						stall, longest time.Duration
+						uploaded       int64
+						state          int64
+						completed      int
+					)
+					for _, h := range hist {
+						if h.Status != coordinator.CheckpointCompleted {
+							continue
+						}
+						completed++
+						stall = max(stall, time.Duration(h.SyncMs)*time.Millisecond)
+						longest = max(longest, time.Duration(h.Duration*float64(time.Second)))
+						uploaded += h.Bytes
+						state = max(state, h.StateSize)
+					}
+					b.ReportMetric(float64(completed), "checkpoints")
+					b.ReportMetric(stall.Seconds()*1000, "max-stall-ms")
+					b.ReportMetric(longest.Seconds(), "max-checkpoint-s")
+					b.ReportMetric(float64(uploaded)/(1<<20), "uploaded-MiB")
+					b.ReportMetric(float64(state)/(1<<20), "max-state-MiB")
+				}
+			})
+		}
+	}
+}
