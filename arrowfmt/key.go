@@ -179,3 +179,96 @@ func DecodeKeyString(s string, types []Type) ([]any, error) {
 	}
 	return vals, nil
 }
+
+// AppendKeyValues appends the column values of an encoded key (as
+// AppendRowKey makes it, of columns of types) to bs, one builder per
+// column, of the column's Arrow type. Keyed state can then keep a key as
+// its encoding alone and still emit its typed values. A float64 comes
+// back canonical, as it was hashed and compared: -0 as 0, every NaN as one
+// NaN.
+func AppendKeyValues(bs []array.Builder, key string, types []Type) error {
+	s := key
+	for i, t := range types {
+		if len(s) == 0 {
+			return fmt.Errorf("arrowfmt: decode key: truncated at column %d of %d", i, len(types))
+		}
+		tag := s[0]
+		s = s[1:]
+		if tag == keyNull {
+			bs[i].AppendNull()
+			continue
+		}
+		if tag != keyPresent {
+			return fmt.Errorf("arrowfmt: decode key: bad tag %#x at column %d", tag, i)
+		}
+		switch t {
+		case Int64, TimestampMs, Float64:
+			if len(s) < 8 {
+				return fmt.Errorf("arrowfmt: decode key: truncated %s at column %d", t, i)
+			}
+			u := uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
+				uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
+			s = s[8:]
+			switch b := bs[i].(type) {
+			case *array.Int64Builder:
+				b.Append(int64(u ^ (1 << 63)))
+			case *array.TimestampBuilder:
+				b.Append(arrow.Timestamp(int64(u ^ (1 << 63))))
+			case *array.Float64Builder:
+				if u&(1<<63) != 0 {
+					u &^= 1 << 63
+				} else {
+					u = ^u
+				}
+				b.Append(math.Float64frombits(u))
+			default:
+				return fmt.Errorf("arrowfmt: decode key: column %d is %s, the builder %T", i, t, bs[i])
+			}
+		case Bool:
+			if len(s) < 1 || s[0] > 1 {
+				return fmt.Errorf("arrowfmt: decode key: bad bool at column %d", i)
+			}
+			b, ok := bs[i].(*array.BooleanBuilder)
+			if !ok {
+				return fmt.Errorf("arrowfmt: decode key: column %d is %s, the builder %T", i, t, bs[i])
+			}
+			b.Append(s[0] == 1)
+			s = s[1:]
+		case String:
+			n, w := uvarintString(s)
+			if w <= 0 || n > uint64(len(s)-w) {
+				return fmt.Errorf("arrowfmt: decode key: bad string length at column %d", i)
+			}
+			b, ok := bs[i].(*array.StringBuilder)
+			if !ok {
+				return fmt.Errorf("arrowfmt: decode key: column %d is %s, the builder %T", i, t, bs[i])
+			}
+			b.Append(s[w : w+int(n)])
+			s = s[w+int(n):]
+		default:
+			return fmt.Errorf("arrowfmt: decode key: %w %q at column %d", ErrUnknownType, t, i)
+		}
+	}
+	if len(s) != 0 {
+		return fmt.Errorf("arrowfmt: decode key: %d trailing bytes", len(s))
+	}
+	return nil
+}
+
+// uvarintString is binary.Uvarint of the start of s, without a copy.
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				return 0, -(i + 1) // overflow
+			}
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
+}

@@ -241,37 +241,29 @@ type windowState struct {
 	emitted, pending bool
 }
 
-// windowKey is the state of one key.
+// windowKey is the state of one key. Its typed key values are not kept:
+// they are decoded from key when a result or a snapshot row is written
+// (arrowfmt.AppendKeyValues), which keeps a key's state small.
 type windowKey struct {
 	key   string     // arrowfmt key encoding
 	hash  uint64     // arrowfmt key hash
 	next  *windowKey // next key with the same hash
-	group int        // key group
-	vals  []windowKeyValue
-	// wins is sorted by start. Session windows are disjoint and do not
-	// touch, so their ends are sorted too. A key whose state is dropped
-	// has none.
-	wins []windowState
+	group int32      // key group
 	// dirty: the key is in windowOperator.dirty, its state changed since
 	// the last snapshot. fresh: the key was created since, so no snapshot
 	// has it and a delta need not clear it once it is dropped.
 	dirty, fresh bool
+	// wins is sorted by start. Session windows are disjoint and do not
+	// touch, so their ends are sorted too. A key whose state is dropped
+	// has none.
+	wins []windowState
 }
 
-// windowKeyValue is one typed key column value, as in the first row of the key.
-type windowKeyValue struct {
-	null bool
-	b    bool
-	i    int64 // int64, timestamp_ms
-	f    float64
-	s    string
-}
-
-// timer is a pending fire or cleanup of window [start, end) of key. A
-// window whose bounds changed (session merge) or that is gone leaves stale
-// timers behind; they are recognised by the bounds and skipped.
+// timer is a pending fire or cleanup of window [start, end) of key, kept
+// in the bucket of its time. A window whose bounds changed (session
+// merge) or that is gone leaves stale timers behind; they are recognised
+// by the bounds and skipped.
 type windowTimer struct {
-	at         int64
 	key        *windowKey
 	start, end int64
 	cleanup    bool // drop the window's state (after firing it if due)
@@ -287,9 +279,9 @@ type windowTimers struct {
 	spare   [][]windowTimer // emptied buckets, reused
 }
 
-func (q *windowTimers) push(t windowTimer) {
-	if b, ok := q.buckets[t.at]; ok {
-		q.buckets[t.at] = append(b, t)
+func (q *windowTimers) push(at int64, t windowTimer) {
+	if b, ok := q.buckets[at]; ok {
+		q.buckets[at] = append(b, t)
 		return
 	}
 	if q.buckets == nil {
@@ -299,8 +291,8 @@ func (q *windowTimers) push(t windowTimer) {
 	if k := len(q.spare); k > 0 {
 		b, q.spare = q.spare[k-1], q.spare[:k-1]
 	}
-	q.buckets[t.at] = append(b, t)
-	q.times.push(t.at)
+	q.buckets[at] = append(b, t)
+	q.times.push(at)
 }
 
 // popDue removes and returns the timers of the earliest time if it is at
@@ -359,18 +351,19 @@ type windowOperator struct {
 	started bool
 
 	// Scratch reused across batches.
-	hashes   []uint64
-	keyBuf   []byte
-	rows     []int32 // (rows[j], slots[j]): row rows[j] goes into slot slots[j]
-	slots    []int32
-	lateRows []int32
-	refire   []windowTimer // windows to re-fire at the end of the batch (at unused)
-	fwd      map[int32]int32
-	released []int32 // slots merged away in this batch, released at its end
-	fire     []windowFiring
-	fireSlot []int32
-	fireKeys []*windowKey
-	cleanups []windowTimer
+	hashes      []uint64
+	keyBuf      []byte
+	rows        []int32 // (rows[j], slots[j]): row rows[j] goes into slot slots[j]
+	slots       []int32
+	lateRows    []int32
+	refire      []windowTimer // windows to re-fire at the end of the batch
+	fwd         map[int32]int32
+	released    []int32 // slots merged away in this batch, released at its end
+	fire        []windowFiring
+	fireSlot    []int32
+	fireKeys    []*windowKey
+	keyBuilders []array.Builder
+	cleanups    []windowTimer
 }
 
 var _ task.Operator = (*windowOperator)(nil)
@@ -494,7 +487,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 				ks = ks.next
 			}
 			if ks == nil {
-				ks = w.newKey(b, w.cfg.keyCols, r, kg, w.hashes[r])
+				ks = w.newKey(kg, w.hashes[r])
 				ks.fresh = w.changes.On() // see windowKey.fresh; reset with dirty
 			}
 			last = ks
@@ -564,30 +557,9 @@ func floorMod(a, b int64) int64 {
 	return m
 }
 
-// newKey adds the state of the key of row r, taking its typed values from
-// the key columns cols of b. w.keyBuf holds the key's encoding.
-func (w *windowOperator) newKey(b arrow.RecordBatch, cols []int, r, kg int, hash uint64) *windowKey {
-	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: kg, vals: make([]windowKeyValue, len(cols))}
-	for i, c := range cols {
-		col := b.Column(c)
-		v := &ks.vals[i]
-		if col.IsNull(r) {
-			v.null = true
-			continue
-		}
-		switch a := col.(type) {
-		case *array.Int64:
-			v.i = a.Value(r)
-		case *array.Timestamp:
-			v.i = int64(a.Value(r))
-		case *array.Float64:
-			v.f = a.Value(r)
-		case *array.Boolean:
-			v.b = a.Value(r)
-		case *array.String:
-			v.s = strings.Clone(a.Value(r)) // do not pin the batch's buffer
-		}
-	}
+// newKey adds the state of the key whose encoding w.keyBuf holds.
+func (w *windowOperator) newKey(kg int, hash uint64) *windowKey {
+	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: int32(kg)}
 	g := kg - w.kgStart
 	if w.groups[g] == nil {
 		w.groups[g] = map[uint64]*windowKey{}
@@ -607,7 +579,7 @@ func (w *windowOperator) markDirty(ks *windowKey) {
 
 // removeKey drops the state of ks, which has no windows left.
 func (w *windowOperator) removeKey(ks *windowKey) {
-	m := w.groups[ks.group-w.kgStart]
+	m := w.groups[int(ks.group)-w.kgStart]
 	p := m[ks.hash]
 	switch {
 	case p == ks && ks.next == nil:
@@ -741,9 +713,9 @@ func (w *windowOperator) addRow(ks *windowKey, i int, r int32, force bool) {
 func (w *windowOperator) addTimers(ks *windowKey, start, end int64) {
 	fireAt, cleanAt := end-1, satAdd(end-1, w.cfg.lateness)
 	if fireAt > w.wm && fireAt != cleanAt {
-		w.timers.push(windowTimer{at: fireAt, key: ks, start: start, end: end})
+		w.timers.push(fireAt, windowTimer{key: ks, start: start, end: end})
 	}
-	w.timers.push(windowTimer{at: cleanAt, key: ks, start: start, end: end, cleanup: true})
+	w.timers.push(cleanAt, windowTimer{key: ks, start: start, end: end, cleanup: true})
 }
 
 // takeFiring appends window i of ks to fs and marks it emitted.
@@ -853,9 +825,11 @@ func (w *windowOperator) emitBatch(fs []windowFiring) error {
 			refires++
 		}
 	}
+	w.keyBuilders = w.keyBuilders[:0]
 	for c := range w.cfg.keyCols {
-		appendKeyColumn(rb.Field(2+c), w.fireKeys, c)
+		w.keyBuilders = append(w.keyBuilders, rb.Field(2+c))
 	}
+	w.appendKeyColumns(w.keyBuilders, w.fireKeys)
 	clear(w.fireKeys) // drop the key pointers
 	base := 2 + len(w.cfg.keyCols)
 	for i := range w.cfg.aggs {
@@ -871,25 +845,12 @@ func (w *windowOperator) emitBatch(fs []windowFiring) error {
 	return nil
 }
 
-// appendKeyColumn appends key column c of every key of keys to b.
-func appendKeyColumn(b array.Builder, keys []*windowKey, c int) {
+// appendKeyColumns appends the key values of every key of keys to the
+// key column builders bs, decoded from the keys' encodings.
+func (w *windowOperator) appendKeyColumns(bs []array.Builder, keys []*windowKey) {
 	for _, ks := range keys {
-		v := &ks.vals[c]
-		if v.null {
-			b.AppendNull()
-			continue
-		}
-		switch b := b.(type) {
-		case *array.Int64Builder:
-			b.Append(v.i)
-		case *array.TimestampBuilder:
-			b.Append(arrow.Timestamp(v.i))
-		case *array.Float64Builder:
-			b.Append(v.f)
-		case *array.BooleanBuilder:
-			b.Append(v.b)
-		case *array.StringBuilder:
-			b.Append(v.s)
+		if err := arrowfmt.AppendKeyValues(bs, ks.key, w.cfg.keyTypes); err != nil {
+			panic(fmt.Sprintf("window %s: a key the operator encoded does not decode: %v", w.cfg.name, err))
 		}
 	}
 }

@@ -196,12 +196,14 @@ func (w *windowOperator) buildStateRows(rb *array.RecordBuilder, rs []windowStat
 	groups := rb.Field(0).(*array.Int32Builder)
 	w.fireKeys = w.fireKeys[:0]
 	for _, r := range rs {
-		groups.Append(int32(r.ks.group))
+		groups.Append(r.ks.group)
 		w.fireKeys = append(w.fireKeys, r.ks)
 	}
-	for c, col := range l.keyCols {
-		appendKeyColumn(rb.Field(col), w.fireKeys, c)
+	w.keyBuilders = w.keyBuilders[:0]
+	for _, col := range l.keyCols {
+		w.keyBuilders = append(w.keyBuilders, rb.Field(col))
 	}
+	w.appendKeyColumns(w.keyBuilders, w.fireKeys)
 	clear(w.fireKeys) // drop the key pointers
 	kinds := rb.Field(l.kind).(*array.StringBuilder)
 	starts := rb.Field(l.kind + 1).(*array.TimestampBuilder)
@@ -343,7 +345,7 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 			return fmt.Errorf("session [%d, %d) overlaps or touches the key's session [%d, %d)", start, end, ks.wins[i].start, ks.wins[i].end)
 		}
 	} else {
-		ks = w.newKey(rs.b, l.keyCols, r, kg, hash)
+		ks = w.newKey(kg, hash)
 	}
 	slot := w.acc.alloc()
 	w.acc.setState(slot, rs.accs, r)
