@@ -77,6 +77,31 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 		t.Fatalf("testenv: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	c.waitOK(30 * time.Second)
+	// Gossip spreads who replicates whom after the cluster is ok: wait
+	// until every node knows every replica, and each replica is in sync.
+	poll.UntilNil(t, 30*time.Second, "every redis cluster node knows every replica, in sync", func() error {
+		for _, n := range c.nodes {
+			nodes, err := clusterNodesOf(n.addr)
+			if err != nil {
+				return err
+			}
+			reps := 0
+			for _, m := range nodes {
+				if !m.master && m.masterID != "-" && !m.failed {
+					reps++
+				}
+			}
+			if reps != masters*replicas {
+				return fmt.Errorf("node %s knows %d replicas, want %d", n.addr, reps, masters*replicas)
+			}
+			if info, err := Dial(n.addr, "INFO", "replication"); err != nil {
+				return err
+			} else if strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
+				return fmt.Errorf("replica %s not in sync: %s", n.addr, info)
+			}
+		}
+		return nil
+	})
 	nodes := c.clusterNodes()
 	for _, n := range nodes {
 		if n.master {
