@@ -142,6 +142,9 @@ func (p *redisPlane) openNamed(ctx context.Context, old namedConn, name string) 
 		return old, err
 	}
 	if old.conn != nil {
+		// Close hands the connection back to its node's pool, open and
+		// still named: clear the name first.
+		_ = old.conn.ClientSetName(ctx, "").Err()
 		_ = old.conn.Close()
 	}
 	return namedConn{conn: c, addr: addr}, nil
