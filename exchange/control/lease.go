@@ -210,7 +210,7 @@ func (p *redisPlane) closeLease() {
 	p.lease.mu.Lock()
 	defer p.lease.mu.Unlock()
 	if p.lease.conn.conn != nil {
-		_ = p.lease.conn.conn.Close()
+		p.lease.conn.close()
 		p.lease.conn = namedConn{}
 	}
 }

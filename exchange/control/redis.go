@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/internal/redisconn"
@@ -64,6 +65,9 @@ type RedisOptions struct {
 
 type redisPlane struct {
 	rdb redis.UniversalClient // *redis.Client or *redis.ClusterClient
+	// nodes reach each node of a cluster for CLIENT LIST (nil on one
+	// server).
+	nodes *redisconn.NodeClients
 
 	// Keys of this cluster.
 	workers, alive, inbox, events, presence string
@@ -93,7 +97,8 @@ func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
 	if err != nil {
 		return nil, err
 	}
-	rdb, err := redisconn.New(addr, redis.Options{Password: opts.Password, DB: opts.DB, ContextTimeoutEnabled: true})
+	ropts := redis.Options{Password: opts.Password, DB: opts.DB, ContextTimeoutEnabled: true}
+	rdb, err := redisconn.New(addr, ropts)
 	if err != nil {
 		return nil, err
 	}
@@ -109,24 +114,48 @@ func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
 		workers: base + keyWorkers, alive: base + keyAlive, inbox: base + keyInbox, events: base + keyEvents,
 		presence: presenceName + prefix,
 		lease:    leaseState{leader: base + keyLeader, epoch: base + keyEpoch, name: leaderName + prefix}}
+	if addr.Cluster {
+		// CLIENT LIST only, a few times a second: a small pool per node.
+		ropts.PoolSize = 2
+		p.nodes = redisconn.NewNodeClients(ropts)
+	}
 	p.mu.lastEvent = "$"
 	p.mu.presence = map[string]namedConn{}
 	return p, nil
 }
 
 // namedConn is a connection held open under a name (CLIENT SETNAME) on
-// the server at addr.
+// the server at addr, and the one it replaced (see openNamed).
 type namedConn struct {
 	conn *redis.Conn
 	addr string
+	prev *redis.Conn
+}
+
+// close releases both connections.
+func (n namedConn) close() {
+	for _, c := range []*redis.Conn{n.conn, n.prev} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+}
+
+// unname releases c, nameless: Close hands a connection back to its
+// node's pool, open and still named.
+func unname(ctx context.Context, c *redis.Conn) {
+	_ = c.ClientSetName(ctx, "").Err()
+	_ = c.Close()
 }
 
 // openNamed opens a connection named name on the server that holds the
 // control keys (on a cluster, the master of their slot), unless old is
 // open there and answers; then it returns old. A connection on a server
-// that no longer holds the keys (a failover moved them) is replaced, the
-// new one opened before the old one closes, so that the name is always
-// listed somewhere (see namesListed).
+// that no longer holds the keys (a failover moved them) is replaced: the
+// new one is opened first, and the old one keeps its name until the next
+// call (a heartbeat later), so that a CLIENT LIST of every node made
+// while it moves (namesListed, not atomic across nodes) finds the name on
+// one of them.
 func (p *redisPlane) openNamed(ctx context.Context, old namedConn, name string) (namedConn, error) {
 	node, err := redisconn.PrimaryFor(ctx, p.rdb, p.workers)
 	if err != nil {
@@ -134,6 +163,10 @@ func (p *redisPlane) openNamed(ctx context.Context, old namedConn, name string) 
 	}
 	addr := redisconn.NodeAddr(node)
 	if old.conn != nil && old.addr == addr && old.conn.Ping(ctx).Err() == nil {
+		if old.prev != nil {
+			unname(ctx, old.prev)
+			old.prev = nil
+		}
 		return old, nil
 	}
 	c := node.Conn()
@@ -141,42 +174,53 @@ func (p *redisPlane) openNamed(ctx context.Context, old namedConn, name string) 
 		_ = c.Close()
 		return old, err
 	}
-	if old.conn != nil {
-		// Close hands the connection back to its node's pool, open and
-		// still named: clear the name first.
-		_ = old.conn.ClientSetName(ctx, "").Err()
-		_ = old.conn.Close()
+	if old.prev != nil {
+		unname(ctx, old.prev)
 	}
-	return namedConn{conn: c, addr: addr}, nil
+	return namedConn{conn: c, addr: addr, prev: old.conn}, nil
 }
 
 // namesListed returns the names, with prefix, of the connections open on
 // the servers (CLIENT LIST), and false when it cannot tell: CLIENT LIST
 // refused, or a server that did not answer. On a cluster it lists every
-// node, masters and replicas: a named connection stays where it was opened
-// when a failover turns that master into a replica, until its holder moves
-// it (openNamed), and a holder that died is missing everywhere.
+// node (redisconn.Nodes), masters and replicas: a named connection stays
+// where it was opened when a failover turns that master into a replica,
+// until its holder moves it (openNamed), and a holder that died is
+// missing everywhere.
 func (p *redisPlane) namesListed(ctx context.Context, prefix string) (map[string]bool, bool, error) {
-	var mu sync.Mutex
-	out := map[string]bool{}
-	err := redisconn.ForEachNode(ctx, p.rdb, func(ctx context.Context, node *redis.Client) error {
-		list, err := node.ClientList(ctx).Result()
+	nodes := []*redis.Client{}
+	if p.nodes == nil {
+		nodes = append(nodes, p.rdb.(*redis.Client))
+	} else {
+		addrs, err := redisconn.Nodes(ctx, p.rdb, p.workers)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		for _, line := range strings.Split(list, "\n") {
+		for _, a := range addrs {
+			nodes = append(nodes, p.nodes.Get(a))
+		}
+	}
+	lists := make([]string, len(nodes))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, node := range nodes {
+		g.Go(func() error {
+			var err error
+			lists[i], err = node.ClientList(gctx).Result()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	out := map[string]bool{}
+	for _, list := range lists {
+		for line := range strings.Lines(list) {
 			for _, f := range strings.Fields(line) {
 				if name, ok := strings.CutPrefix(f, "name="+prefix); ok && name != "" {
 					out[name] = true
 				}
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
 	}
 	return out, true, nil
 }
@@ -201,7 +245,7 @@ func (p *redisPlane) dropPresence(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c := p.mu.presence[id]; c.conn != nil {
-		_ = c.conn.Close()
+		c.close()
 		delete(p.mu.presence, id)
 	}
 }
@@ -425,12 +469,15 @@ func (p *redisPlane) Close() error {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		for id, c := range p.mu.presence {
-			_ = c.conn.Close()
+			c.close()
 			delete(p.mu.presence, id)
 		}
 		p.mu.Unlock()
 		p.closeLease()
 		err = p.rdb.Close()
+		if p.nodes != nil {
+			err = errors.Join(err, p.nodes.Close())
+		}
 	})
 	return err
 }

@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -136,16 +138,81 @@ func ForEachPrimary(ctx context.Context, c redis.UniversalClient, fn func(ctx co
 	return fmt.Errorf("redisconn: unsupported client %T", c)
 }
 
-// ForEachNode calls fn with a client of every server (concurrently in a
-// cluster): the one server, or every master and replica of a cluster.
-func ForEachNode(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, node *redis.Client) error) error {
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachShard(ctx, fn)
-	case *redis.Client:
-		return fn(ctx, c)
+// Nodes returns the host:port of every server: the one server, or every
+// node of a cluster as the node holding key sees it (CLUSTER NODES, which,
+// unlike the slot map the cluster client keeps, also lists a master left
+// without slots for a moment during a failover), but those the cluster
+// agrees have failed or that have no address yet.
+func Nodes(ctx context.Context, c redis.UniversalClient, key string) ([]string, error) {
+	node, err := PrimaryFor(ctx, c, key)
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Errorf("redisconn: unsupported client %T", c)
+	if _, ok := c.(*redis.ClusterClient); !ok {
+		return []string{NodeAddr(node)}, nil
+	}
+	text, err := node.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("cluster nodes on %s: %w", NodeAddr(node), err)
+	}
+	var out []string
+	for line := range strings.Lines(text) {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		if slices.ContainsFunc(strings.Split(f[2], ","), func(flag string) bool {
+			return flag == "fail" || flag == "noaddr" || flag == "handshake"
+		}) || strings.HasPrefix(addr, ":") {
+			continue
+		}
+		out = append(out, addr)
+	}
+	return out, nil
+}
+
+// NodeClients keeps a client per server address, for commands that must
+// reach a node the cluster client may not know of (see Nodes).
+type NodeClients struct {
+	opts redis.Options
+	mu   struct {
+		sync.Mutex
+		m map[string]*redis.Client
+	}
+}
+
+// NewNodeClients returns clients built from o (its Addr set per node).
+func NewNodeClients(o redis.Options) *NodeClients {
+	n := &NodeClients{opts: o}
+	n.mu.m = map[string]*redis.Client{}
+	return n
+}
+
+// Get returns the client of the server at addr.
+func (n *NodeClients) Get(addr string) *redis.Client {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.mu.m[addr]
+	if c == nil {
+		o := n.opts
+		o.Addr = addr
+		c = redis.NewClient(&o)
+		n.mu.m[addr] = c
+	}
+	return c
+}
+
+// Close closes every client.
+func (n *NodeClients) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	for addr, c := range n.mu.m {
+		errs = append(errs, c.Close())
+		delete(n.mu.m, addr)
+	}
+	return errors.Join(errs...)
 }
 
 // PrimaryFor returns a client of the server that holds key: the one
