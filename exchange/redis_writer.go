@@ -56,10 +56,28 @@ func (w *redisWriter) fail(ctx context.Context, err error) error {
 	return err
 }
 
+// tailCheckEvery is how long a writer waits for credit between two looks
+// at whether its last entry is still in the stream.
+const tailCheckEvery = time.Second
+
+// hasEntryScript returns 1 if the stream KEYS[1] holds the entry ARGV[1],
+// else 0: the entry's payload stays in Redis.
+var hasEntryScript = redis.NewScript(`return #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])`)
+
 // awaitCredit returns once a data entry may be written.
+//
+// While it waits it looks, every tailCheckEvery, for the last entry it
+// wrote. A consumer trims an entry only after consuming it, and raises
+// the limit in the same pipeline, before the writer could see the trim;
+// so a missing last entry under an unchanged limit, twice in a row, means
+// the stream lost its tail: a failover to a replica that had not received
+// it (or a restart that kept the keys). Without this both ends would wait
+// for each other for ever: the consumer for entries that are gone, the
+// writer for credit they would have returned.
 func (w *redisWriter) awaitCredit(ctx context.Context) error {
 	backoff := w.t.opts.MinCreditBackoff
-	var start time.Time
+	var start, nextCheck time.Time
+	missing := 0
 	defer func() {
 		if !start.IsZero() {
 			w.stats.creditWait.Add(int64(time.Since(start)))
@@ -79,7 +97,22 @@ func (w *redisWriter) awaitCredit(ctx context.Context) error {
 		}
 		if start.IsZero() {
 			start = time.Now()
+			nextCheck = start.Add(tailCheckEvery)
 			w.stats.creditWaits.Add(1)
+		}
+		if w.seq > 0 && !time.Now().Before(nextCheck) {
+			nextCheck = time.Now().Add(tailCheckEvery / 4)
+			n, err := hasEntryScript.Run(ctx, w.t.client, []string{w.stream}, entryID(w.seq)).Int()
+			if err != nil {
+				return fmt.Errorf("look for entry %d of %s: %w", w.seq, w.ch, w.t.mapErr(ctx, err))
+			}
+			if missing = missing + 1; n > 0 {
+				missing = 0
+				nextCheck = time.Now().Add(tailCheckEvery)
+			}
+			if missing >= 2 {
+				return fmt.Errorf("write %s: entry %d, written and not consumed (the credit limit is still %d), is gone from the stream: %w", w.ch, w.seq, w.win.limit, ErrChannelLost)
+			}
 		}
 		if w.timer == nil {
 			w.timer = time.NewTimer(backoff)
