@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,7 +141,14 @@ func (c *RedisCluster) Shards() int { return len(c.shards) }
 // ShardOf returns the shard whose slots hold key.
 func (c *RedisCluster) ShardOf(key string) int {
 	c.t.Helper()
-	v, err := Dial(c.nodes[0].addr, "CLUSTER", "KEYSLOT", key)
+	var live string
+	for _, n := range c.nodes {
+		if n.cmd != nil {
+			live = n.addr
+			break
+		}
+	}
+	v, err := Dial(live, "CLUSTER", "KEYSLOT", key)
 	if err != nil {
 		c.t.Fatalf("testenv: cluster keyslot %s: %v", key, err)
 	}
@@ -222,6 +230,93 @@ func (c *RedisCluster) Failover(shard int) string {
 	return replica
 }
 
+// Replica returns the host:port of a replica of shard's master ("" if it
+// has none).
+func (c *RedisCluster) Replica(shard int) string {
+	c.t.Helper()
+	_, r := c.roles(shard)
+	return r
+}
+
+// node returns the node at addr.
+func (c *RedisCluster) node(addr string) *clusterNode {
+	c.t.Helper()
+	for _, n := range c.nodes {
+		if n.addr == addr {
+			return n
+		}
+	}
+	c.t.Fatalf("testenv: no redis cluster node %s", addr)
+	return nil
+}
+
+// Pause stops the node at addr with SIGSTOP: it holds its connections and
+// answers nothing, as a node cut off or stalled.
+func (c *RedisCluster) Pause(addr string) {
+	c.t.Helper()
+	if n := c.node(addr); n.cmd == nil || n.cmd.Process.Signal(syscall.SIGSTOP) != nil {
+		c.t.Fatalf("testenv: pause redis cluster node %s: not running", addr)
+	}
+}
+
+// Resume continues a paused node.
+func (c *RedisCluster) Resume(addr string) {
+	c.t.Helper()
+	if n := c.node(addr); n.cmd == nil || n.cmd.Process.Signal(syscall.SIGCONT) != nil {
+		c.t.Fatalf("testenv: resume redis cluster node %s: not running", addr)
+	}
+}
+
+// Kill ends the node at addr with SIGKILL, as a crash: what it had not
+// yet sent its replicas is lost. The cluster fails over to a replica once
+// the other nodes agree it failed (after the node timeout, 5 s); see
+// WaitMaster. The node stays down.
+func (c *RedisCluster) Kill(addr string) {
+	c.t.Helper()
+	n := c.node(addr)
+	if n.cmd == nil {
+		c.t.Fatalf("testenv: kill redis cluster node %s: not running", addr)
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGCONT) // a paused node dies too
+	_ = n.cmd.Process.Kill()
+	<-n.done
+	n.cmd = nil
+}
+
+// WaitMaster waits until the node at addr leads shard, as every live node
+// sees it, and the cluster is ok on every live node.
+func (c *RedisCluster) WaitMaster(shard int, addr string, timeout time.Duration) {
+	c.t.Helper()
+	poll.UntilNil(c.t, timeout, fmt.Sprintf("%s leads shard %d and the cluster is ok", addr, shard), func() error {
+		for _, n := range c.nodes {
+			if n.cmd == nil {
+				continue
+			}
+			info, err := Dial(n.addr, "CLUSTER", "INFO")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, "cluster_state:ok") {
+				return fmt.Errorf("node %s: cluster not ok", n.addr)
+			}
+			nodes, err := clusterNodesOf(n.addr)
+			if err != nil {
+				return err
+			}
+			lead := false
+			for _, m := range nodes {
+				if m.addr == addr && m.master && slices.ContainsFunc(m.slots, func(s [2]int) bool { return s[0] <= c.shards[shard][0] && c.shards[shard][0] <= s[1] }) {
+					lead = true
+				}
+			}
+			if !lead {
+				return fmt.Errorf("node %s does not see %s leading shard %d yet", n.addr, addr, shard)
+			}
+		}
+		return nil
+	})
+}
+
 // Stop stops every node; safe to call twice.
 func (c *RedisCluster) Stop() {
 	for _, n := range c.nodes {
@@ -256,13 +351,21 @@ type nodeLine struct {
 	slots              [][2]int
 }
 
+// clusterNodes is CLUSTER NODES as the first live node sees it.
 func (c *RedisCluster) clusterNodes() []nodeLine {
 	c.t.Helper()
-	nodes, err := clusterNodesOf(c.nodes[0].addr)
-	if err != nil {
-		c.t.Fatalf("testenv: cluster nodes: %v", err)
+	for _, n := range c.nodes {
+		if n.cmd == nil {
+			continue
+		}
+		nodes, err := clusterNodesOf(n.addr)
+		if err != nil {
+			c.t.Fatalf("testenv: cluster nodes: %v", err)
+		}
+		return nodes
 	}
-	return nodes
+	c.t.Fatal("testenv: no redis cluster node runs")
+	return nil
 }
 
 // clusterNodesOf parses CLUSTER NODES as the node at addr sees it.

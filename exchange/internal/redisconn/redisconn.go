@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -122,6 +123,13 @@ func New(a Addr, o redis.Options) (redis.UniversalClient, error) {
 		// writer was told was written, which would look like lost
 		// entries.
 		ReadOnly: false,
+		// The client learns a new slot map from MOVED redirects, but a
+		// master that crashed sends none: it refuses connections, and
+		// without a reload the client would go on dialling it (the
+		// default is every 60 s) long after its replica took over. A map
+		// older than this is reloaded in the background on next use: one
+		// CLUSTER SLOTS a second at most.
+		ClusterStateReloadInterval: time.Second,
 	}), nil
 }
 
