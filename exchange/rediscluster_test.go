@@ -337,3 +337,57 @@ func TestRedisClusterCrashLosesTail(t *testing.T) {
 		t.Fatalf("reader got entry %q after the crash: the new master has none it had not read", e.Payload)
 	}
 }
+
+// TestRedisClusterEndWaitsForReplica: an end entry is followed by nothing
+// that would show it lost, so on a cluster its write waits until a
+// replica has it; a replica that does not answer fails the write (the
+// task fails and the job restarts, rather than a reader waiting for ever
+// if the master then crashed). With the replica back, an end entry
+// succeeds.
+func TestRedisClusterEndWaitsForReplica(t *testing.T) {
+	c := testenv.StartRedisCluster(t, 3, 1)
+	tr := newRedisCluster(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	chans := []exchange.Channel{
+		{Job: "end", Attempt: 1, Edge: "src", Producer: 0, ConsumerVertex: "sink"},
+		{Job: "end", Attempt: 1, Edge: "src", Producer: 1, ConsumerVertex: "sink"},
+	}
+	shard := c.ShardOf("weir:{end:1:sink:0}:ch:src:0")
+	r, err := tr.NewReader(ctx, chans, exchange.ReaderOptions{Credits: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var ws []exchange.Writer
+	for _, ch := range chans {
+		w, err := tr.NewWriter(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte("x")})
+		ws = append(ws, w)
+	}
+	rep := c.Replica(shard)
+	c.Pause(rep)
+	start := time.Now()
+	err = ws[0].Write(ctx, exchange.Entry{Kind: exchange.KindEnd})
+	took := time.Since(start)
+	c.Resume(rep)
+	if err == nil || !strings.Contains(err.Error(), "not acknowledged by a replica") {
+		t.Fatalf("end entry written with the replica %s paused = %v (after %v), want a failure saying no replica has it", rep, err, took)
+	}
+	t.Logf("with the replica paused: %v after %v", err, took.Round(time.Millisecond))
+	mustWrite(t, ws[1], exchange.Entry{Kind: exchange.KindEnd})
+	ends := 0
+	for ends < 2 {
+		_, e, ok, err := r.Read(ctx, 5*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("read: %t, %v (ends %d)", ok, err, ends)
+		}
+		if e.Kind == exchange.KindEnd {
+			ends++
+		}
+	}
+}
