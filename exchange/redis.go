@@ -165,9 +165,11 @@ func (o RedisOptions) Validate() error {
 // go-redis follows MOVED and ASK redirects. Reads go to masters only. A
 // failover that promotes a replica missing the last writes is data loss
 // like a restart: it is detected as below (sequence gaps, vanished keys,
-// a credit limit gone down) and fails the attempt with ErrChannelLost,
-// and commands failing while the cluster changes fail the task; either
-// way the job restarts from its latest checkpoint.
+// a credit limit gone down, a writer's vanished tail) and fails the
+// attempt with ErrChannelLost, and commands failing while the cluster
+// changes fail the task; either way the job restarts from its latest
+// checkpoint. The cluster client reloads a slot map older than a second,
+// since a crashed master sends no MOVED.
 //
 // # Entries (format version 1)
 //
@@ -202,7 +204,11 @@ func (o RedisOptions) Validate() error {
 //   - a stream missing when a writer that has seen the credit limit appends
 //     (XADD NOMKSTREAM: such a writer never recreates a deleted stream);
 //   - an entry whose sequence number does not follow the last one read
-//     (entries lost in between, e.g. a stream recreated by a writer).
+//     (entries lost in between, e.g. a stream recreated by a writer);
+//   - a writer waiting for credit whose last entry is gone under an
+//     unchanged limit (a failover to a replica that lacked the tail);
+//   - on a cluster, an end entry no replica acknowledged (WAIT) within
+//     2s: not a loss yet, but nothing after it would show one.
 //
 // Not detected: a writer that never saw the credit limit (its reader has
 // not started) and only writes control entries recreates a lost stream
