@@ -182,19 +182,27 @@ func (p *redisPlane) openNamed(ctx context.Context, old namedConn, name string) 
 
 // namesListed returns the names, with prefix, of the connections open on
 // the servers (CLIENT LIST), and false when it cannot tell: CLIENT LIST
-// refused, or a server that did not answer. On a cluster it lists every
-// node (redisconn.Nodes), masters and replicas: a named connection stays
-// where it was opened when a failover turns that master into a replica,
-// until its holder moves it (openNamed), and a holder that died is
-// missing everywhere.
+// refused, a server that did not answer, or on a cluster a node that
+// failed in the last seconds. On a cluster it lists every node
+// (redisconn.Nodes), masters and replicas: a named connection stays where
+// it was opened when a failover turns that master into a replica, until
+// its holder moves it (openNamed), and a holder that died is missing
+// everywhere.
 func (p *redisPlane) namesListed(ctx context.Context, prefix string) (map[string]bool, bool, error) {
 	nodes := []*redis.Client{}
 	if p.nodes == nil {
 		nodes = append(nodes, p.rdb.(*redis.Client))
 	} else {
-		addrs, err := redisconn.Nodes(ctx, p.rdb, p.workers)
+		addrs, recentFailure, err := redisconn.Nodes(ctx, p.rdb, p.workers)
 		if err != nil {
 			return nil, false, err
+		}
+		if recentFailure {
+			// A node failed lately, maybe the master the named
+			// connections were on: their holders move them at their next
+			// heartbeat once their client learns the new master. Until
+			// then absence says nothing.
+			return nil, false, nil
 		}
 		for _, a := range addrs {
 			nodes = append(nodes, p.nodes.Get(a))

@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -163,4 +164,95 @@ func TestRedisClusterClustersShareARedis(t *testing.T) {
 			t.Errorf("HLEN %s on its master = %q, %v; want 1", k, v, err)
 		}
 	}
+}
+
+// TestRedisClusterPresenceAcrossCrash: the master holding the control keys
+// crashes, with the workers' named connections on it, and its replica
+// takes over. Workers that live and heartbeat are never dropped on the
+// way (their connections are gone, and until they open new ones on the
+// new master, absence says nothing), and afterwards a dead worker is
+// still noticed by its connection, not after its minute of heartbeat.
+func TestRedisClusterPresenceAcrossCrash(t *testing.T) {
+	c := testenv.StartRedisCluster(t, 3, 1)
+	ctx := ctxT(t)
+	coord := openCluster(t, c, "")
+	live := openCluster(t, c, "")
+	dying, err := control.NewRedis(ctx, control.RedisOptions{Addr: c.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dying.Close()
+	register(t, live, info("w1", 2), time.Minute)
+	register(t, dying, info("w2", 2), time.Minute)
+
+	// The workers heartbeat every second, as worker processes do, failing
+	// while the master is down.
+	hbCtx, stopHB := context.WithCancel(ctx)
+	unknown := make(chan string, 2)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		for hbCtx.Err() == nil {
+			for _, w := range []struct {
+				p  control.Plane
+				id string
+			}{{live, "w1"}, {dying, "w2"}} {
+				octx, cancel := context.WithTimeout(hbCtx, time.Second)
+				if err := w.p.Heartbeat(octx, w.id, time.Minute, control.WorkerUsage{}); errors.Is(err, control.ErrUnknownWorker) {
+					select {
+					case unknown <- w.id:
+					default:
+					}
+				}
+				cancel()
+			}
+			select {
+			case <-hbCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	defer func() { stopHB(); <-hbDone }()
+
+	shard := c.ShardOf(ctlKey)
+	m, rep := c.Master(shard), c.Replica(shard)
+	c.Kill(m)
+	start := time.Now()
+	check := func(until time.Time) {
+		for time.Now().Before(until) {
+			octx, cancel := context.WithTimeout(ctx, time.Second)
+			ws, err := coord.Workers(octx)
+			cancel()
+			if err == nil && len(ws) != 2 {
+				t.Fatalf("%v after master %s crashed the coordinator lists %d workers, want both (they live)", time.Since(start).Round(time.Millisecond), m, len(ws))
+			}
+			select {
+			case id := <-unknown:
+				t.Fatalf("%v after master %s crashed, worker %s was dropped (its heartbeat found it unknown)", time.Since(start).Round(time.Millisecond), m, id)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.WaitMaster(shard, rep, 45*time.Second)
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		default:
+			check(time.Now().Add(200 * time.Millisecond))
+		}
+	}
+	t.Logf("replica %s leads %v after master %s crashed", rep, time.Since(start).Round(time.Millisecond), m)
+	check(time.Now().Add(3 * time.Second))
+
+	dying.Close() // its process dies
+	dead := time.Now()
+	poll.Until(t, 30*time.Second, "the dead worker w2 dropped (its heartbeat has a minute left)", func() bool {
+		return reflect.DeepEqual(workerIDs(t, coord), []string{"w1"})
+	})
+	t.Logf("a worker that died %v after the crash was dropped %v after it died", dead.Sub(start).Round(time.Millisecond), time.Since(dead).Round(time.Millisecond))
 }

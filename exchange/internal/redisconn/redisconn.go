@@ -146,38 +146,48 @@ func ForEachPrimary(ctx context.Context, c redis.UniversalClient, fn func(ctx co
 	return fmt.Errorf("redisconn: unsupported client %T", c)
 }
 
+// failSettle is how long after a node last answered the cluster (its
+// pong-recv) Nodes reports its failure as recent.
+const failSettle = 15 * time.Second
+
 // Nodes returns the host:port of every server: the one server, or every
 // node of a cluster as the node holding key sees it (CLUSTER NODES, which,
 // unlike the slot map the cluster client keeps, also lists a master left
 // without slots for a moment during a failover), but those the cluster
-// agrees have failed or that have no address yet.
-func Nodes(ctx context.Context, c redis.UniversalClient, key string) ([]string, error) {
+// agrees have failed or that have no address yet. recentFailure is set
+// while a failed node answered the cluster less than 15 s ago: what was
+// open on it is gone, and its users may not have moved yet.
+func Nodes(ctx context.Context, c redis.UniversalClient, key string) (addrs []string, recentFailure bool, err error) {
 	node, err := PrimaryFor(ctx, c, key)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, ok := c.(*redis.ClusterClient); !ok {
-		return []string{NodeAddr(node)}, nil
+		return []string{NodeAddr(node)}, false, nil
 	}
 	text, err := node.ClusterNodes(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("cluster nodes on %s: %w", NodeAddr(node), err)
+		return nil, false, fmt.Errorf("cluster nodes on %s: %w", NodeAddr(node), err)
 	}
-	var out []string
 	for line := range strings.Lines(text) {
 		f := strings.Fields(line)
-		if len(f) < 3 {
+		if len(f) < 6 {
 			continue
 		}
 		addr, _, _ := strings.Cut(f[1], "@")
-		if slices.ContainsFunc(strings.Split(f[2], ","), func(flag string) bool {
-			return flag == "fail" || flag == "noaddr" || flag == "handshake"
-		}) || strings.HasPrefix(addr, ":") {
+		flags := strings.Split(f[2], ",")
+		if slices.Contains(flags, "fail") {
+			if pong, err := strconv.ParseInt(f[5], 10, 64); err == nil && time.Since(time.UnixMilli(pong)) < failSettle {
+				recentFailure = true
+			}
 			continue
 		}
-		out = append(out, addr)
+		if slices.Contains(flags, "noaddr") || slices.Contains(flags, "handshake") || strings.HasPrefix(addr, ":") {
+			continue
+		}
+		addrs = append(addrs, addr)
 	}
-	return out, nil
+	return addrs, recentFailure, nil
 }
 
 // NodeClients keeps a client per server address, for commands that must
