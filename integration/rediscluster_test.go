@@ -12,7 +12,10 @@ import (
 
 // The chaos job on a Redis Cluster of three masters with a replica each:
 // channels spread over the masters by consumer subtask, the control keys
-// share one slot (weir:{ctl}:...).
+// share one slot (weir:{ctl}:...). chaos-short.yaml is chaos.yaml with half
+// the rides (about 15 s), so that each test stays near a minute and a half
+// on two cores.
+const clusterChaosSpec = "testdata/chaos-short.yaml"
 
 // TestRedisClusterWorkerKills is TestChaosWorkerKills on a Redis Cluster:
 // a worker running tasks is killed -9 three times while the job runs (and
@@ -24,12 +27,12 @@ func TestRedisClusterWorkerKills(t *testing.T) {
 	rc := testenv.StartRedisCluster(t, 3, 1)
 	c := startClusterOnRedisCluster(t, 3, 3, rc)
 	kills := 0
-	st := chaosRun(t, c, func(ctx context.Context, id string) {
+	st := chaosRunSpec(t, c, clusterChaosSpec, func(ctx context.Context, id string) {
 		for kills < 3 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(4 * time.Second):
+			case <-time.After(3500 * time.Millisecond):
 			}
 			if victim, _ := c.killOneOf(id, 3); victim != "" {
 				kills++
@@ -62,12 +65,12 @@ func TestRedisClusterFailover(t *testing.T) {
 		}
 	}
 	done := 0
-	st := chaosRun(t, c, func(ctx context.Context, id string) {
+	st := chaosRunSpec(t, c, clusterChaosSpec, func(ctx context.Context, id string) {
 		for _, s := range order {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(4 * time.Second):
+			case <-time.After(2500 * time.Millisecond):
 			}
 			old := rc.Master(s)
 			start := time.Now()
