@@ -95,3 +95,56 @@ func TestRedisClusterFailover(t *testing.T) {
 	}
 	t.Logf("%d failovers, %d recoveries", done, len(st.Recoveries))
 }
+
+// TestRedisClusterMasterCrash kills -9 the master holding channels of the
+// job (not the control keys') mid-run; its replica takes over after the
+// node timeout (5 s), perhaps without the last writes. Tasks on its slots
+// fail meanwhile, or detect what was lost, and the job restarts from its
+// latest checkpoint until the cluster is whole again: the output is
+// exactly the failure-free output, and live workers are never dropped.
+func TestRedisClusterMasterCrash(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
+	masterCrash(t, false)
+}
+
+// TestRedisClusterControlMasterCrash is TestRedisClusterMasterCrash of the
+// master holding the control keys: the workers' named connections, their
+// inboxes, the event stream and the coordinator's lease go down with it.
+func TestRedisClusterControlMasterCrash(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
+	masterCrash(t, true)
+}
+
+func masterCrash(t *testing.T, control bool) {
+	rc := testenv.StartRedisCluster(t, 3, 1)
+	c := startClusterOnRedisCluster(t, 3, 3, rc)
+	ctl := rc.ShardOf("weir:{ctl}:workers")
+	victim := (ctl + 1) % rc.Shards()
+	if control {
+		victim = ctl
+	}
+	crashed := false
+	st := chaosRunSpec(t, c, clusterChaosSpec, func(ctx context.Context, id string) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(4 * time.Second):
+		}
+		m, rep := rc.Master(victim), rc.Replica(victim)
+		keys, _ := testenv.Dial(m, "KEYS", "weir:{*")
+		t.Logf("kill -9 master %s of shard %d (control keys: %t), holding %d keys", m, victim, control, strings.Count(keys, "\n")+1)
+		rc.Kill(m)
+		crashed = true
+		start := time.Now()
+		rc.WaitMaster(victim, rep, 45*time.Second)
+		t.Logf("replica %s leads shard %d %v after the crash", rep, victim, time.Since(start).Round(time.Millisecond))
+	})
+	if !crashed {
+		t.Fatal("the job ended before the crash")
+	}
+	for _, r := range st.Recoveries {
+		if strings.Contains(r.Reason, "was lost") {
+			t.Errorf("a live worker was taken for dead across the crash of a master: %s", r.Reason)
+		}
+	}
+}
