@@ -26,7 +26,21 @@ type env struct {
 	transport exchange.Transport
 	plane     control.Plane
 	redisAddr string
-	storeDesc string
+	// connectorRedis is the Redis that redis sources and sinks without an
+	// address of their own use: the cluster's one server, or none when the
+	// cluster runs on a Redis Cluster (the redis connector speaks to one
+	// server; such a job names its addr).
+	connectorRedis string
+	storeDesc      string
+}
+
+// connectorRedisAddr is the default address of the redis connector for a
+// cluster whose Redis is at addr (see env.connectorRedis).
+func connectorRedisAddr(addr string) string {
+	if a, err := exchange.ParseRedisAddr(addr); err != nil || a.Cluster {
+		return ""
+	}
+	return addr
 }
 
 // envMode says which exchange and control plane a command gets.
@@ -70,6 +84,11 @@ func (a *app) openEnv(ctx context.Context, mode envMode) (*env, error) {
 		e.close()
 		return nil, errors.New("this command needs Redis: set --redis-addr or WEIR_REDIS_ADDR (make dev-up starts one on 127.0.0.1:6379)")
 	}
+	if _, err := exchange.ParseRedisAddr(e.redisAddr); err != nil {
+		e.close()
+		return nil, fmt.Errorf("--redis-addr (or WEIR_REDIS_ADDR, redis-addr in a config file): %w", err)
+	}
+	e.connectorRedis = connectorRedisAddr(e.redisAddr)
 	password := os.Getenv("WEIR_REDIS_PASSWORD")
 	e.transport, err = exchange.NewRedis(exchange.RedisOptions{Addr: e.redisAddr, Password: password, Cluster: a.v.GetString("cluster")})
 	if err != nil {

@@ -107,7 +107,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("store", "", "object store URL: s3://bucket/prefix or file:///path (default file://./weir-data)")
 	pf.String("s3-endpoint", "", "S3 endpoint URL, e.g. http://127.0.0.1:9000 for MinIO (default: AWS_ENDPOINT_URL or AWS)")
 	pf.String("s3-region", "", "S3 region (default: the AWS chain's, else us-east-1)")
-	pf.String("redis-addr", "", "Redis address host:port of the cluster, for up, coordinator and worker (weir run and demo are always embedded)")
+	pf.String("redis-addr", "", "Redis address of the cluster, for up, coordinator and worker: host:port, or redis+cluster://host:port,host:port,... for a Redis Cluster (weir run and demo are always embedded)")
 	pf.String("coordinator", "http://127.0.0.1:8081", "coordinator URL for client commands; several, comma-separated, are tried in turn")
 	pf.StringP("output", "o", "text", "output format of read commands: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")

@@ -144,12 +144,12 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 	}
 	svcCtx, stopSvcs := context.WithCancel(context.Background())
 	defer stopSvcs()
-	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log})
+	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.connectorRedis, Logger: log})
 	// The embedded worker lives exactly as long as this process and its
 	// coordinator: it cannot be lost, however starved of CPU the machine
 	// is, so its heartbeat never lapses in practice.
 	wcfg := worker.Config{ID: "embedded", Slots: slots, Plane: e.plane, Transport: e.transport,
-		Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: log, WasmCache: a.wasmCache(), StateDir: a.v.GetString("state-dir"),
+		Bucket: e.bucket, RedisAddr: e.connectorRedis, Logger: log, WasmCache: a.wasmCache(), StateDir: a.v.GetString("state-dir"),
 		HeartbeatTTL: embeddedHeartbeat}
 	if v != nil {
 		wcfg.Tap = v.tap

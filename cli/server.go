@@ -80,7 +80,7 @@ func (a *app) serveCoordinator(ctx context.Context, listen string, opts nodeOpti
 		opts.advertise = "http://" + ln.Addr().String()
 	}
 	node := coordinator.NewNode(coordinator.NodeConfig{
-		Coordinator: coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.redisAddr, Logger: log},
+		Coordinator: coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.connectorRedis, Logger: log},
 		Leases:      e.plane, ID: opts.id, API: opts.advertise, LeaseTTL: opts.leaseTTL,
 		NewRegistry: func() *prometheus.Registry {
 			reg := prometheus.NewRegistry()
@@ -128,7 +128,7 @@ func (a *app) workerCmd() *cobra.Command {
 			}
 			defer e.close()
 			w := worker.New(worker.Config{ID: id, Slots: slots, Plane: e.plane, Transport: e.transport,
-				Bucket: e.bucket, RedisAddr: e.redisAddr, Logger: a.logger(), WasmCache: a.wasmCache(), StateDir: a.v.GetString("state-dir"),
+				Bucket: e.bucket, RedisAddr: e.connectorRedis, Logger: a.logger(), WasmCache: a.wasmCache(), StateDir: a.v.GetString("state-dir"),
 				HeartbeatTTL: heartbeat})
 			if metricsAddr == "" {
 				return w.Run(ctx)

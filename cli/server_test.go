@@ -71,3 +71,21 @@ func TestUpWorkersFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBadRedisAddr: an address that is neither host:port nor
+// redis+cluster://host:port,... is refused before anything connects,
+// saying what would be accepted.
+func TestBadRedisAddr(t *testing.T) {
+	store := "file://" + t.TempDir()
+	for addr, want := range map[string]string{
+		"127.0.0.1:1,127.0.0.1:2": "for a Redis Cluster write redis+cluster://127.0.0.1:1,127.0.0.1:2",
+		"redis+cluster://":        "names no node",
+		"redis://127.0.0.1:1":     "want host:port, or redis+cluster://",
+		"redis+cluster://h:0":     `port "0", want 1-65535`,
+	} {
+		stderr := weirFails(t, "worker", "--store", store, "--redis-addr", addr)
+		if !strings.Contains(stderr, "--redis-addr") || !strings.Contains(stderr, want) {
+			t.Errorf("weir worker --redis-addr %s: stderr %q, want it to name the flag and say %q", addr, stderr, want)
+		}
+	}
+}

@@ -196,7 +196,7 @@ type txnChecker struct {
 
 func (a *app) newTxnChecker(b blob.BucketReader, js *spec.Job) *txnChecker {
 	tc := &txnChecker{
-		env:     connector.InspectEnv{Bucket: b, RedisAddr: a.v.GetString("redis-addr"), RedisPassword: os.Getenv("WEIR_REDIS_PASSWORD")},
+		env:     connector.InspectEnv{Bucket: b, RedisAddr: connectorRedisAddr(a.v.GetString("redis-addr")), RedisPassword: os.Getenv("WEIR_REDIS_PASSWORD")},
 		sources: map[string]spec.Source{}, sinks: map[string]spec.Sink{}, inspectors: map[string]connector.TxnInspector{},
 	}
 	if js != nil {

@@ -13,11 +13,23 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/weirstream/weir/exchange/internal/redisconn"
 )
+
+// RedisAddr is a parsed Redis address: one server (host:port) or a Redis
+// Cluster (redis+cluster://host:port,host:port,..., any of its nodes).
+type RedisAddr = redisconn.Addr
+
+// ParseRedisAddr reads a Redis address as NewRedis and the control plane
+// do: host:port, or redis+cluster://host:port[,host:port...].
+func ParseRedisAddr(s string) (RedisAddr, error) { return redisconn.Parse(s) }
 
 // RedisOptions configure NewRedis. A zero field takes the default shown.
 type RedisOptions struct {
-	// Addr is the server's host:port. Required.
+	// Addr is the server's host:port, or redis+cluster://host:port,... for
+	// a Redis Cluster (one or more of its nodes; the client finds the
+	// rest). Required.
 	Addr string
 	// Cluster is the cluster id whose channels these are (KeyPrefix);
 	// "" is DefaultCluster.
@@ -26,11 +38,12 @@ type RedisOptions struct {
 	// for a server with requirepass.
 	Username string
 	Password string
-	// DB is the database number. Default 0.
+	// DB is the database number. Default 0, the only one a cluster has.
 	DB int
-	// PoolSize is the number of connections kept open. A Read waiting for
-	// entries holds one for up to MaxBlock, so give at least one per reader
-	// plus some for the writers. Default 10 per GOMAXPROCS.
+	// PoolSize is the number of connections kept open (per node of a
+	// cluster). A Read waiting for entries holds one for up to MaxBlock, so
+	// give at least one per reader plus some for the writers. Default 10
+	// per GOMAXPROCS.
 	PoolSize int
 	// DialTimeout bounds connecting. Default 5s.
 	DialTimeout time.Duration
@@ -83,8 +96,10 @@ func (o RedisOptions) withDefaults() RedisOptions {
 func (o RedisOptions) Validate() error {
 	o = o.withDefaults()
 	var errs []error
-	if o.Addr == "" {
-		errs = append(errs, errors.New("field Addr is empty, want host:port"))
+	if a, err := redisconn.Parse(o.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("field Addr: %w", err))
+	} else if a.Cluster && o.DB != 0 {
+		errs = append(errs, fmt.Errorf("field DB is %d, want 0 with a Redis Cluster (it has only database 0)", o.DB))
 	}
 	if err := ValidateCluster(o.Cluster); err != nil {
 		errs = append(errs, fmt.Errorf("field Cluster: %w", err))
@@ -140,8 +155,21 @@ func (o RedisOptions) Validate() error {
 // Names are escaped: bytes other than ASCII letters, digits, '.', '_' and
 // '-' become %XX, so ':', '{', '}' and glob characters in names cannot
 // break the scheme. DeleteAttempt finds an attempt's keys with SCAN MATCH
-// weir:{<job>:<attempt>:* (it must run against every primary of a cluster;
-// this client speaks to one server).
+// weir:{<job>:<attempt>:* on every primary (each master of a cluster).
+//
+// # Redis Cluster
+//
+// With Addr redis+cluster://... the transport uses the cluster client:
+// every multi-key command (EXISTS and XREAD of a reader's inputs) and
+// every pipeline touches one reader's keys, one hash tag, so one slot;
+// go-redis follows MOVED and ASK redirects. Reads go to masters only. A
+// failover that promotes a replica missing the last writes is data loss
+// like a restart: it is detected as below (sequence gaps, vanished keys,
+// a credit limit gone down, a writer's vanished tail) and fails the
+// attempt with ErrChannelLost, and commands failing while the cluster
+// changes fail the task; either way the job restarts from its latest
+// checkpoint. The cluster client reloads a slot map older than a second,
+// since a crashed master sends no MOVED.
 //
 // # Entries (format version 1)
 //
@@ -176,7 +204,11 @@ func (o RedisOptions) Validate() error {
 //   - a stream missing when a writer that has seen the credit limit appends
 //     (XADD NOMKSTREAM: such a writer never recreates a deleted stream);
 //   - an entry whose sequence number does not follow the last one read
-//     (entries lost in between, e.g. a stream recreated by a writer).
+//     (entries lost in between, e.g. a stream recreated by a writer);
+//   - a writer waiting for credit whose last entry is gone under an
+//     unchanged limit (a failover to a replica that lacked the tail);
+//   - on a cluster, an end entry no replica acknowledged (WAIT) within
+//     2s: not a loss yet, but nothing after it would show one.
 //
 // Not detected: a writer that never saw the credit limit (its reader has
 // not started) and only writes control entries recreates a lost stream
@@ -188,8 +220,8 @@ func NewRedis(opts RedisOptions) (Transport, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	client := redis.NewClient(&redis.Options{
-		Addr:         opts.Addr,
+	addr, _ := redisconn.Parse(opts.Addr) // checked by Validate
+	client, err := redisconn.New(addr, redis.Options{
 		Username:     opts.Username,
 		Password:     opts.Password,
 		DB:           opts.DB,
@@ -207,6 +239,9 @@ func NewRedis(opts RedisOptions) (Transport, error) {
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.DialTimeout+opts.ReadTimeout)
 	defer cancel()
 	if err := checkServer(ctx, client); err != nil {
@@ -215,9 +250,18 @@ func NewRedis(opts RedisOptions) (Transport, error) {
 	return &redisTransport{client: client, opts: opts, prefix: KeyPrefix(opts.Cluster)}, nil
 }
 
-// checkServer checks that the server answers and has the commands the
+// checkServer checks that every primary answers and has the commands the
 // transport uses (XADD NOMKSTREAM and XTRIM MINID came with Redis 6.2).
-func checkServer(ctx context.Context, client *redis.Client) error {
+func checkServer(ctx context.Context, client redis.UniversalClient) error {
+	return redisconn.ForEachPrimary(ctx, client, func(ctx context.Context, node *redis.Client) error {
+		if err := checkNode(ctx, node); err != nil {
+			return fmt.Errorf("node %s: %w", redisconn.NodeAddr(node), err)
+		}
+		return nil
+	})
+}
+
+func checkNode(ctx context.Context, client *redis.Client) error {
 	info, err := client.Info(ctx, "server").Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
 		// A user without INFO can still run the transport's commands.
@@ -240,7 +284,7 @@ func checkServer(ctx context.Context, client *redis.Client) error {
 }
 
 type redisTransport struct {
-	client *redis.Client
+	client redis.UniversalClient // *redis.Client or *redis.ClusterClient
 	opts   RedisOptions
 	prefix string // KeyPrefix(opts.Cluster)
 
@@ -342,7 +386,15 @@ func (t *redisTransport) DeleteAttempt(ctx context.Context, job string, attempt 
 		return ErrClosed
 	}
 	err := t.scan(ctx, attemptPattern(t.prefix, job, attempt), func(keys []string) error {
-		return t.client.Unlink(ctx, keys...).Err()
+		// One UNLINK per key: the keys of one SCAN reply may sit in
+		// different slots of a cluster, which one command may not span.
+		// The cluster client routes each to its slot's current master.
+		pipe := t.client.Pipeline()
+		for _, k := range keys {
+			pipe.Unlink(ctx, k)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("delete attempt %d of job %q: %w", attempt, job, t.mapErr(ctx, err))
@@ -353,32 +405,36 @@ func (t *redisTransport) DeleteAttempt(ctx context.Context, job string, attempt 
 // CountKeys counts the keys of a job's attempt (attempt < 0: of every
 // attempt). Tests use it to check DeleteAttempt.
 func (t *redisTransport) CountKeys(ctx context.Context, job string, attempt int) (int, error) {
-	n := 0
+	var n atomic.Int64
 	err := t.scan(ctx, attemptPattern(t.prefix, job, attempt), func(keys []string) error {
-		n += len(keys)
+		n.Add(int64(len(keys)))
 		return nil
 	})
-	return n, t.mapErr(ctx, err)
+	return int(n.Load()), t.mapErr(ctx, err)
 }
 
-// scan calls fn with every batch of keys matching pattern.
+// scan calls fn with every batch of keys matching pattern, scanning every
+// primary (each master of a cluster, concurrently: fn must be safe for
+// concurrent use).
 func (t *redisTransport) scan(ctx context.Context, pattern string, fn func(keys []string) error) error {
-	var cursor uint64
-	for {
-		keys, next, err := t.client.Scan(ctx, cursor, pattern, 1000).Result()
-		if err != nil {
-			return err
-		}
-		if len(keys) > 0 {
-			if err := fn(keys); err != nil {
-				return err
+	return redisconn.ForEachPrimary(ctx, t.client, func(ctx context.Context, node *redis.Client) error {
+		var cursor uint64
+		for {
+			keys, next, err := node.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", redisconn.NodeAddr(node), err)
 			}
+			if len(keys) > 0 {
+				if err := fn(keys); err != nil {
+					return err
+				}
+			}
+			if next == 0 {
+				return nil
+			}
+			cursor = next
 		}
-		if next == 0 {
-			return nil
-		}
-		cursor = next
-	}
+	})
 }
 
 func (t *redisTransport) Close() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -181,7 +182,28 @@ func (r *redisReader) pop() (int, bufferedEntry) {
 // consumed entries, announce credit limits, and, when fetch is set, read
 // new entries of every input that is not paused, blocking up to block. It
 // returns the number of entries read.
+//
+// A master of a Redis Cluster that turns into a replica (a failover)
+// unblocks its blocked XREADs with an UNBLOCKED error, which go-redis does
+// not retry. Nothing of the round trip took effect that a second one would
+// repeat differently (its trims and limits are idempotent; no entry was
+// taken), so it is sent again, to the new master, a few times.
 func (r *redisReader) roundTrip(ctx context.Context, fetch bool, block time.Duration) (int, error) {
+	for try := 1; ; try++ {
+		n, err := r.roundTripOnce(ctx, fetch, block)
+		if err == nil || try == 3 || !isUnblocked(err) || ctx.Err() != nil {
+			return n, err
+		}
+	}
+}
+
+// isUnblocked reports whether err is a server's UNBLOCKED error.
+func isUnblocked(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "UNBLOCKED ")
+}
+
+func (r *redisReader) roundTripOnce(ctx context.Context, fetch bool, block time.Duration) (int, error) {
 	pipe := r.t.client.Pipeline()
 	exists := pipe.Exists(ctx, r.keys...)
 	r.announce = r.announce[:0]

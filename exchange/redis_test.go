@@ -338,3 +338,48 @@ func TestRedisClustersShareARedis(t *testing.T) {
 		t.Fatalf("green read %v, want only its own entry", got)
 	}
 }
+
+// TestRedisLostTailWhileWaitingForCredit: the entries a writer waiting for
+// credit wrote, and its reader has not consumed, vanish (a failover to a
+// replica that had not received them). Neither end would ever hear from
+// the other again; the writer notices its last entry gone under an
+// unchanged credit limit and fails with ErrChannelLost.
+func TestRedisLostTailWhileWaitingForCredit(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	tr := newRedis(t, srv)
+	ctx := context.Background()
+	ch := exchange.Channel{Job: "lost-tail", Edge: "src", ConsumerVertex: "sink"}
+	r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := tr.NewWriter(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte("a")})
+	mustWrite(t, w, exchange.Entry{Kind: exchange.KindBarrier, Value: 1})
+	mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte("b")})
+	key := streamKey(t, srv, "lost-tail")
+	// A writer that merely waits long is not taken for one that lost its
+	// tail.
+	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	err = w.Write(wctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte("c")})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write waiting 2.5s for credit with its entries in place = %v, want %v", err, context.DeadlineExceeded)
+	}
+	if _, err := srv.Do("XDEL", key, "0-2", "0-3"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wctx, cancel = context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err = w.Write(wctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte("c")})
+	if !errors.Is(err, exchange.ErrChannelLost) {
+		t.Fatalf("write waiting for credit after its unconsumed entries vanished = %v, want %v", err, exchange.ErrChannelLost)
+	}
+	t.Logf("noticed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/weirstream/weir/exchange/internal/redisconn"
 )
 
 // redisWriter is the Redis producer end: one XADD per entry, with a GET of
@@ -56,10 +58,28 @@ func (w *redisWriter) fail(ctx context.Context, err error) error {
 	return err
 }
 
+// tailCheckEvery is how long a writer waits for credit between two looks
+// at whether its last entry is still in the stream.
+const tailCheckEvery = time.Second
+
+// hasEntryScript returns 1 if the stream KEYS[1] holds the entry ARGV[1],
+// else 0: the entry's payload stays in Redis.
+var hasEntryScript = redis.NewScript(`return #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])`)
+
 // awaitCredit returns once a data entry may be written.
+//
+// While it waits it looks, every tailCheckEvery, for the last entry it
+// wrote. A consumer trims an entry only after consuming it, and raises
+// the limit in the same pipeline, before the writer could see the trim;
+// so a missing last entry under an unchanged limit, twice in a row, means
+// the stream lost its tail: a failover to a replica that had not received
+// it (or a restart that kept the keys). Without this both ends would wait
+// for each other for ever: the consumer for entries that are gone, the
+// writer for credit they would have returned.
 func (w *redisWriter) awaitCredit(ctx context.Context) error {
 	backoff := w.t.opts.MinCreditBackoff
-	var start time.Time
+	var start, nextCheck time.Time
+	missing := 0
 	defer func() {
 		if !start.IsZero() {
 			w.stats.creditWait.Add(int64(time.Since(start)))
@@ -79,7 +99,22 @@ func (w *redisWriter) awaitCredit(ctx context.Context) error {
 		}
 		if start.IsZero() {
 			start = time.Now()
+			nextCheck = start.Add(tailCheckEvery)
 			w.stats.creditWaits.Add(1)
+		}
+		if w.seq > 0 && !time.Now().Before(nextCheck) {
+			nextCheck = time.Now().Add(tailCheckEvery / 4)
+			n, err := hasEntryScript.Run(ctx, w.t.client, []string{w.stream}, entryID(w.seq)).Int()
+			if err != nil {
+				return fmt.Errorf("look for entry %d of %s: %w", w.seq, w.ch, w.t.mapErr(ctx, err))
+			}
+			if missing = missing + 1; n > 0 {
+				missing = 0
+				nextCheck = time.Now().Add(tailCheckEvery)
+			}
+			if missing >= 2 {
+				return fmt.Errorf("write %s: entry %d, written and not consumed (the credit limit is still %d), is gone from the stream: %w", w.ch, w.seq, w.win.limit, ErrChannelLost)
+			}
 		}
 		if w.timer == nil {
 			w.timer = time.NewTimer(backoff)
@@ -112,15 +147,20 @@ func (w *redisWriter) append(ctx context.Context, e Entry) error {
 	// spends the last credit seen, or the reader's arrival is unknown.
 	refresh := !w.win.initialised() || e.Kind == KindData && w.win.available() == 1
 	var (
-		add   *redis.StringCmd
-		limit *redis.StringCmd
+		add        *redis.StringCmd
+		limit      *redis.StringCmd
+		replicated error
 	)
-	if refresh {
+	switch cc, ok := w.t.client.(*redis.ClusterClient); {
+	case ok && e.Kind == KindEnd:
+		add, replicated = w.addReplicated(ctx, cc, args)
+		refresh = false
+	case refresh:
 		pipe := w.t.client.Pipeline()
 		add = pipe.XAdd(ctx, args)
 		limit = pipe.Get(ctx, w.credit)
 		_, _ = pipe.Exec(ctx)
-	} else {
+	default:
 		add = w.t.client.XAdd(ctx, args)
 	}
 	clear(w.vals) // drop the reference to the payload
@@ -137,6 +177,9 @@ func (w *redisWriter) append(ctx context.Context, e Entry) error {
 		panic("exchange: data entry written without credit")
 	}
 	w.stats.wrote(e)
+	if replicated != nil {
+		return replicated
+	}
 	if refresh {
 		n, err := limit.Int64()
 		exists := !errors.Is(err, redis.Nil)
@@ -148,6 +191,67 @@ func (w *redisWriter) append(ctx context.Context, e Entry) error {
 		}
 	}
 	return nil
+}
+
+// endReplicaWait bounds how long an end entry waits for a replica.
+const endReplicaWait = 2 * time.Second
+
+// addReplicated adds an end entry on a Redis Cluster and waits until a
+// replica of the stream's master has it (WAIT, on the connection that
+// wrote it: a pipeline of the master's own client). A loss of any other
+// entry shows at the reader as a gap once a later entry arrives, or at a
+// writer waiting for credit (awaitCredit); an end entry lost in a failover
+// is followed by nothing, and its reader would wait for ever. add is the
+// XADD; err, when add succeeded, says the entry may not survive a
+// failover (no replica acknowledged it in time): the task fails, and the
+// job restarts from its checkpoint rather than risk waiting for ever. A
+// master without replicas is not waited for.
+func (w *redisWriter) addReplicated(ctx context.Context, cc *redis.ClusterClient, args *redis.XAddArgs) (add *redis.StringCmd, err error) {
+	for try := 1; ; try++ {
+		master, err := cc.MasterForKey(ctx, w.stream)
+		if err != nil {
+			return cc.XAdd(ctx, args), fmt.Errorf("write %s: find the master of its stream: %w", w.ch, err)
+		}
+		// ROLE: "master", its offset, and the replicas connected to it.
+		role, err := master.Do(ctx, "ROLE").Slice()
+		if err == nil && len(role) == 3 && role[0] == "master" {
+			if replicas, _ := role[2].([]any); len(replicas) == 0 {
+				return cc.XAdd(ctx, args), nil
+			}
+		}
+		pipe := master.Pipeline()
+		add = pipe.XAdd(ctx, args)
+		acks := pipe.Do(ctx, "WAIT", 1, endReplicaWait.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if err := add.Err(); err != nil {
+			var re redis.Error
+			if try < 3 && errors.As(err, &re) && strings.HasPrefix(err.Error(), "MOVED ") {
+				// The slot map is stale (a failover): the XADD was not
+				// applied. Learn the new map and write there.
+				cc.ReloadState(ctx)
+				if err := sleepCtx(ctx, 300*time.Millisecond); err != nil {
+					return add, nil
+				}
+				continue
+			}
+			return add, nil
+		}
+		if n, err := acks.Int64(); err != nil || n < 1 {
+			return add, fmt.Errorf("write %s: end entry not acknowledged by a replica of %s within %s (WAIT: %d, %v): it might not survive a failover", w.ch, redisconn.NodeAddr(master), endReplicaWait, n, err)
+		}
+		return add, nil
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (w *redisWriter) Stats() WriterStats { return w.stats.snapshot() }

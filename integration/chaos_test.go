@@ -106,7 +106,7 @@ func chaosRunSpec(t *testing.T, c *cluster, specPath string, fault func(ctx cont
 	if st.Checkpoints != nil {
 		t.Logf("checkpoints: %d completed, %d failed", st.Checkpoints.Completed, st.Checkpoints.Failed)
 	}
-	keys, err := c.redis.Do("KEYS", "weir:{*")
+	keys, err := c.channelKeys()
 	if err != nil || keys != "" {
 		t.Errorf("channel keys left in Redis after the job: %q %v", keys, err)
 	}

@@ -41,7 +41,8 @@ func buildWeir(dir string, race bool) (string, error) {
 // Redis and a real MinIO.
 type cluster struct {
 	t       testing.TB
-	redis   *testenv.Redis
+	redis   *testenv.Redis        // nil on a Redis Cluster
+	rc      *testenv.RedisCluster // the Redis Cluster, if the cluster runs on one
 	minio   *testenv.MinIO
 	env     []string
 	api     string // coordinator URL
@@ -71,6 +72,25 @@ func startCluster(t testing.TB, workers, slots int) *cluster {
 func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id string, coordArgs ...string) *cluster {
 	t.Helper()
 	c, port := newCluster(t, redis, id)
+	c.startProcs(workers, slots, port, coordArgs...)
+	return c
+}
+
+// startClusterOnRedisCluster is startCluster on a Redis Cluster: every
+// process gets WEIR_REDIS_ADDR=redis+cluster://... naming all its nodes.
+func startClusterOnRedisCluster(t testing.TB, workers, slots int, rc *testenv.RedisCluster) *cluster {
+	t.Helper()
+	c, port := newClusterAt(t, nil, rc.Addr(), "")
+	c.rc = rc
+	c.startProcs(workers, slots, port)
+	return c
+}
+
+// startProcs starts the coordinator on port and workers, and waits until
+// the workers registered.
+func (c *cluster) startProcs(workers, slots, port int, coordArgs ...string) {
+	t := c.t
+	t.Helper()
 	c.start("coordinator", append([]string{"coordinator", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", "coordinator"}, coordArgs...)...)
 	poll.UntilNil(t, 30*time.Second, "coordinator API", func() error {
 		_, err := c.weir("jobs", "list")
@@ -95,7 +115,6 @@ func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id s
 		return nil
 	})
 	t.Cleanup(c.stopAll)
-	return c
 }
 
 // newCluster starts Redis (unless given one) and MinIO and returns a
@@ -103,14 +122,21 @@ func startClusterOn(t testing.TB, workers, slots int, redis *testenv.Redis, id s
 // on.
 func newCluster(t testing.TB, redis *testenv.Redis, id string) (*cluster, int) {
 	t.Helper()
+	if redis == nil {
+		redis = testenv.StartRedis(t)
+	}
+	return newClusterAt(t, redis, redis.Addr, id)
+}
+
+// newClusterAt is newCluster on the Redis at redisAddr (redis, if not nil,
+// is the server there).
+func newClusterAt(t testing.TB, redis *testenv.Redis, redisAddr, id string) (*cluster, int) {
+	t.Helper()
 	c := &cluster{t: t, procs: map[string]*proc{}, logDir: t.TempDir()}
 	c.redis = redis
-	if c.redis == nil {
-		c.redis = testenv.StartRedis(t)
-	}
 	c.minio = testenv.StartMinIO(t)
 	c.env = append(c.minio.Env(),
-		"WEIR_REDIS_ADDR="+c.redis.Addr,
+		"WEIR_REDIS_ADDR="+redisAddr,
 		"WEIR_CLUSTER="+id,
 		"WEIR_STORE=s3://"+c.minio.Bucket,
 		"WEIR_S3_ENDPOINT="+c.minio.Endpoint,
@@ -167,6 +193,28 @@ func (c *cluster) startCmd(name string, cmd *exec.Cmd) {
 	c.mu.Lock()
 	c.procs[name] = p
 	c.mu.Unlock()
+}
+
+// channelKeys lists the exchange's channel keys (weir:{*) on the Redis, or
+// on every master of the Redis Cluster.
+func (c *cluster) channelKeys() (string, error) {
+	if c.rc == nil {
+		return c.redis.Do("KEYS", "weir:{*")
+	}
+	var all []string
+	for s := range c.rc.Shards() {
+		keys, err := testenv.Dial(c.rc.Master(s), "KEYS", "weir:{*")
+		if err != nil {
+			return "", err
+		}
+		for k := range strings.SplitSeq(keys, "\n") {
+			// The control keys of a Redis Cluster start weir:{ctl}: too.
+			if k != "" && !strings.HasPrefix(k, "weir:{ctl}:") {
+				all = append(all, k)
+			}
+		}
+	}
+	return strings.Join(all, "\n"), nil
 }
 
 func (c *cluster) stopAll() {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -48,10 +47,10 @@ type Leases interface {
 // hold the lease.
 var ErrNotLeader = errors.New("not the leader")
 
-// Redis keys of the lease, after the cluster's prefix.
+// Redis keys of the lease, after the control base (ctlBase).
 const (
-	keyLeader = "ctl:leader" // the lease: Leader JSON, expires with its ttl
-	keyEpoch  = "ctl:epoch"  // counter: the highest epoch issued
+	keyLeader = "leader" // the lease: Leader JSON, expires with its ttl
+	keyEpoch  = "epoch"  // counter: the highest epoch issued
 	// leaderName + id names the connection a leading coordinator holds
 	// open: when its process dies Redis drops it at once, and a standby
 	// takes the lease without waiting for the ttl.
@@ -102,7 +101,7 @@ return 1
 type leaseState struct {
 	leader, epoch, name string
 	mu                  sync.Mutex
-	conn                *redis.Conn // named leaderName+prefix+id while leading
+	conn                namedConn // named leaderName+prefix+id while leading
 }
 
 func (p *redisPlane) Acquire(ctx context.Context, me Leader, ttl time.Duration, floor int64) (Leader, bool, error) {
@@ -153,12 +152,7 @@ func (p *redisPlane) Renew(ctx context.Context, l Leader, ttl time.Duration) (bo
 
 func (p *redisPlane) Release(ctx context.Context, l Leader) error {
 	err := releaseScript.Run(ctx, p.rdb, []string{p.lease.leader}, l.ID, l.Epoch).Err()
-	p.lease.mu.Lock()
-	if p.lease.conn != nil {
-		_ = p.lease.conn.Close()
-		p.lease.conn = nil
-	}
-	p.lease.mu.Unlock()
+	p.closeLease()
 	if err != nil {
 		return fmt.Errorf("release the lease of epoch %d: %w", l.Epoch, err)
 	}
@@ -196,45 +190,27 @@ func (p *redisPlane) Epoch(ctx context.Context) (int64, error) {
 func (p *redisPlane) holdLeaderName(ctx context.Context, id string) error {
 	p.lease.mu.Lock()
 	defer p.lease.mu.Unlock()
-	if c := p.lease.conn; c != nil {
-		if c.Ping(ctx).Err() == nil {
-			return nil
-		}
-		_ = c.Close()
-		p.lease.conn = nil
-	}
-	c := p.rdb.Conn()
-	if err := c.ClientSetName(ctx, p.lease.name+id).Err(); err != nil {
-		_ = c.Close()
+	c, err := p.openNamed(ctx, p.lease.conn, p.lease.name+id)
+	p.lease.conn = c
+	if err != nil {
 		return fmt.Errorf("name the connection of coordinator %s: %w", id, err)
 	}
-	p.lease.conn = c
 	return nil
 }
 
 // leaderConnected reports whether coordinator id's named connection is
-// open; known is false when Redis cannot tell (CLIENT LIST refused).
+// open; known is false when Redis cannot tell (CLIENT LIST refused, or a
+// server of a cluster not answering).
 func (p *redisPlane) leaderConnected(ctx context.Context, id string) (live, known bool) {
-	list, err := p.rdb.ClientList(ctx).Result()
-	if err != nil {
-		return false, false
-	}
-	want := "name=" + p.lease.name + id
-	for _, line := range strings.Split(list, "\n") {
-		for _, f := range strings.Fields(line) {
-			if f == want {
-				return true, true
-			}
-		}
-	}
-	return false, true
+	names, known, _ := p.namesListed(ctx, p.lease.name)
+	return names[id], known
 }
 
 func (p *redisPlane) closeLease() {
 	p.lease.mu.Lock()
 	defer p.lease.mu.Unlock()
-	if p.lease.conn != nil {
-		_ = p.lease.conn.Close()
-		p.lease.conn = nil
+	if p.lease.conn.conn != nil {
+		p.lease.conn.close()
+		p.lease.conn = namedConn{}
 	}
 }

@@ -12,19 +12,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/exchange"
+	"github.com/weirstream/weir/exchange/internal/redisconn"
 )
 
-// Redis keys of the control plane, after the cluster's prefix
-// (exchange.KeyPrefix). They carry no job attempt: workers and the event
-// stream outlive jobs.
+// Redis keys of the control plane, after the control base (ctlBase). They
+// carry no job attempt: workers and the event stream outlive jobs.
 const (
-	keyWorkers = "ctl:workers" // hash: worker id -> WorkerInfo JSON
-	keyAlive   = "ctl:alive:"  // + id: expires with the heartbeat; holds its WorkerUsage JSON
-	keyInbox   = "ctl:inbox:"  // + id: list of commands
-	keyEvents  = "ctl:events"  // stream of task events
-	maxEvents  = 100000        // approximate cap of the event stream
+	keyWorkers = "workers" // hash: worker id -> WorkerInfo JSON
+	keyAlive   = "alive:"  // + id: expires with the heartbeat; holds its WorkerUsage JSON
+	keyInbox   = "inbox:"  // + id: list of commands
+	keyEvents  = "events"  // stream of task events
+	maxEvents  = 100000    // approximate cap of the event stream
 	fieldEvent = "e"
 	// presenceName + id names the connection a worker holds open while it
 	// lives (CLIENT SETNAME): when the worker's process dies, Redis drops
@@ -33,8 +34,26 @@ const (
 	presenceName = "weir-worker:"
 )
 
+// ctlBase is what every control key of cluster id starts with. On one
+// server it is the cluster's prefix and "ctl:" (weir:ctl:, weir:<id>:ctl:),
+// as before Redis Cluster support. On a Redis Cluster the part after
+// "weir:" is a hash tag (weir:{ctl}:, weir:{<id>:ctl}:), so that all
+// control keys of one weir cluster sit in one slot: registering a worker
+// (a transaction over the registry and its heartbeat key), listing the
+// workers (MGET of every heartbeat key) and the lease (a script over the
+// lease and the epoch counter) each touch several of them.
+func ctlBase(id string, cluster bool) string {
+	prefix := exchange.KeyPrefix(id)
+	if !cluster {
+		return prefix + "ctl:"
+	}
+	return "weir:{" + strings.TrimPrefix(prefix, "weir:") + "ctl}:"
+}
+
 // RedisOptions locate the Redis server of the control plane.
 type RedisOptions struct {
+	// Addr is host:port, or redis+cluster://host:port,... for a Redis
+	// Cluster (see exchange.ParseRedisAddr).
 	Addr     string
 	Password string
 	DB       int
@@ -45,7 +64,10 @@ type RedisOptions struct {
 }
 
 type redisPlane struct {
-	rdb *redis.Client
+	rdb redis.UniversalClient // *redis.Client or *redis.ClusterClient
+	// nodes reach each node of a cluster for CLIENT LIST (nil on one
+	// server).
+	nodes *redisconn.NodeClients
 
 	// Keys of this cluster.
 	workers, alive, inbox, events, presence string
@@ -56,7 +78,7 @@ type redisPlane struct {
 		lastEvent string
 		// presence holds, per worker registered through this plane, the
 		// named connection that says it lives.
-		presence map[string]*redis.Conn
+		presence map[string]namedConn
 		// noClientList is set once CLIENT LIST was refused (a managed
 		// Redis may disable it): liveness is the heartbeat alone then.
 		noClientList bool
@@ -71,19 +93,144 @@ func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
 	if err := exchange.ValidateCluster(opts.Cluster); err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB, ContextTimeoutEnabled: true})
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	addr, err := redisconn.Parse(opts.Addr)
+	if err != nil {
+		return nil, err
+	}
+	ropts := redis.Options{Password: opts.Password, DB: opts.DB, ContextTimeoutEnabled: true}
+	rdb, err := redisconn.New(addr, ropts)
+	if err != nil {
+		return nil, err
+	}
+	if err := redisconn.ForEachPrimary(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		return node.Ping(ctx).Err()
+	}); err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("connect to redis at %s: %w", opts.Addr, err)
 	}
 	prefix := exchange.KeyPrefix(opts.Cluster)
+	base := ctlBase(opts.Cluster, addr.Cluster)
 	p := &redisPlane{rdb: rdb,
-		workers: prefix + keyWorkers, alive: prefix + keyAlive, inbox: prefix + keyInbox, events: prefix + keyEvents,
+		workers: base + keyWorkers, alive: base + keyAlive, inbox: base + keyInbox, events: base + keyEvents,
 		presence: presenceName + prefix,
-		lease:    leaseState{leader: prefix + keyLeader, epoch: prefix + keyEpoch, name: leaderName + prefix}}
+		lease:    leaseState{leader: base + keyLeader, epoch: base + keyEpoch, name: leaderName + prefix}}
+	if addr.Cluster {
+		// CLIENT LIST only, a few times a second: a small pool per node.
+		ropts.PoolSize = 2
+		p.nodes = redisconn.NewNodeClients(ropts)
+	}
 	p.mu.lastEvent = "$"
-	p.mu.presence = map[string]*redis.Conn{}
+	p.mu.presence = map[string]namedConn{}
 	return p, nil
+}
+
+// namedConn is a connection held open under a name (CLIENT SETNAME) on
+// the server at addr, and the one it replaced (see openNamed).
+type namedConn struct {
+	conn *redis.Conn
+	addr string
+	prev *redis.Conn
+}
+
+// close releases both connections.
+func (n namedConn) close() {
+	for _, c := range []*redis.Conn{n.conn, n.prev} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+}
+
+// unname releases c, nameless: Close hands a connection back to its
+// node's pool, open and still named.
+func unname(ctx context.Context, c *redis.Conn) {
+	_ = c.ClientSetName(ctx, "").Err()
+	_ = c.Close()
+}
+
+// openNamed opens a connection named name on the server that holds the
+// control keys (on a cluster, the master of their slot), unless old is
+// open there and answers; then it returns old. A connection on a server
+// that no longer holds the keys (a failover moved them) is replaced: the
+// new one is opened first, and the old one keeps its name until the next
+// call (a heartbeat later), so that a CLIENT LIST of every node made
+// while it moves (namesListed, not atomic across nodes) finds the name on
+// one of them.
+func (p *redisPlane) openNamed(ctx context.Context, old namedConn, name string) (namedConn, error) {
+	node, err := redisconn.PrimaryFor(ctx, p.rdb, p.workers)
+	if err != nil {
+		return old, err
+	}
+	addr := redisconn.NodeAddr(node)
+	if old.conn != nil && old.addr == addr && old.conn.Ping(ctx).Err() == nil {
+		if old.prev != nil {
+			unname(ctx, old.prev)
+			old.prev = nil
+		}
+		return old, nil
+	}
+	c := node.Conn()
+	if err := c.ClientSetName(ctx, name).Err(); err != nil {
+		_ = c.Close()
+		return old, err
+	}
+	if old.prev != nil {
+		unname(ctx, old.prev)
+	}
+	return namedConn{conn: c, addr: addr, prev: old.conn}, nil
+}
+
+// namesListed returns the names, with prefix, of the connections open on
+// the servers (CLIENT LIST), and false when it cannot tell: CLIENT LIST
+// refused, a server that did not answer, or on a cluster a node that
+// failed in the last seconds. On a cluster it lists every node
+// (redisconn.Nodes), masters and replicas: a named connection stays where
+// it was opened when a failover turns that master into a replica, until
+// its holder moves it (openNamed), and a holder that died is missing
+// everywhere.
+func (p *redisPlane) namesListed(ctx context.Context, prefix string) (map[string]bool, bool, error) {
+	nodes := []*redis.Client{}
+	if p.nodes == nil {
+		nodes = append(nodes, p.rdb.(*redis.Client))
+	} else {
+		addrs, recentFailure, err := redisconn.Nodes(ctx, p.rdb, p.workers)
+		if err != nil {
+			return nil, false, err
+		}
+		if recentFailure {
+			// A node failed lately, maybe the master the named
+			// connections were on: their holders move them at their next
+			// heartbeat once their client learns the new master. Until
+			// then absence says nothing.
+			return nil, false, nil
+		}
+		for _, a := range addrs {
+			nodes = append(nodes, p.nodes.Get(a))
+		}
+	}
+	lists := make([]string, len(nodes))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, node := range nodes {
+		g.Go(func() error {
+			var err error
+			lists[i], err = node.ClientList(gctx).Result()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	out := map[string]bool{}
+	for _, list := range lists {
+		for line := range strings.Lines(list) {
+			for _, f := range strings.Fields(line) {
+				if name, ok := strings.CutPrefix(f, "name="+prefix); ok && name != "" {
+					out[name] = true
+				}
+			}
+		}
+	}
+	return out, true, nil
 }
 
 // holdPresence opens worker id's named connection, unless one is open and
@@ -92,33 +239,28 @@ func NewRedis(ctx context.Context, opts RedisOptions) (Plane, error) {
 func (p *redisPlane) holdPresence(ctx context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := p.mu.presence[id]; c != nil {
-		if c.Ping(ctx).Err() == nil {
-			return nil
-		}
-		_ = c.Close()
-		delete(p.mu.presence, id)
+	c, err := p.openNamed(ctx, p.mu.presence[id], p.presence+id)
+	if c.conn != nil {
+		p.mu.presence[id] = c
 	}
-	c := p.rdb.Conn()
-	if err := c.ClientSetName(ctx, p.presence+id).Err(); err != nil {
-		_ = c.Close()
+	if err != nil {
 		return fmt.Errorf("name the presence connection of worker %s: %w", id, err)
 	}
-	p.mu.presence[id] = c
 	return nil
 }
 
 func (p *redisPlane) dropPresence(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := p.mu.presence[id]; c != nil {
-		_ = c.Close()
+	if c := p.mu.presence[id]; c.conn != nil {
+		c.close()
 		delete(p.mu.presence, id)
 	}
 }
 
 // present returns the workers whose named connection Redis has open, and
-// false when it cannot tell (CLIENT LIST refused).
+// false when it cannot tell (CLIENT LIST refused, or a server of a cluster
+// not answering: the heartbeat alone tells then).
 func (p *redisPlane) present(ctx context.Context) (map[string]bool, bool) {
 	p.mu.Lock()
 	off := p.mu.noClientList
@@ -126,24 +268,13 @@ func (p *redisPlane) present(ctx context.Context) (map[string]bool, bool) {
 	if off {
 		return nil, false
 	}
-	list, err := p.rdb.ClientList(ctx).Result()
-	if err != nil {
-		if ctx.Err() == nil && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
-			p.mu.Lock()
-			p.mu.noClientList = true
-			p.mu.Unlock()
-		}
-		return nil, false
+	out, ok, err := p.namesListed(ctx, p.presence)
+	if err != nil && ctx.Err() == nil && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+		p.mu.Lock()
+		p.mu.noClientList = true
+		p.mu.Unlock()
 	}
-	out := map[string]bool{}
-	for _, line := range strings.Split(list, "\n") {
-		for _, f := range strings.Fields(line) {
-			if name, ok := strings.CutPrefix(f, "name="+p.presence); ok && name != "" {
-				out[name] = true
-			}
-		}
-	}
-	return out, true
+	return out, ok
 }
 
 var _ Plane = (*redisPlane)(nil)
@@ -346,12 +477,15 @@ func (p *redisPlane) Close() error {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		for id, c := range p.mu.presence {
-			_ = c.Close()
+			c.close()
 			delete(p.mu.presence, id)
 		}
 		p.mu.Unlock()
 		p.closeLease()
 		err = p.rdb.Close()
+		if p.nodes != nil {
+			err = errors.Join(err, p.nodes.Close())
+		}
 	})
 	return err
 }

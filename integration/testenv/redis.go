@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -72,23 +71,7 @@ func (r *Redis) Restart() {
 // Do sends one command over a fresh connection using the inline RESP
 // protocol and returns the first reply line. It is for test assertions
 // (INFO, MEMORY USAGE, KEYS), kept free of weir's own client code.
-func (r *Redis) Do(args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", r.Addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := conn.Write([]byte(b.String())); err != nil {
-		return "", err
-	}
-	return readReply(bufio.NewReader(conn))
-}
+func (r *Redis) Do(args ...string) (string, error) { return Dial(r.Addr, args...) }
 
 // readReply reads one RESP reply and renders it as text: arrays become
 // newline-separated items, bulk strings their content.
