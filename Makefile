@@ -23,9 +23,9 @@ build:
 	$(GO) build -ldflags "-X github.com/weirstream/weir/cli.Commit=$$(git rev-parse --short HEAD 2>/dev/null)$$(git diff --quiet 2>/dev/null || echo -dirty) -X github.com/weirstream/weir/cli.BuildDate=$$(date -u +%Y-%m-%dT%H:%M:%SZ)" -o bin/weir ./cli/weir
 
 deps: $(GOBIN)/minio $(GOBIN)/staticcheck
-	@command -v redis-server >/dev/null || { \
-		echo "installing redis-server (Debian)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { \
+		echo "installing redis-server and redis-tools (Debian; redis-cli creates the test Redis Clusters)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server redis-tools >/dev/null; }
 	@redis-server --version
 	@command -v ip >/dev/null || { \
 		echo "installing iproute2 (Debian; the partition tests make network namespaces)"; \
@@ -77,8 +77,11 @@ staticcheck: $(GOBIN)/staticcheck
 #   TestCalmUnderLoad (distributed)        - TestCalmUnderLoadEmbedded
 #   TestClustersShareARedis                - TestRunBesideACluster
 #   TestAutoscalerSteadyLoadStays          - the autoscale policy traces
+#   TestRedisClusterWorkerKills,           - TestRedisClusterFailover, the
+#   TestRedisClusterMasterCrash,             exchange and control contract
+#   TestRedisClusterControlMasterCrash       suites on a Redis Cluster
 # `go test ./...` by hand runs them all.
-CHAOS_ONLY := TestWorkerCrashDetection|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestCalmUnderLoad|TestClustersShareARedis|TestAutoscalerSteadyLoadStays
+CHAOS_ONLY := TestWorkerCrashDetection|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestCalmUnderLoad|TestClustersShareARedis|TestAutoscalerSteadyLoadStays|TestRedisClusterWorkerKills|TestRedisClusterMasterCrash|TestRedisClusterControlMasterCrash
 
 unit:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^($(CHAOS_ONLY))$$' $(PKGS)
@@ -87,12 +90,13 @@ test: deps vet staticcheck unit
 
 # The fault and load tests at length: worker kills, coordinator and Redis
 # restarts, MinIO outages, crash detection over ten kills, rescales under
-# load, a load step under the autoscaler, two clusters on one Redis, 8 jobs
+# load, a load step under the autoscaler, two clusters on one Redis, worker
+# kills and master failovers and crashes on a Redis Cluster, 8 jobs
 # beside CPU burners for 3 minutes, and the autoscaler under a steady load
 # for 3 minutes. make test runs the embedded calm test for 20 s and leaves
 # the rest of these to this target (CHAOS_ONLY above).
 chaos: deps
-	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestClustersShareARedis' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery|jobs scale|rescale)'
+	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestClustersShareARedis|TestRedisCluster' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery|jobs scale|rescale)'
 	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 10m -run 'TestAutoscalerSteadyLoadStays' -v ./coordinator/ | tee -a .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|utilization'
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
