@@ -216,6 +216,11 @@ func TestRedisClusterPresenceAcrossCrash(t *testing.T) {
 
 	shard := c.ShardOf(ctlKey)
 	m, rep := c.Master(shard), c.Replica(shard)
+	// The registrations must be on the replica before the crash, else the
+	// new master has no workers to list and the test fails on a loss that
+	// Redis's asynchronous replication allows (a CI run met it: the
+	// replica was in a second full sync when the master died).
+	c.WaitReplicated(shard, 10*time.Second)
 	c.Kill(m)
 	start := time.Now()
 	check := func(until time.Time) {

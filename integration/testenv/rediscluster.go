@@ -238,6 +238,50 @@ func (c *RedisCluster) Replica(shard int) string {
 	return r
 }
 
+// WaitReplicated waits until shard's replica has everything its master
+// had written when it was called: its link is up and its replication
+// offset has reached the master's. A test that crashes a master and
+// expects nothing written before to be lost calls it first; without it, a
+// replica still in its initial sync (or behind by a write) loses what the
+// master had not sent, as Redis's asynchronous replication does.
+func (c *RedisCluster) WaitReplicated(shard int, timeout time.Duration) {
+	c.t.Helper()
+	m, r := c.roles(shard)
+	if r == "" {
+		c.t.Fatalf("testenv: shard %d has no replica to wait for", shard)
+	}
+	info, err := Dial(m, "INFO", "replication")
+	if err != nil {
+		c.t.Fatalf("testenv: replication offset of master %s: %v", m, err)
+	}
+	want, ok := infoInt(info, "master_repl_offset")
+	if !ok {
+		c.t.Fatalf("testenv: master %s reports no master_repl_offset: %s", m, info)
+	}
+	poll.UntilNil(c.t, timeout, fmt.Sprintf("replica %s has master %s's offset %d", r, m, want), func() error {
+		info, err := Dial(r, "INFO", "replication")
+		if err != nil {
+			return err
+		}
+		got, ok := infoInt(info, "slave_repl_offset")
+		if !strings.Contains(info, "master_link_status:up") || !ok || got < want {
+			return fmt.Errorf("replica at offset %d (link up: %v)", got, strings.Contains(info, "master_link_status:up"))
+		}
+		return nil
+	})
+}
+
+// infoInt returns the integer field name of an INFO reply.
+func infoInt(info, name string) (int64, bool) {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
 // node returns the node at addr.
 func (c *RedisCluster) node(addr string) *clusterNode {
 	c.t.Helper()
