@@ -108,11 +108,10 @@ func (w *redisWriter) awaitCredit(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("look for entry %d of %s: %w", w.seq, w.ch, w.t.mapErr(ctx, err))
 			}
-			if missing = missing + 1; n > 0 {
+			if n > 0 {
 				missing = 0
 				nextCheck = time.Now().Add(tailCheckEvery)
-			}
-			if missing >= 2 {
+			} else if missing++; missing >= 2 {
 				return fmt.Errorf("write %s: entry %d, written and not consumed (the credit limit is still %d), is gone from the stream: %w", w.ch, w.seq, w.win.limit, ErrChannelLost)
 			}
 		}
