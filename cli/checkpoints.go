@@ -62,14 +62,14 @@ func (a *app) checkpointsExplainCmd() *cobra.Command {
 			}
 			fmt.Fprintln(a.stdout, d.Explanation)
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SUBTASK\tWORKER\tACKED AFTER\tWAITING\tALIGN\tSYNC\tUPLOAD\tUPLOADED\tLAST BARRIER FROM")
+			fmt.Fprintln(tw, "SUBTASK\tWORKER\tACKED AFTER\tWAITING\tALIGN\tSYNC\tCAPTURE\tUPLOAD\tUPLOADED\tLAST BARRIER FROM")
 			for _, s := range d.Subtasks {
-				wait := max(s.AckedMs-s.AlignMs-s.SyncMs-s.AsyncMs, 0)
-				fmt.Fprintf(tw, "%s[%d]\t%s\t%dms\t%dms\t%dms\t%dms\t%dms\t%s\t%s\n", s.Vertex, s.Subtask, s.Worker, s.AckedMs, wait, s.AlignMs, s.SyncMs, s.AsyncMs,
+				wait := max(s.AckedMs-s.AlignMs-s.SyncMs-s.Capture()-s.AsyncMs, 0)
+				fmt.Fprintf(tw, "%s[%d]\t%s\t%dms\t%dms\t%dms\t%dms\t%dms\t%dms\t%s\t%s\n", s.Vertex, s.Subtask, s.Worker, s.AckedMs, wait, s.AlignMs, s.SyncMs, s.Capture(), s.AsyncMs,
 					humanBytes(s.UploadedBytes), cmp.Or(s.LastInput, "-"))
 			}
 			for _, m := range d.Missing {
-				fmt.Fprintf(tw, "%s\t\tnot acknowledged\t\t\t\t\t\n", m)
+				fmt.Fprintf(tw, "%s\t\tnot acknowledged\t\t\t\t\t\t\n", m)
 			}
 			return tw.Flush()
 		},
@@ -294,6 +294,7 @@ func manifestInfo(m *manifest.Manifest) coordinator.CheckpointInfo {
 			info.Bytes += s.Metrics.UploadedBytes
 			info.AlignMs = max(info.AlignMs, s.Metrics.AlignMs)
 			info.SyncMs = max(info.SyncMs, s.Metrics.SyncMs)
+			info.StepMs = max(info.StepMs, s.Metrics.StepMs)
 			info.AsyncMs = max(info.AsyncMs, s.Metrics.AsyncMs)
 			for _, f := range s.State {
 				info.StateSize += f.Size
@@ -386,8 +387,8 @@ func (a *app) printManifest(ctx context.Context, m *manifest.Manifest, tc *txnCh
 				wm = formatWatermark(*s.Watermark)
 			}
 			fmt.Fprintf(w, "  subtask %d: key groups %s, watermark %s\n", s.Index, kg, wm)
-			fmt.Fprintf(w, "    metrics: align %dms, sync %dms, async %dms, uploaded %s\n",
-				s.Metrics.AlignMs, s.Metrics.SyncMs, s.Metrics.AsyncMs, humanBytes(s.Metrics.UploadedBytes))
+			fmt.Fprintf(w, "    metrics: align %dms, sync %dms, capture %dms (longest step %dms), async %dms, uploaded %s\n",
+				s.Metrics.AlignMs, s.Metrics.SyncMs, s.Metrics.CaptureMs, s.Metrics.StepMs, s.Metrics.AsyncMs, humanBytes(s.Metrics.UploadedBytes))
 			if len(s.State) > 0 {
 				fmt.Fprintln(w, "    state files:")
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -44,6 +44,7 @@ type CheckpointInfo struct {
 	Tasks     int       `json:"tasks"`
 	AlignMs   int64     `json:"maxAlignMs"`
 	SyncMs    int64     `json:"maxSyncMs"`
+	StepMs    int64     `json:"maxStepMs,omitempty"` // the longest capture step
 	AsyncMs   int64     `json:"maxAsyncMs"`
 	Reason    string    `json:"reason,omitempty"`
 }
@@ -282,13 +283,14 @@ func (c *Coordinator) onAckLocked(ctx context.Context, j *job, e control.Event) 
 		h.Bytes += a.Subtask.Metrics.UploadedBytes
 		h.AlignMs = max(h.AlignMs, a.Subtask.Metrics.AlignMs)
 		h.SyncMs = max(h.SyncMs, a.Subtask.Metrics.SyncMs)
+		h.StepMs = max(h.StepMs, a.Subtask.Metrics.StepMs)
 		h.AsyncMs = max(h.AsyncMs, a.Subtask.Metrics.AsyncMs)
 		for _, f := range a.Subtask.State {
 			h.StateSize += f.Size
 		}
 		m := a.Subtask.Metrics
 		k.recordAck(a.Checkpoint, CheckpointSubtask{Vertex: t.Vertex, Subtask: t.Subtask, Worker: e.Worker,
-			AckedMs: c.now().Sub(h.Triggered).Milliseconds(), AlignMs: m.AlignMs, SyncMs: m.SyncMs, AsyncMs: m.AsyncMs, UploadedBytes: m.UploadedBytes, LastInput: m.LastInput})
+			AckedMs: c.now().Sub(h.Triggered).Milliseconds(), AlignMs: m.AlignMs, SyncMs: m.SyncMs, CaptureMs: m.CaptureMs, StepMs: m.StepMs, AsyncMs: m.AsyncMs, UploadedBytes: m.UploadedBytes, LastInput: m.LastInput})
 	}
 	ds, err := k.sm.Ack(c.now(), a.Checkpoint, checkpoint.Ack{Task: t})
 	if err != nil {

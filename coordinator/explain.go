@@ -18,9 +18,13 @@ type CheckpointSubtask struct {
 	AckedMs int64 `json:"ackedMs"`
 	// The subtask's phases (manifest.SubtaskMetrics): from its first
 	// barrier to its last (alignment), the synchronous snapshot and sink
-	// pre-commit, the upload.
+	// pre-commit, the capture of state beside processing after the
+	// barrier went on (CaptureMs, which includes SyncMs; StepMs is its
+	// longest step), the upload.
 	AlignMs       int64 `json:"alignMs"`
 	SyncMs        int64 `json:"syncMs"`
+	CaptureMs     int64 `json:"captureMs,omitempty"`
+	StepMs        int64 `json:"stepMs,omitempty"`
 	AsyncMs       int64 `json:"asyncMs"`
 	UploadedBytes int64 `json:"uploadedBytes"`
 	// LastInput is the input channel whose barrier came last (producer
@@ -81,17 +85,22 @@ func explain(h CheckpointInfo, acks []CheckpointSubtask, tasks []string) Checkpo
 		return d
 	}
 	last := d.Subtasks[0]
-	wait := max(last.AckedMs-last.AlignMs-last.SyncMs-last.AsyncMs, 0)
+	capture := last.Capture()
+	wait := max(last.AckedMs-last.AlignMs-last.SyncMs-capture-last.AsyncMs, 0)
 	phases := []phase{
 		{"waiting for the barrier (upstream of it, or busy before it)", wait},
 		{"alignment (the barrier on every input)", last.AlignMs},
 		{"snapshot and sink pre-commit (sync)", last.SyncMs},
+		{"state capture beside processing", capture},
 		{"upload (async)", last.AsyncMs},
 	}
 	top := slices.MaxFunc(phases, func(a, b phase) int { return cmp.Compare(a.ms, b.ms) })
-	fmt.Fprintf(&b, " Last to acknowledge: %s[%d] on %s, %s after the trigger: waiting for the barrier %s, alignment %s, sync %s, upload %s (%s).",
-		last.Vertex, last.Subtask, last.Worker, secs(last.AckedMs), secs(wait), secs(last.AlignMs), secs(last.SyncMs), secs(last.AsyncMs),
-		humanSize(last.UploadedBytes))
+	fmt.Fprintf(&b, " Last to acknowledge: %s[%d] on %s, %s after the trigger: waiting for the barrier %s, alignment %s, sync %s, ",
+		last.Vertex, last.Subtask, last.Worker, secs(last.AckedMs), secs(wait), secs(last.AlignMs), secs(last.SyncMs))
+	if capture > 0 {
+		fmt.Fprintf(&b, "capture beside processing %s (longest step %s), ", secs(capture), secs(last.StepMs))
+	}
+	fmt.Fprintf(&b, "upload %s (%s).", secs(last.AsyncMs), humanSize(last.UploadedBytes))
 	if last.LastInput != "" {
 		fmt.Fprintf(&b, " Its last barrier came on input %s.", last.LastInput)
 	}
@@ -99,6 +108,10 @@ func explain(h CheckpointInfo, acks []CheckpointSubtask, tasks []string) Checkpo
 	d.Explanation = b.String()
 	return d
 }
+
+// Capture is how long the subtask captured state beside processing after
+// its barrier went on.
+func (s CheckpointSubtask) Capture() int64 { return max(s.CaptureMs-s.SyncMs, 0) }
 
 // phase is a part of a subtask's time to acknowledge.
 type phase struct {

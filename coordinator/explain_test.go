@@ -40,6 +40,16 @@ func TestExplainNamesTheSlowSubtaskAndPhase(t *testing.T) {
 			t.Errorf("explanation lacks %q:\n%s", want, d.Explanation)
 		}
 	}
+	// State captured in steps beside processing: its own phase, not
+	// counted as waiting.
+	acks = []CheckpointSubtask{{Vertex: "win", Subtask: 0, Worker: "w1", AckedMs: 2500, AlignMs: 10, SyncMs: 3, CaptureMs: 2203, StepMs: 6, AsyncMs: 250}}
+	d = explain(CheckpointInfo{ID: 10, Status: CheckpointCompleted, Duration: 2.5}, acks, []string{"win[0]"})
+	for _, want := range []string{"waiting for the barrier 37ms, alignment 10ms, sync 3ms, capture beside processing 2.2s (longest step 6ms), upload 250ms",
+		"The longest part: state capture beside processing."} {
+		if !strings.Contains(d.Explanation, want) {
+			t.Errorf("explanation lacks %q:\n%s", want, d.Explanation)
+		}
+	}
 	if d := explain(CheckpointInfo{ID: 9, Status: CheckpointInProgress}, nil, []string{"a[0]"}); !strings.Contains(d.Explanation, "No subtask acknowledged it.") || len(d.Missing) != 1 {
 		t.Errorf("no acks: %+v", d)
 	}

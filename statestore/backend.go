@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -63,6 +64,37 @@ type Snapshotter interface {
 	// the row; whether the rows before it stay applied is the
 	// implementation's to say (discard the state after an error).
 	Restore(rec arrow.RecordBatch) error
+}
+
+// SteppedSnapshotter is a Snapshotter that the task can capture in steps
+// between batches, so that a large state does not stop processing at the
+// barrier. BeginSnapshot only marks the state as of now; from then on, the
+// first change to an entry the capture has not reached yet copies the
+// entry into the capture before it changes (copy on write), and the
+// capture reaches the rest in its Steps. The batches equal what Snapshot
+// would have returned at BeginSnapshot.
+type SteppedSnapshotter interface {
+	Snapshotter
+	// BeginSnapshot starts capturing every entry (full) or what changed
+	// since the previous snapshot or restore, and starts tracking changes
+	// afresh, as Snapshot does. The previous capture must be done or
+	// released first.
+	BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
+}
+
+// Capture is a snapshot being captured in steps (SteppedSnapshotter). The
+// state's goroutine drives it, between its other calls into the state.
+type Capture interface {
+	// Step captures entries until deadline passes (a zero deadline: until
+	// the end) and reports whether the capture is complete. A step does
+	// a little work even if deadline has passed, so steps always end it.
+	Step(deadline time.Time) (done bool, err error)
+	// Batches hands out the batches once Step has reported done: the
+	// caller owns them, and they share no memory with the state.
+	Batches() []arrow.RecordBatch
+	// Release drops what the capture holds and detaches it from the
+	// state; after Batches it only detaches. It is safe to call twice.
+	Release()
 }
 
 // Backend is the keyed state of one operator instance (one operator of one

@@ -239,6 +239,32 @@ func (acc *accumulators) release(s int32) {
 	acc.free = append(acc.free, s)
 }
 
+// copySlot copies slot s of src, accumulators of the same aggregates,
+// into a new slot of acc and returns it.
+func (acc *accumulators) copySlot(src *accumulators, s int32) int32 {
+	d := acc.alloc()
+	for i := range acc.cols {
+		c, sc := &acc.cols[i], &src.cols[i]
+		c.n[d] = sc.n[s]
+		if len(sc.i) > 0 {
+			c.i[d] = sc.i[s]
+		}
+		if len(sc.f) > 0 {
+			c.f[d] = sc.f[s]
+		}
+	}
+	return d
+}
+
+// truncate drops every slot, keeping the room.
+func (acc *accumulators) truncate() {
+	for i := range acc.cols {
+		c := &acc.cols[i]
+		c.n, c.i, c.f = c.n[:0], c.i[:0], c.f[:0]
+	}
+	acc.size, acc.used, acc.free = 0, 0, acc.free[:0]
+}
+
 // merge folds the state of slot src into slot dst (session windows).
 func (acc *accumulators) merge(dst, src int32) {
 	for i := range acc.cols {

@@ -244,19 +244,29 @@ type windowState struct {
 // windowKey is the state of one key. Its typed key values are not kept:
 // they are decoded from key when a result or a snapshot row is written
 // (arrowfmt.AppendKeyValues), which keeps a key's state small.
+//
+// The struct is 64 bytes: a key whose hash collides with another key's
+// lives in windowOperator.collided rather than behind a chain pointer.
 type windowKey struct {
-	key   string     // arrowfmt key encoding
-	hash  uint64     // arrowfmt key hash
-	next  *windowKey // next key with the same hash
-	group int32      // key group
-	// dirty: the key is in windowOperator.dirty, its state changed since
-	// the last snapshot. fresh: the key was created since, so no snapshot
-	// has it and a delta need not clear it once it is dropped.
-	dirty, fresh bool
+	key  string // arrowfmt key encoding
+	hash uint64 // arrowfmt key hash
 	// wins is sorted by start. Session windows are disjoint and do not
 	// touch, so their ends are sorted too. A key whose state is dropped
 	// has none.
-	wins []windowState
+	wins  []windowState
+	group uint16 // key group (at most 32768 of them)
+	// fresh: the key was created in the epoch changed names, so no
+	// snapshot before has it and a delta need not clear it once it is
+	// dropped.
+	fresh bool
+	// changed is the epoch of the key's latest change (see
+	// windowOperator.snaps), 0 for none since it was created or
+	// restored: the key is in the change list of that epoch.
+	changed uint32
+	// captured is the sequence number of the last capture that holds
+	// the key's state or needs none of it (the key was created after its
+	// barrier); see windowCapture.
+	captured uint32
 }
 
 // timer is a pending fire or cleanup of window [start, end) of key, kept
@@ -332,23 +342,34 @@ type windowOperator struct {
 	kgStart  int
 	acc      *accumulators
 	// groups holds the keys of each key group (index: key group - kgStart)
-	// by key hash. Keys whose 64-bit hashes collide chain through next.
-	groups  []map[uint64]*windowKey
-	timers  windowTimers
-	wm      int64
-	out     *array.RecordBuilder
-	lateOut *array.RecordBuilder
+	// by key hash. A key whose 64-bit hash another key of its group holds
+	// already is in collided, by its encoding.
+	groups   []map[uint64]*windowKey
+	collided map[string]*windowKey
+	timers   windowTimers
+	wm       int64
+	out      *array.RecordBuilder
+	lateOut  *array.RecordBuilder
 
 	// Checkpoints (window_state.go). state describes the state batches.
-	// Once on (from the first Snapshot or Restore of State on), changes
-	// lists the keys whose state changed since the last snapshot, in the
-	// order they first changed, including keys dropped since (no
-	// windows left). rearm: state was restored and its timers are not
-	// registered yet; started: input or a watermark has come.
-	state   *windowStateLayout
-	changes rows.ChangeLog[*windowKey]
-	rearm   bool
-	started bool
+	// Once on (from the first snapshot or Restore of State on), changes
+	// lists the keys whose state changed since the last snapshot began, in
+	// the order they first changed, including keys dropped since (no
+	// windows left). snaps counts the snapshots begun (and restores): the
+	// changes since belong to epoch snaps+1, and capture is the snapshot
+	// in flight, which began at epoch snaps, or nil. rearm: state was
+	// restored and its timers are not registered yet; started: input or
+	// a watermark has come.
+	state     *windowStateLayout
+	changes   rows.ChangeLog[*windowKey]
+	snaps     uint32
+	capture   *windowCapture
+	spareKeys []*windowKey // a change list a capture is done with
+	// captureChunk is how many keys a capture step takes between looks
+	// at the clock (tests set 1).
+	captureChunk int
+	rearm        bool
+	started      bool
 
 	// Scratch reused across batches.
 	hashes      []uint64
@@ -413,7 +434,10 @@ func (w *windowOperator) Close() error {
 		w.lateOut.Release()
 		w.lateOut = nil
 	}
-	w.groups, w.timers, w.acc = nil, windowTimers{}, nil
+	if w.capture != nil {
+		w.capture.Release()
+	}
+	w.groups, w.collided, w.timers, w.acc = nil, nil, windowTimers{}, nil
 	w.changes = rows.ChangeLog[*windowKey]{}
 	return nil
 }
@@ -482,13 +506,10 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 		w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], b, w.cfg.keyCols, r)
 		ks := last
 		if ks == nil || ks.hash != w.hashes[r] || ks.key != string(w.keyBuf) {
-			ks = w.groups[g][w.hashes[r]]
-			for ks != nil && ks.key != string(w.keyBuf) {
-				ks = ks.next
-			}
-			if ks == nil {
-				ks = w.newKey(kg, w.hashes[r])
-				ks.fresh = w.changes.On() // see windowKey.fresh; reset with dirty
+			if ks = w.lookup(g, w.hashes[r]); ks != nil {
+				w.touch(ks)
+			} else {
+				ks = w.newKey(kg, w.hashes[r], true)
 			}
 			last = ks
 		}
@@ -557,42 +578,78 @@ func floorMod(a, b int64) int64 {
 	return m
 }
 
-// newKey adds the state of the key whose encoding w.keyBuf holds.
-func (w *windowOperator) newKey(kg int, hash uint64) *windowKey {
-	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: int32(kg)}
+// lookup returns the state of the key whose encoding w.keyBuf holds, of
+// key group kgStart+g and hash hash, or nil.
+func (w *windowOperator) lookup(g int, hash uint64) *windowKey {
+	if ks := w.groups[g][hash]; ks != nil && ks.key == string(w.keyBuf) {
+		return ks
+	}
+	if len(w.collided) > 0 {
+		return w.collided[string(w.keyBuf)]
+	}
+	return nil
+}
+
+// newKey adds the state of the key whose encoding w.keyBuf holds. A
+// tracked key is a change: a new key is in the next delta. Restored keys
+// are not tracked.
+func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
+	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: uint16(kg), captured: w.snaps}
 	g := kg - w.kgStart
 	if w.groups[g] == nil {
 		w.groups[g] = map[uint64]*windowKey{}
 	}
-	ks.next = w.groups[g][hash]
-	w.groups[g][hash] = ks
+	if _, taken := w.groups[g][hash]; taken {
+		if w.collided == nil {
+			w.collided = map[string]*windowKey{}
+		}
+		w.collided[ks.key] = ks
+	} else {
+		w.groups[g][hash] = ks
+	}
+	if tracked && w.changes.On() {
+		ks.changed, ks.fresh = w.snaps+1, true
+		w.changes.Add(ks)
+	}
 	return ks
 }
 
 // markDirty records that the state of ks changed, for the next delta.
 func (w *windowOperator) markDirty(ks *windowKey) {
-	if w.changes.On() && !ks.dirty {
-		ks.dirty = true
+	if w.changes.On() && ks.changed != w.snaps+1 {
+		ks.changed, ks.fresh = w.snaps+1, false
 		w.changes.Add(ks)
+	}
+}
+
+// touch is called before the state of ks changes: a capture in flight
+// that still needs the key copies it first (see windowCapture).
+func (w *windowOperator) touch(ks *windowKey) {
+	if c := w.capture; c != nil && ks.captured != c.seq {
+		c.copyKey(ks)
 	}
 }
 
 // removeKey drops the state of ks, which has no windows left.
 func (w *windowOperator) removeKey(ks *windowKey) {
 	m := w.groups[int(ks.group)-w.kgStart]
-	p := m[ks.hash]
-	switch {
-	case p == ks && ks.next == nil:
+	if m[ks.hash] == ks {
 		delete(m, ks.hash)
-	case p == ks:
-		m[ks.hash] = ks.next
-	default:
-		for p.next != ks {
-			p = p.next
-		}
-		p.next = ks.next
+	} else {
+		delete(w.collided, ks.key)
 	}
-	ks.next = nil
+}
+
+// eachKey calls fn with every key.
+func (w *windowOperator) eachKey(fn func(*windowKey)) {
+	for _, m := range w.groups {
+		for _, ks := range m {
+			fn(ks)
+		}
+	}
+	for _, ks := range w.collided {
+		fn(ks)
+	}
 }
 
 // find returns the index of window [start, end) of ks.
@@ -751,6 +808,7 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 				continue // stale: merged into another session, or gone
 			}
 			if t.key.wins[i].pending {
+				w.touch(t.key)
 				w.fire = w.takeFiring(w.fire, t.key, i)
 			}
 			if t.cleanup {
@@ -768,6 +826,7 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 		if !ok {
 			continue
 		}
+		w.touch(ks)
 		w.acc.release(ks.wins[i].slot)
 		ks.wins = slices.Delete(ks.wins, i, i+1)
 		w.markDirty(ks)

@@ -3,6 +3,7 @@ package builtin
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -121,64 +122,106 @@ func (w *windowOperator) State() statestore.Snapshotter { return windowSnapshott
 func (s windowSnapshotter) Schema() *arrow.Schema { return s.w.state.Schema }
 
 // Snapshot writes every key (full), or the keys that changed since the
-// last snapshot or restore, and starts tracking changes afresh. Before
-// the first snapshot or restore nothing is tracked (an operator that is
-// never checkpointed keeps no list); the state was empty at Open then, so
-// a delta holds every key, as a base does.
+// last snapshot or restore, and starts tracking changes afresh: it is
+// BeginSnapshot captured to the end at once.
 func (s windowSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	c, err := s.BeginSnapshot(mem, full)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Step(time.Time{}); err != nil {
+		c.Release()
+		return nil, err
+	}
+	return c.Batches(), nil
+}
+
+// BeginSnapshot starts a capture of every key (full), or of the keys that
+// changed since the last snapshot or restore, and starts tracking changes
+// afresh. It copies nothing: see windowCapture. Before the first snapshot
+// or restore nothing is tracked (an operator that is never checkpointed
+// keeps no list); the state was empty at Open then, so a delta holds
+// every key, as a base does.
+func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (statestore.Capture, error) {
 	w := s.w
 	if w.groups == nil {
 		return nil, fmt.Errorf("window %s: snapshot state: the operator is not open", w.cfg.name)
 	}
-	batches := w.writeState(mem, full || !w.changes.On())
-	w.resetTracking()
-	return batches, nil
-}
-
-// writeState writes the rows of every key (all), or of the keys changed
-// since the last snapshot, leaving the change tracking alone.
-func (w *windowOperator) writeState(mem memory.Allocator, all bool) []arrow.RecordBatch {
-	sw := rows.NewWriter(mem, w.state.Schema, w.buildStateRows)
-	defer sw.Release()
-	if all {
-		for _, m := range w.groups {
-			for _, ks := range m {
-				for ; ks != nil; ks = ks.next {
-					addWindowStateKey(sw, ks)
-				}
-			}
-		}
+	if w.capture != nil {
+		return nil, fmt.Errorf("window %s: snapshot state: the previous snapshot is still being captured", w.cfg.name)
+	}
+	full = full || !w.changes.On()
+	w.snaps++
+	c := &windowCapture{w: w, seq: w.snaps, full: full, walk: newCaptureRows(w, mem), cow: newCaptureRows(w, mem)}
+	changed := w.changes.Take(w.spareKeys)
+	w.spareKeys = nil
+	if full {
+		w.spareKeys = changed
 	} else {
-		for _, ks := range w.changes.Items() {
-			if len(ks.wins) > 0 || !ks.fresh {
-				addWindowStateKey(sw, ks)
-			}
-		}
+		c.keys = changed
+		c.group = len(w.groups) + 1 // no key groups to list
 	}
-	return sw.Finish()
+	w.capture = c
+	return c, nil
 }
 
-// resetTracking forgets the changes so far and tracks from now on.
-func (w *windowOperator) resetTracking() {
-	for _, ks := range w.changes.Items() {
-		ks.dirty, ks.fresh = false, false
-	}
-	w.changes.Reset()
+var _ statestore.SteppedSnapshotter = windowSnapshotter{}
+
+// windowCapture is a snapshot of a window operator captured in steps
+// beside processing (statestore.Capture), so that the task does not stop
+// at the barrier for the whole state; capture number seq began at epoch
+// seq (windowOperator.snaps).
+//
+// Copy on write, per key. The capture needs every key that existed at its
+// barrier (a base) or the keys in the change list of epoch seq (a delta),
+// each as it was at the barrier. Steps walk them: a base lists the keys of
+// one key group at a time, then the collided keys; a delta goes down its
+// change list. A key the walk reaches, or copies, gets captured = seq and
+// is not taken again; a key created after the barrier starts with it. The
+// operator calls touch before it changes a key, which copies a key the
+// capture still needs into cow first. Nothing else changes a key: its
+// windows' accumulator slots are updated, merged and released only after
+// the key was touched, so a slot of a key the walk has not reached holds
+// what it held at the barrier.
+//
+// Rows are copied when they are added: windowStateRow's slot indexes the
+// capture's own accumulators. The walk's rows come first and the copies
+// after them: in a delta, a key dropped and created again since the
+// previous snapshot appears twice in the change list, the dropped one
+// (a clear row) first, and only the live one can be copied.
+type windowCapture struct {
+	w         *windowOperator
+	seq       uint32
+	full      bool
+	walk, cow *captureRows
+	keys      []*windowKey // the keys to walk: a key group's, or the delta's
+	next      int          // the next index of keys
+	group     int          // the next key group to list; len(groups): the collided keys
+	done      bool
+	batches   []arrow.RecordBatch
 }
 
-// windowStateRow is one row of a snapshot: window win of key ks, of kind
-// kind (slot -1: a clear row).
-type windowStateRow struct {
-	ks   *windowKey
-	win  windowState
-	kind string
+// captureRows gathers rows of a snapshot, with copies of their windows'
+// accumulators.
+type captureRows struct {
+	sw  *rows.Writer[windowStateRow]
+	acc *accumulators
 }
 
-// addWindowStateKey adds the rows of ks: a clear row if it has no
-// windows, else a replace row and a window row per further window.
-func addWindowStateKey(sw *rows.Writer[windowStateRow], ks *windowKey) {
+func newCaptureRows(w *windowOperator, mem memory.Allocator) *captureRows {
+	cr := &captureRows{acc: newAccumulators(w.cfg.aggs)}
+	cr.sw = rows.NewWriter(mem, w.state.Schema, func(rb *array.RecordBuilder, rs []windowStateRow) {
+		w.buildStateRows(rb, rs, cr.acc)
+		cr.acc.truncate() // every row gathered is built
+	})
+	return cr
+}
+
+// add adds the rows of ks: a clear row if it has no windows, else a
+// replace row and a window row per further window.
+func (cr *captureRows) add(w *windowOperator, ks *windowKey) {
 	if len(ks.wins) == 0 {
-		sw.Add(windowStateRow{ks, windowState{slot: -1}, windowRowClear})
+		cr.sw.Add(windowStateRow{ks, windowState{slot: -1}, windowRowClear})
 		return
 	}
 	for i, win := range ks.wins {
@@ -186,17 +229,147 @@ func addWindowStateKey(sw *rows.Writer[windowStateRow], ks *windowKey) {
 		if i == 0 {
 			kind = windowRowReplace
 		}
-		sw.Add(windowStateRow{ks, win, kind})
+		win.slot = cr.acc.copySlot(w.acc, win.slot)
+		cr.sw.Add(windowStateRow{ks, win, kind})
 	}
 }
 
-// buildStateRows appends the rows of one state batch to rb's columns.
-func (w *windowOperator) buildStateRows(rb *array.RecordBuilder, rs []windowStateRow) {
+// wants reports whether the capture writes rows of ks, which it has not
+// taken yet: a base every key, a delta a key of its change list unless
+// the key came and went since the previous snapshot.
+func (c *windowCapture) wants(ks *windowKey) bool {
+	return c.full || ks.changed == c.seq && (len(ks.wins) > 0 || !ks.fresh)
+}
+
+// copyKey takes ks, which is about to change, if the capture needs it.
+func (c *windowCapture) copyKey(ks *windowKey) {
+	ks.captured = c.seq
+	if c.wants(ks) {
+		c.cow.add(c.w, ks)
+	}
+}
+
+// Step walks keys until deadline (see statestore.Capture).
+func (c *windowCapture) Step(deadline time.Time) (bool, error) {
+	if c.done {
+		return true, nil
+	}
+	w := c.w
+	chunk := max(w.captureChunk, 1)
+	if w.captureChunk == 0 {
+		chunk = 256
+	}
+	for n := 1; ; n++ {
+		if c.next == len(c.keys) && !c.list() {
+			c.finish()
+			return true, nil
+		}
+		ks := c.keys[c.next]
+		c.keys[c.next] = nil
+		c.next++
+		if ks.captured != c.seq {
+			ks.captured = c.seq
+			if c.wants(ks) {
+				c.walk.add(w, ks)
+			}
+		}
+		if n%chunk == 0 && !deadline.IsZero() && !time.Now().Before(deadline) {
+			return false, nil
+		}
+	}
+}
+
+// list lists the keys of the next key group that has any (a base), then
+// the collided keys, and reports whether it found any.
+func (c *windowCapture) list() bool {
+	w := c.w
+	c.keys, c.next = c.keys[:0], 0
+	for c.group < len(w.groups) {
+		m := w.groups[c.group]
+		c.group++
+		for _, ks := range m {
+			c.keys = append(c.keys, ks)
+		}
+		if len(c.keys) > 0 {
+			return true
+		}
+	}
+	if c.group == len(w.groups) {
+		c.group++
+		for _, ks := range w.collided {
+			c.keys = append(c.keys, ks)
+		}
+	}
+	return len(c.keys) > 0
+}
+
+// finish builds the batches and detaches the capture.
+func (c *windowCapture) finish() {
+	c.done = true
+	c.batches = append(c.walk.sw.Finish(), c.cow.sw.Finish()...)
+	c.detach()
+}
+
+// Batches hands out the batches of a finished capture.
+func (c *windowCapture) Batches() []arrow.RecordBatch {
+	b := c.batches
+	c.batches = nil
+	return b
+}
+
+// Release detaches the capture from the operator and drops what it holds.
+func (c *windowCapture) Release() {
+	c.detach()
+	for _, b := range c.batches {
+		b.Release()
+	}
+	c.batches = nil
+}
+
+// detach stops the copying on write and drops the capture's builders.
+func (c *windowCapture) detach() {
+	w := c.w
+	if w.capture == c {
+		w.capture = nil
+		if !c.full && w.spareKeys == nil {
+			w.spareKeys = c.keys
+		}
+	}
+	c.keys = nil
+	if c.walk != nil {
+		c.walk.sw.Release()
+		c.cow.sw.Release()
+		c.walk, c.cow = nil, nil
+	}
+}
+
+// writeState writes the rows of every key, leaving the change tracking
+// and any capture in flight alone (tests compare states with it).
+func (w *windowOperator) writeState(mem memory.Allocator) []arrow.RecordBatch {
+	cr := newCaptureRows(w, mem)
+	defer cr.sw.Release()
+	w.eachKey(func(ks *windowKey) { cr.add(w, ks) })
+	return cr.sw.Finish()
+}
+
+// windowStateRow is one row of a snapshot: window win of key ks, of kind
+// kind (slot -1: a clear row). The slot is one of the capture's
+// accumulators; of ks, only the key and its group are read, which never
+// change.
+type windowStateRow struct {
+	ks   *windowKey
+	win  windowState
+	kind string
+}
+
+// buildStateRows appends the rows of one state batch to rb's columns; acc
+// holds their accumulators.
+func (w *windowOperator) buildStateRows(rb *array.RecordBuilder, rs []windowStateRow, acc *accumulators) {
 	l := w.state
 	groups := rb.Field(0).(*array.Int32Builder)
 	w.fireKeys = w.fireKeys[:0]
 	for _, r := range rs {
-		groups.Append(r.ks.group)
+		groups.Append(int32(r.ks.group))
 		w.fireKeys = append(w.fireKeys, r.ks)
 	}
 	w.keyBuilders = w.keyBuilders[:0]
@@ -231,7 +404,7 @@ func (w *windowOperator) buildStateRows(rb *array.RecordBuilder, rs []windowStat
 	for i := range accs {
 		accs[i] = rb.Field(l.acc + i)
 	}
-	w.acc.appendState(accs, slots)
+	acc.appendState(accs, slots)
 }
 
 // Restore applies the rows of b in order (see the top of this file). It
@@ -242,14 +415,16 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 	if w.groups == nil {
 		return fmt.Errorf("window %s: restore state: the operator is not open", w.cfg.name)
 	}
-	if w.started {
-		return fmt.Errorf("window %s: restore state: input has already come: restore before any batch or watermark", w.cfg.name)
+	if w.started || w.capture != nil {
+		return fmt.Errorf("window %s: restore state: input has already come: restore before any batch, watermark or snapshot", w.cfg.name)
 	}
 	if err := w.state.Check(b.Schema()); err != nil {
 		return fmt.Errorf("window %s: restore state: %w", w.cfg.name, err)
 	}
-	// Restored state counts as unchanged.
-	w.resetTracking()
+	// Restored state counts as unchanged: the changes so far are
+	// forgotten, and a new epoch begins, which no restored key is in.
+	w.spareKeys = w.changes.Take(w.spareKeys)
+	w.snaps++
 	w.rearm = true
 	n := int(b.NumRows())
 	if n == 0 {
@@ -300,10 +475,7 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 	}
 	kind := rs.kinds.Value(r)
 	w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], rs.b, l.keyCols, r)
-	ks := w.groups[kg-w.kgStart][hash]
-	for ks != nil && ks.key != string(w.keyBuf) {
-		ks = ks.next
-	}
+	ks := w.lookup(kg-w.kgStart, hash)
 	switch kind {
 	case windowRowClear:
 		if ks != nil {
@@ -345,7 +517,7 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 			return fmt.Errorf("session [%d, %d) overlaps or touches the key's session [%d, %d)", start, end, ks.wins[i].start, ks.wins[i].end)
 		}
 	} else {
-		ks = w.newKey(kg, hash)
+		ks = w.newKey(kg, hash, false)
 	}
 	slot := w.acc.alloc()
 	w.acc.setState(slot, rs.accs, r)
@@ -392,13 +564,9 @@ func (w *windowOperator) dropKey(ks *windowKey) {
 // later delta leave no timers behind.
 func (w *windowOperator) armRestoredTimers() {
 	w.rearm = false
-	for _, m := range w.groups {
-		for _, ks := range m {
-			for ; ks != nil; ks = ks.next {
-				for _, win := range ks.wins {
-					w.addTimers(ks, win.start, win.end)
-				}
-			}
+	w.eachKey(func(ks *windowKey) {
+		for _, win := range ks.wins {
+			w.addTimers(ks, win.start, win.end)
 		}
-	}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -17,6 +18,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore"
 )
 
 // winStep is one step of an input: a batch of rows (winFields), or a
@@ -94,11 +96,17 @@ func winStateRows(b arrow.RecordBatch) []string {
 // the test and checks then that they did not change while h went on.
 func (h *winHarness) snapshot(full bool) (file []byte, rows []string) {
 	h.t.Helper()
-	st := h.op.(task.Stateful).State()
-	batches, err := st.Snapshot(h.mem, full)
+	batches, err := h.op.(task.Stateful).State().Snapshot(h.mem, full)
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return h.snapshotFile(batches)
+}
+
+// snapshotFile is snapshot for batches already captured.
+func (h *winHarness) snapshotFile(batches []arrow.RecordBatch) (file []byte, rows []string) {
+	h.t.Helper()
+	st := h.op.(task.Stateful).State()
 	var buf bytes.Buffer
 	fw, err := ipc.NewFileWriter(&buf, ipc.WithSchema(st.Schema()), ipc.WithAllocator(h.mem))
 	if err != nil {
@@ -148,7 +156,7 @@ func winStateDump(t testing.TB, h *winHarness) []string {
 	t.Helper()
 	w := h.op.(*windowOperator)
 	var rows []string
-	for _, b := range w.writeState(h.mem, true) {
+	for _, b := range w.writeState(h.mem) {
 		rows = append(rows, winStateRows(b)...)
 		b.Release()
 	}
@@ -272,13 +280,19 @@ type winSnap struct {
 // the first operator emitted before the cut and the new one after is
 // exactly what an operator that never stopped emits: the same rows in the
 // same order, the same late rows, the same counts of firings.
+//
+// Stepped, each snapshot is captured in steps (BeginSnapshot): one key per
+// step after each batch and watermark, while the input goes on, and to
+// the end when the next snapshot is due; what it restores must be the
+// state at its barrier all the same.
 func TestWindowStateRestore(t *testing.T) {
 	for _, w := range winStateCases {
-		for seed := range uint64(2) {
+		for seed := range uint64(4) {
+			stepped := seed >= 2
 			t.Run(fmt.Sprintf("%s/%d", winStateName(w), seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 11))
 				events := winGenerate(rng, 1500, 120)
-				if seed == 1 {
+				if seed%2 == 1 {
 					// Many keys: most are untouched between snapshots, so
 					// that a delta misses any change not tracked.
 					for i := range events {
@@ -303,25 +317,77 @@ func TestWindowStateRestore(t *testing.T) {
 				// batch and its watermark; every third snapshot is full and
 				// the first is a delta (since Open).
 				h := newWinHarnessRange(t, op, in, 0, 128)
-				var snaps []winSnap
+				h.op.(*windowOperator).captureChunk = 1
+				var (
+					snaps   []winSnap
+					capture statestore.Capture // stepped: the snapshot being captured
+					steps1  int                // steps it took
+				)
+				// collect adds the captured snapshot once its last step is done.
+				collect := func(deadline time.Time) {
+					done, err := capture.Step(deadline)
+					if err != nil {
+						t.Fatal(err)
+					}
+					steps1++
+					if !done {
+						return
+					}
+					file, rows := h.snapshotFile(capture.Batches())
+					snap := &snaps[len(snaps)-1]
+					snap.file, snap.rows = file, len(rows)
+					capture = nil
+				}
 				wm := task.MinWatermark
+				var stepsTaken []int
 				for i, s := range steps {
 					h.step(s, 0, 128)
 					if s.rows == nil {
 						wm = s.wm
 					}
+					if capture != nil {
+						collect(time.Now())
+					}
 					if rng.IntN(8) != 0 {
 						continue
 					}
+					if capture != nil {
+						collect(time.Time{})
+					}
+					if stepped && len(snaps) > 0 {
+						stepsTaken = append(stepsTaken, steps1)
+					}
 					full := len(snaps)%3 == 2
-					file, rows := h.snapshot(full)
-					snaps = append(snaps, winSnap{
-						file: file, rows: len(rows), full: full, cut: i + 1, wm: wm, state: winStateDump(t, h),
+					snap := winSnap{
+						full: full, cut: i + 1, wm: wm, state: winStateDump(t, h),
 						out: len(h.out.rows), late: len(h.late.rows),
 						fired: h.counters.WindowsFired.Load(), refired: h.counters.WindowsRefire.Load(),
-					})
+					}
+					if stepped {
+						var err error
+						capture, err = h.op.(task.Stateful).State().(statestore.SteppedSnapshotter).BeginSnapshot(h.mem, full)
+						if err != nil {
+							t.Fatal(err)
+						}
+						steps1 = 0
+					} else {
+						var rows []string
+						snap.file, rows = h.snapshot(full)
+						snap.rows = len(rows)
+					}
+					snaps = append(snaps, snap)
 				}
 				h.finish()
+				if capture != nil {
+					collect(time.Time{})
+				}
+				if stepped {
+					// Most captures must have gone on beside the input, or
+					// the test does not test copying on write.
+					if slices.Max(stepsTaken) < 10 {
+						t.Fatalf("captures took %v steps: they did not go on beside the input", stepsTaken)
+					}
+				}
 				if got := h.out.rows; !slices.Equal(got, want) {
 					t.Fatalf("snapshots changed the output:\n%s", winDiff(got, want))
 				}
@@ -372,7 +438,7 @@ func TestWindowStateRestore(t *testing.T) {
 						t.Errorf("restored from snapshot %d: %d firings (%d re-fires), want %d (%d)", k, f, rf, ref.counters.WindowsFired.Load(), ref.counters.WindowsRefire.Load())
 					}
 				}
-				t.Logf("%d output rows, %d late; %d bases of %.0f rows on average, %d deltas of %.0f", len(want), len(wantLate),
+				t.Logf("stepped %v: %d output rows, %d late; %d bases of %.0f rows on average, %d deltas of %.0f", stepped, len(want), len(wantLate),
 					bases, float64(baseRows)/float64(max(bases, 1)), deltas, float64(deltaRows)/float64(max(deltas, 1)))
 			})
 		}

@@ -205,13 +205,15 @@ func (c *chain) capture(maxDeltas int) (full bool, gen int) {
 	return full, c.capGen
 }
 
-// capture is one operator's part of a snapshot, to upload.
+// capture is one operator's part of a snapshot, to upload: its batches,
+// or the capture in steps that will give them.
 type captured struct {
 	node    int
 	full    bool
 	gen     int
 	schema  *arrow.Schema
 	batches []arrow.RecordBatch
+	capture statestore.Capture // nil once done
 }
 
 // upload is one checkpoint of the task waiting for its files to upload.
@@ -222,6 +224,7 @@ type upload struct {
 	stages  []stagedTxn // sealed sink transactions to stage
 	st      manifest.Subtask
 	parts   []captured
+	taken   time.Time // when the barrier was taken
 }
 
 // checkpointer is a task's checkpoint machinery.
@@ -231,10 +234,14 @@ type checkpointer struct {
 	chains  map[int]*chain // by node index
 	trigger chan int64
 
-	queue  chan *upload
-	done   chan struct{}
-	fatal  atomic.Pointer[error] // see failure
-	closed bool                  // queue closed (task goroutine only)
+	// pending is the checkpoint whose state is being captured in steps
+	// beside processing (statestore.SteppedSnapshotter), nil for none; it
+	// goes to the queue once every capture is done.
+	pending *upload
+	queue   chan *upload
+	done    chan struct{}
+	fatal   atomic.Pointer[error] // see failure
+	closed  bool                  // queue closed (task goroutine only)
 }
 
 func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
@@ -405,6 +412,11 @@ func keepKeyGroups(rec arrow.RecordBatch, start, end int, mem memory.Allocator) 
 func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	r := c.r
 	t0 := time.Now()
+	// The previous capture must be complete first: the task stalls for
+	// what is left of it, and this checkpoint counts the stall.
+	if err := c.completePending(); err != nil {
+		return err
+	}
 	st := c.subtask()
 	st.Metrics.AlignMs = align.Milliseconds()
 	st.Metrics.LastInput = last
@@ -417,16 +429,23 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 			st.SourcePositions = map[string]json.RawMessage{s.Name: pos}
 		}
 	}
-	u := &upload{id: id}
+	u := &upload{id: id, taken: t0}
 	for i, n := range r.cfg.Nodes {
 		if sf, ok := n.Op.(Stateful); ok {
 			full, gen := c.chains[i].capture(c.cfg.MaxDeltas)
 			state := sf.State()
-			batches, err := state.Snapshot(r.mem, full)
+			p := captured{node: i, full: full, gen: gen, schema: state.Schema()}
+			var err error
+			if ss, ok := state.(statestore.SteppedSnapshotter); ok {
+				p.capture, err = ss.BeginSnapshot(r.mem, full)
+			} else {
+				p.batches, err = state.Snapshot(r.mem, full)
+			}
 			if err != nil {
+				u.release()
 				return fmt.Errorf("operator %s: snapshot %d: %w", n.Name, id, err)
 			}
-			u.parts = append(u.parts, captured{node: i, full: full, gen: gen, schema: state.Schema(), batches: batches})
+			u.parts = append(u.parts, p)
 		}
 	}
 	txns, stages, err := c.preCommit(fmt.Sprintf("c%d", id))
@@ -459,6 +478,69 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 		return c.enqueue(u)
 	}
 	r.stats.Checkpoints.Add(1)
+	for _, p := range u.parts {
+		if p.capture != nil {
+			c.pending = u
+			return nil
+		}
+	}
+	u.st.Metrics.CaptureMs = u.st.Metrics.SyncMs
+	return c.enqueue(u)
+}
+
+// captureStep is how long one step of a capture in flight may take: the
+// longest the task stops for it between two batches.
+const captureStep = 5 * time.Millisecond
+
+// step advances the capture in flight by one step of about captureStep,
+// and queues its checkpoint for upload once it is complete. The task
+// calls it between batches (tick).
+func (c *checkpointer) step() error {
+	if c.pending == nil {
+		return nil
+	}
+	return c.stepPending(time.Now().Add(captureStep))
+}
+
+// completePending captures what is left of the capture in flight, at
+// once.
+func (c *checkpointer) completePending() error {
+	if c.pending == nil {
+		return nil
+	}
+	return c.stepPending(time.Time{})
+}
+
+func (c *checkpointer) stepPending(deadline time.Time) error {
+	u := c.pending
+	t0 := time.Now()
+	m := &u.st.Metrics
+	defer func() {
+		if c.pending == u { // once queued, the uploader owns u
+			m.StepMs = max(m.StepMs, time.Since(t0).Milliseconds())
+		}
+	}()
+	for i := range u.parts {
+		p := &u.parts[i]
+		if p.capture == nil {
+			continue
+		}
+		done, err := p.capture.Step(deadline)
+		if err != nil {
+			c.pending = nil
+			u.release()
+			return fmt.Errorf("operator %s: snapshot %d: %w", c.r.cfg.Nodes[p.node].Name, u.id, err)
+		}
+		if !done {
+			return nil
+		}
+		p.batches = p.capture.Batches()
+		p.capture.Release()
+		p.capture = nil
+	}
+	c.pending = nil
+	m.StepMs = max(m.StepMs, time.Since(t0).Milliseconds())
+	m.CaptureMs = time.Since(u.taken).Milliseconds()
 	return c.enqueue(u)
 }
 
@@ -475,6 +557,9 @@ func (c *checkpointer) enqueue(u *upload) error {
 // final pre-commits what the sinks hold at the end of the input and
 // acknowledges it with Final, then waits until every ack is out.
 func (c *checkpointer) final() error {
+	if err := c.completePending(); err != nil {
+		return err
+	}
 	txns, stages, err := c.preCommit("final")
 	if err != nil {
 		return err
@@ -507,8 +592,13 @@ func (c *checkpointer) final() error {
 	}
 }
 
-// close stops the uploader (after final, a no-op).
+// close drops a capture in flight and stops the uploader (after final, a
+// no-op).
 func (c *checkpointer) close() {
+	if c.pending != nil {
+		c.pending.release()
+		c.pending = nil
+	}
 	c.closeQueue()
 	<-c.done
 }
@@ -731,10 +821,16 @@ func (c *checkpointer) failure() error {
 }
 
 func (u *upload) release() {
-	for _, p := range u.parts {
+	for i := range u.parts {
+		p := &u.parts[i]
+		if p.capture != nil {
+			p.capture.Release()
+			p.capture = nil
+		}
 		for _, b := range p.batches {
 			b.Release()
 		}
+		p.batches = nil
 	}
 }
 

@@ -798,6 +798,9 @@ func (r *runner) tick(now time.Time) error {
 		if err := r.cp.failure(); err != nil {
 			return err
 		}
+		if err := r.cp.step(); err != nil {
+			return err
+		}
 	}
 	for _, pt := range r.timers {
 		if t, ok := pt.NextProcessingTime(); ok && !now.Before(t) {
@@ -820,6 +823,9 @@ func (r *runner) tick(now time.Time) error {
 // untilWake is how long the task may block before time-driven work is due,
 // at most 100ms.
 func (r *runner) untilWake(now time.Time) time.Duration {
+	if r.cp != nil && r.cp.pending != nil {
+		return time.Millisecond // a capture goes on between reads
+	}
 	next := now.Add(100 * time.Millisecond)
 	for _, pt := range r.timers {
 		if t, ok := pt.NextProcessingTime(); ok && t.Before(next) {

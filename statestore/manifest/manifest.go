@@ -132,9 +132,15 @@ type Txn struct {
 
 // SubtaskMetrics is what the checkpoint cost one subtask.
 type SubtaskMetrics struct {
-	AlignMs       int64 `json:"alignMs"`       // from the first barrier to the last
-	SyncMs        int64 `json:"syncMs"`        // the synchronous snapshot
-	AsyncMs       int64 `json:"asyncMs"`       // the upload
+	AlignMs int64 `json:"alignMs"` // from the first barrier to the last
+	SyncMs  int64 `json:"syncMs"`  // the synchronous snapshot
+	AsyncMs int64 `json:"asyncMs"` // the upload
+	// CaptureMs is from the barrier until the state was captured:
+	// state captured in steps beside processing takes StepMs at most
+	// at a time (the task stops for a step); the rest is captured at
+	// the barrier, within SyncMs.
+	CaptureMs     int64 `json:"captureMs,omitempty"`
+	StepMs        int64 `json:"stepMs,omitempty"`
 	UploadedBytes int64 `json:"uploadedBytes"` // bytes of new files this checkpoint wrote
 	// LastInput is the input channel whose barrier came last, completing
 	// the alignment: the producing edge and subtask, "win[1]" (empty for

@@ -155,6 +155,17 @@ func (c *ChangeLog[T]) Reset() {
 	c.on = true
 }
 
+// Take hands out what was listed since the last Reset or Take and lists
+// changes from now on into spare's room (a slice an earlier Take handed
+// out, done with; nil for none).
+func (c *ChangeLog[T]) Take(spare []T) []T {
+	items := c.items
+	clear(spare) // drop pointers
+	c.items = spare[:0]
+	c.on = true
+	return items
+}
+
 // Pause stops listing until Resume, for state that counts as unchanged
 // (restored rows).
 func (c *ChangeLog[T]) Pause() { c.on = false }

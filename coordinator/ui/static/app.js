@@ -207,13 +207,13 @@ function subtasks(st) {
 
 function checkpointsTable(cps, base) {
   let h = `<table id="checkpoints"><tr><th class="num">ID</th><th>Status</th><th class="num">Attempt</th><th>Triggered</th><th class="num">Duration</th>
-    <th class="num">State</th><th class="num">Uploaded</th><th class="num">Align ms</th><th class="num">Sync ms</th><th class="num">Async ms</th><th>Acks</th><th>Reason</th><th></th></tr>`;
-  if (!cps.length) h += `<tr><td colspan="13" class="muted">No checkpoints yet</td></tr>`;
+    <th class="num">State</th><th class="num">Uploaded</th><th class="num">Align ms</th><th class="num">Sync ms</th><th class="num" title="the longest step of capturing state beside processing">Step ms</th><th class="num">Async ms</th><th>Acks</th><th>Reason</th><th></th></tr>`;
+  if (!cps.length) h += `<tr><td colspan="14" class="muted">No checkpoints yet</td></tr>`;
   for (const c of cps) {
     h += `<tr class="checkpoint" data-status="${esc(c.status)}" data-id="${c.id}"><td class="num">${c.id}${c.savepoint ? " (savepoint)" : ""}${c.final ? " (final)" : ""}</td>
       <td>${esc(c.status)}</td><td class="num">${c.attempt}</td><td>${esc(new Date(c.triggered).toLocaleTimeString())}</td>
       <td class="num">${c.durationSeconds ? num(c.durationSeconds, 2) + " s" : "–"}</td><td class="num">${bytes(c.stateBytes)}</td><td class="num">${bytes(c.uploadedBytes)}</td>
-      <td class="num">${num(c.maxAlignMs)}</td><td class="num">${num(c.maxSyncMs)}</td><td class="num">${num(c.maxAsyncMs)}</td>
+      <td class="num">${num(c.maxAlignMs)}</td><td class="num">${num(c.maxSyncMs)}</td><td class="num">${num(c.maxStepMs || 0)}</td><td class="num">${num(c.maxAsyncMs)}</td>
       <td>${c.acks}/${c.tasks}</td><td class="error">${esc(c.reason)}</td>
       <td><a class="explain" href="${base}/checkpoints/${c.id}">why</a></td></tr>`;
   }
@@ -259,13 +259,14 @@ async function explainPage(id, n, base) {
   const d = await api(`/api/v1/jobs/${encodeURIComponent(id)}/checkpoints/${encodeURIComponent(n)}`);
   let h = `<h2>Checkpoint ${d.id}</h2><p id="explanation">${esc(d.explanation)}</p>
     <table id="acks"><tr><th>Subtask</th><th>Worker</th><th class="num">Acked after</th><th class="num">Waiting</th><th class="num">Align</th>
-    <th class="num">Sync</th><th class="num">Upload</th><th class="num">Uploaded</th><th>Last barrier from</th></tr>`;
+    <th class="num">Sync</th><th class="num" title="state captured beside processing after the barrier went on">Capture</th><th class="num">Upload</th><th class="num">Uploaded</th><th>Last barrier from</th></tr>`;
   for (const s of d.subtasks || []) {
-    const wait = Math.max(s.ackedMs - s.alignMs - s.syncMs - s.asyncMs, 0);
+    const capture = Math.max((s.captureMs || 0) - s.syncMs, 0);
+    const wait = Math.max(s.ackedMs - s.alignMs - s.syncMs - capture - s.asyncMs, 0);
     h += `<tr class="ack"><td>${esc(s.vertex)}[${s.subtask}]</td><td>${esc(s.worker)}</td><td class="num">${num(s.ackedMs)} ms</td><td class="num">${num(wait)} ms</td>
-      <td class="num">${num(s.alignMs)} ms</td><td class="num">${num(s.syncMs)} ms</td><td class="num">${num(s.asyncMs)} ms</td><td class="num">${bytes(s.uploadedBytes)}</td><td>${esc(s.lastInput || "-")}</td></tr>`;
+      <td class="num">${num(s.alignMs)} ms</td><td class="num">${num(s.syncMs)} ms</td><td class="num">${num(capture)} ms</td><td class="num">${num(s.asyncMs)} ms</td><td class="num">${bytes(s.uploadedBytes)}</td><td>${esc(s.lastInput || "-")}</td></tr>`;
   }
-  for (const m of d.missing || []) h += `<tr class="ack missing"><td>${esc(m)}</td><td colspan="8" class="muted">not acknowledged</td></tr>`;
+  for (const m of d.missing || []) h += `<tr class="ack missing"><td>${esc(m)}</td><td colspan="9" class="muted">not acknowledged</td></tr>`;
   return h + `</table><p><a href="${base}/checkpoints">all checkpoints</a></p>`;
 }
 

@@ -1,0 +1,185 @@
+package task
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/statefile"
+)
+
+var steppedSchema = arrow.NewSchema([]arrow.Field{
+	{Name: StateKeyGroupField, Type: arrow.PrimitiveTypes.Int32},
+	{Name: "k", Type: arrow.PrimitiveTypes.Int64},
+}, nil)
+
+// steppedOp keeps every k it was given; a snapshot holds them all, one
+// row each. Its captures take one row per step (a zero deadline: all),
+// and it records how many rows it had seen at each step.
+type steppedOp struct {
+	seen    []int64
+	capture *steppedCapture
+	steps   [][]int // per capture begun: len(seen) at each step
+	forced  []bool  // per capture: its last step had no deadline
+}
+
+type steppedCapture struct {
+	op   *steppedOp
+	idx  int     // of the capture in op.steps
+	rows []int64 // the rows at the barrier
+	next int
+	mem  memory.Allocator
+	out  []arrow.RecordBatch
+}
+
+func (o *steppedOp) Open(*Context) error { return nil }
+func (o *steppedOp) ProcessBatch(b arrow.RecordBatch) error {
+	o.seen = append(o.seen, b.Column(0).(*array.Int64).Int64Values()...)
+	return nil
+}
+func (o *steppedOp) ProcessWatermark(int64) error    { return nil }
+func (o *steppedOp) Finish() error                   { return nil }
+func (o *steppedOp) Close() error                    { return nil }
+func (o *steppedOp) State() statestore.Snapshotter   { return o }
+func (o *steppedOp) Schema() *arrow.Schema           { return steppedSchema }
+func (o *steppedOp) Restore(arrow.RecordBatch) error { return nil }
+func (o *steppedOp) Snapshot(memory.Allocator, bool) ([]arrow.RecordBatch, error) {
+	panic("the runtime captures a SteppedSnapshotter in steps")
+}
+
+func (o *steppedOp) BeginSnapshot(mem memory.Allocator, _ bool) (statestore.Capture, error) {
+	if o.capture != nil {
+		panic("a capture began before the previous one was done")
+	}
+	o.capture = &steppedCapture{op: o, idx: len(o.steps), rows: slices.Clone(o.seen), mem: mem}
+	o.steps = append(o.steps, nil)
+	o.forced = append(o.forced, false)
+	return o.capture, nil
+}
+
+func (c *steppedCapture) Step(deadline time.Time) (bool, error) {
+	o := c.op
+	o.steps[c.idx] = append(o.steps[c.idx], len(o.seen))
+	o.forced[c.idx] = deadline.IsZero()
+	if deadline.IsZero() {
+		c.next = len(c.rows)
+	} else if c.next < len(c.rows) {
+		c.next++
+	}
+	if c.next < len(c.rows) {
+		return false, nil
+	}
+	b := array.NewRecordBuilder(c.mem, steppedSchema)
+	defer b.Release()
+	for _, k := range c.rows {
+		b.Field(0).(*array.Int32Builder).Append(0)
+		b.Field(1).(*array.Int64Builder).Append(k)
+	}
+	c.out = []arrow.RecordBatch{b.NewRecordBatch()}
+	o.capture = nil
+	return true, nil
+}
+
+func (c *steppedCapture) Batches() []arrow.RecordBatch {
+	out := c.out
+	c.out = nil
+	return out
+}
+
+func (c *steppedCapture) Release() {
+	if c.op.capture == c {
+		c.op.capture = nil
+	}
+	for _, b := range c.out {
+		b.Release()
+	}
+	c.out = nil
+}
+
+// TestSteppedCapture checks how the runtime drives a state captured in
+// steps: the barrier goes on at once and the capture beside the input,
+// a step between polls; the next barrier completes what is left first;
+// each checkpoint's file holds the rows of its barrier; the acks come in
+// order, with the capture's time and its longest step.
+func TestSteppedCapture(t *testing.T) {
+	mem := checkedMem(t)
+	b, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var got acks
+	var tk *Task
+	// Checkpoint 1 is taken after k=5 (6 rows: 6 steps), checkpoint 2
+	// after k=7, before capture 1 is done; capture 2 (8 rows) has the
+	// polls up to k=29 to finish in.
+	src := &badSource{n: 30, at: map[int]func(){
+		5: func() { tk.TriggerCheckpoint(1) },
+		7: func() { tk.TriggerCheckpoint(2) },
+	}}
+	op := &steppedOp{}
+	tk = New(Config{
+		Job: "j1", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem, Bucket: b,
+		Source:      &SourceHead{Name: "src", Source: src, TimeColumn: -1, Out: []Target{ChainTo(0)}},
+		Nodes:       []*Node{{Name: "op", Op: op, Out: []Target{ChainTo(1)}}, {Name: "sink", Sink: &collector{}}},
+		Checkpoints: &Checkpointing{Ack: got.add},
+	})
+	if err := tk.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, a := range got.list {
+		ids = append(ids, a.Checkpoint)
+	}
+	if len(ids) != 3 || ids[0] != 1 || ids[1] != 2 || !got.list[2].Final {
+		t.Fatalf("acks of checkpoints %v, want 1, 2 and the final one", ids)
+	}
+	if len(op.steps) != 2 {
+		t.Fatalf("%d captures began, want 2", len(op.steps))
+	}
+	// Capture 1: steps between polls, then completed at barrier 2.
+	if s := op.steps[0]; len(s) < 2 || s[len(s)-1] == s[0] || !op.forced[0] {
+		t.Errorf("capture 1 stepped at %v seen rows (completed at the next barrier: %v), want steps beside the input and the rest at barrier 2", s, op.forced[0])
+	}
+	// Capture 2: every step beside the input, none forced.
+	if s := op.steps[1]; len(s) != 8 || op.forced[1] || s[len(s)-1] <= s[0] {
+		t.Errorf("capture 2 stepped at %v seen rows (forced %v), want 8 steps as the input went on", s, op.forced[1])
+	}
+	for i, want := range [][]int64{{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5, 6, 7}} {
+		ack := got.list[i]
+		if ack.Decline != "" {
+			t.Fatalf("checkpoint %d declined: %s", ack.Checkpoint, ack.Decline)
+		}
+		// The chain's newest file: checkpoint 2 adds a delta (of every
+		// row: the operator writes them all) to the base of 1.
+		fs := ack.Subtask.State
+		if len(fs) != i+1 {
+			t.Fatalf("checkpoint %d: state files %+v, want %d", ack.Checkpoint, fs, i+1)
+		}
+		data, err := statefile.Read(t.Context(), b, fs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, batches, err := statefile.Decode(data, steppedSchema, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []int64
+		for _, rec := range batches {
+			rows = append(rows, rec.Column(1).(*array.Int64).Int64Values()...)
+			rec.Release()
+		}
+		if !slices.Equal(rows, want) {
+			t.Errorf("checkpoint %d holds rows %v, want the %d rows before its barrier", ack.Checkpoint, rows, len(want))
+		}
+		if m := ack.Subtask.Metrics; m.CaptureMs < m.StepMs || m.CaptureMs < m.SyncMs {
+			t.Errorf("checkpoint %d: capture %d ms, longest step %d ms, sync %d ms: the capture includes both", ack.Checkpoint, m.CaptureMs, m.StepMs, m.SyncMs)
+		}
+	}
+}
