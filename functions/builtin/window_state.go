@@ -152,7 +152,7 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 	}
 	full = full || !w.changes.On()
 	w.snaps++
-	c := &windowCapture{w: w, seq: w.snaps, full: full, walk: newCaptureRows(w, mem), cow: newCaptureRows(w, mem)}
+	c := &windowCapture{w: w, seq: w.snaps, full: full, walk: newCaptureRows(w, mem, false), cow: newCaptureRows(w, mem, true)}
 	changed := w.changes.Take(w.spareKeys)
 	w.spareKeys = nil
 	if full {
@@ -184,8 +184,7 @@ var _ statestore.SteppedSnapshotter = windowSnapshotter{}
 // the key was touched, so a slot of a key the walk has not reached holds
 // what it held at the barrier.
 //
-// Rows are copied when they are added: windowStateRow's slot indexes the
-// capture's own accumulators. The walk's rows come first and the copies
+// The walk's rows come first and the copies
 // after them: in a delta, a key dropped and created again since the
 // previous snapshot appears twice in the change list, the dropped one
 // (a clear row) first, and only the live one can be copied.
@@ -201,37 +200,165 @@ type windowCapture struct {
 	batches   []arrow.RecordBatch
 }
 
-// captureRows gathers rows of a snapshot, with copies of their windows'
-// accumulators.
+// captureBuildRows is how many rows a capture gathers before it builds
+// them, column by column: that is faster than row by row, since the
+// loads of many keys' state overlap.
+const captureBuildRows = 512
+
+// captureRows builds the rows of a snapshot into batches of at most
+// rows.BatchRows rows. The batches share no memory with the operator.
+//
+// Rows are gathered and built every captureBuildRows, so a step of a
+// capture costs what its own rows cost. The walk's rows refer to the
+// operator's accumulator slots: the capture builds them before its step
+// returns, while the keys cannot change. The rows of keys copied before a
+// change refer to copies of their slots (copied, in acc).
 type captureRows struct {
-	sw  *rows.Writer[windowStateRow]
-	acc *accumulators
+	w      *windowOperator
+	rb     *array.RecordBuilder
+	n      int // rows built into rb
+	out    []arrow.RecordBatch
+	pend   []windowStateRow
+	copied bool
+	acc    *accumulators // the copies of slots, if copied
+
+	// Scratch.
+	keys                     []*windowKey
+	slots                    []int32
+	keyBuilders, accBuilders []array.Builder
 }
 
-func newCaptureRows(w *windowOperator, mem memory.Allocator) *captureRows {
-	cr := &captureRows{acc: newAccumulators(w.cfg.aggs)}
-	cr.sw = rows.NewWriter(mem, w.state.Schema, func(rb *array.RecordBuilder, rs []windowStateRow) {
-		w.buildStateRows(rb, rs, cr.acc)
-		cr.acc.truncate() // every row gathered is built
-	})
+// windowStateRow is one row of a snapshot: window win of key ks, of kind
+// kind (slot -1: a clear row). Of ks, only the key and its group are
+// read, which never change.
+type windowStateRow struct {
+	ks   *windowKey
+	win  windowState
+	kind string
+}
+
+func newCaptureRows(w *windowOperator, mem memory.Allocator, copied bool) *captureRows {
+	l := w.state
+	cr := &captureRows{w: w, rb: array.NewRecordBuilder(mem, l.Schema), copied: copied}
+	if copied {
+		cr.acc = newAccumulators(w.cfg.aggs)
+	}
+	for _, col := range l.keyCols {
+		cr.keyBuilders = append(cr.keyBuilders, cr.rb.Field(col))
+	}
+	for i := l.acc; i < len(l.Names); i++ {
+		cr.accBuilders = append(cr.accBuilders, cr.rb.Field(i))
+	}
 	return cr
 }
 
 // add adds the rows of ks: a clear row if it has no windows, else a
 // replace row and a window row per further window.
-func (cr *captureRows) add(w *windowOperator, ks *windowKey) {
+func (cr *captureRows) add(ks *windowKey) {
 	if len(ks.wins) == 0 {
-		cr.sw.Add(windowStateRow{ks, windowState{slot: -1}, windowRowClear})
-		return
+		cr.pend = append(cr.pend, windowStateRow{ks, windowState{slot: -1}, windowRowClear})
 	}
 	for i, win := range ks.wins {
 		kind := windowRowWindow
 		if i == 0 {
 			kind = windowRowReplace
 		}
-		win.slot = cr.acc.copySlot(w.acc, win.slot)
-		cr.sw.Add(windowStateRow{ks, win, kind})
+		if cr.copied {
+			win.slot = cr.acc.copySlot(cr.w.acc, win.slot)
+		}
+		cr.pend = append(cr.pend, windowStateRow{ks, win, kind})
 	}
+	if len(cr.pend) >= captureBuildRows {
+		cr.build()
+	}
+}
+
+// build builds the gathered rows.
+func (cr *captureRows) build() {
+	rs := cr.pend
+	for len(rs) > 0 {
+		k := min(len(rs), rows.BatchRows-cr.n)
+		cr.buildRows(rs[:k])
+		rs = rs[k:]
+		if cr.n += k; cr.n == rows.BatchRows {
+			cr.cut()
+		}
+	}
+	clear(cr.pend) // drop the key pointers
+	cr.pend = cr.pend[:0]
+	if cr.copied {
+		cr.acc.truncate()
+	}
+}
+
+// buildRows appends rs to the builder's columns.
+func (cr *captureRows) buildRows(rs []windowStateRow) {
+	w, rb, l := cr.w, cr.rb, cr.w.state
+	rb.Reserve(len(rs))
+	groups := rb.Field(0).(*array.Int32Builder)
+	cr.keys = cr.keys[:0]
+	for _, r := range rs {
+		groups.Append(int32(r.ks.group))
+		cr.keys = append(cr.keys, r.ks)
+	}
+	w.appendKeyColumns(cr.keyBuilders, cr.keys)
+	clear(cr.keys) // drop the key pointers
+	kinds := rb.Field(l.kind).(*array.StringBuilder)
+	starts := rb.Field(l.kind + 1).(*array.TimestampBuilder)
+	ends := rb.Field(l.kind + 2).(*array.TimestampBuilder)
+	emitted := rb.Field(l.kind + 3).(*array.BooleanBuilder)
+	pending := rb.Field(l.kind + 4).(*array.BooleanBuilder)
+	cr.slots = cr.slots[:0]
+	for _, r := range rs {
+		win := r.win
+		kinds.Append(r.kind)
+		cr.slots = append(cr.slots, win.slot)
+		if win.slot < 0 {
+			starts.AppendNull()
+			ends.AppendNull()
+			emitted.AppendNull()
+			pending.AppendNull()
+			continue
+		}
+		starts.Append(arrow.Timestamp(win.start))
+		ends.Append(arrow.Timestamp(win.end))
+		emitted.Append(win.emitted)
+		pending.Append(win.pending)
+	}
+	acc := w.acc
+	if cr.copied {
+		acc = cr.acc
+	}
+	acc.appendState(cr.accBuilders, cr.slots)
+}
+
+// cut ends the batch being built.
+func (cr *captureRows) cut() {
+	if cr.n > 0 {
+		cr.out = append(cr.out, cr.rb.NewRecordBatch())
+		cr.n = 0
+	}
+}
+
+// finish builds what is gathered and hands out the batches: the caller
+// owns them.
+func (cr *captureRows) finish() []arrow.RecordBatch {
+	cr.build()
+	cr.cut()
+	out := cr.out
+	cr.out = nil
+	return out
+}
+
+// release drops the builder and any batch not handed out.
+func (cr *captureRows) release() {
+	cr.rb.Release()
+	for _, b := range cr.out {
+		b.Release()
+	}
+	cr.out = nil
+	clear(cr.pend)
+	cr.pend = nil
 }
 
 // wants reports whether the capture writes rows of ks, which it has not
@@ -245,7 +372,7 @@ func (c *windowCapture) wants(ks *windowKey) bool {
 func (c *windowCapture) copyKey(ks *windowKey) {
 	ks.captured = c.seq
 	if c.wants(ks) {
-		c.cow.add(c.w, ks)
+		c.cow.add(ks)
 	}
 }
 
@@ -270,10 +397,11 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 		if ks.captured != c.seq {
 			ks.captured = c.seq
 			if c.wants(ks) {
-				c.walk.add(w, ks)
+				c.walk.add(ks)
 			}
 		}
 		if n%chunk == 0 && !deadline.IsZero() && !time.Now().Before(deadline) {
+			c.walk.build() // the walk's rows read the keys' slots
 			return false, nil
 		}
 	}
@@ -306,7 +434,7 @@ func (c *windowCapture) list() bool {
 // finish builds the batches and detaches the capture.
 func (c *windowCapture) finish() {
 	c.done = true
-	c.batches = append(c.walk.sw.Finish(), c.cow.sw.Finish()...)
+	c.batches = append(c.walk.finish(), c.cow.finish()...)
 	c.detach()
 }
 
@@ -337,8 +465,8 @@ func (c *windowCapture) detach() {
 	}
 	c.keys = nil
 	if c.walk != nil {
-		c.walk.sw.Release()
-		c.cow.sw.Release()
+		c.walk.release()
+		c.cow.release()
 		c.walk, c.cow = nil, nil
 	}
 }
@@ -346,65 +474,10 @@ func (c *windowCapture) detach() {
 // writeState writes the rows of every key, leaving the change tracking
 // and any capture in flight alone (tests compare states with it).
 func (w *windowOperator) writeState(mem memory.Allocator) []arrow.RecordBatch {
-	cr := newCaptureRows(w, mem)
-	defer cr.sw.Release()
-	w.eachKey(func(ks *windowKey) { cr.add(w, ks) })
-	return cr.sw.Finish()
-}
-
-// windowStateRow is one row of a snapshot: window win of key ks, of kind
-// kind (slot -1: a clear row). The slot is one of the capture's
-// accumulators; of ks, only the key and its group are read, which never
-// change.
-type windowStateRow struct {
-	ks   *windowKey
-	win  windowState
-	kind string
-}
-
-// buildStateRows appends the rows of one state batch to rb's columns; acc
-// holds their accumulators.
-func (w *windowOperator) buildStateRows(rb *array.RecordBuilder, rs []windowStateRow, acc *accumulators) {
-	l := w.state
-	groups := rb.Field(0).(*array.Int32Builder)
-	w.fireKeys = w.fireKeys[:0]
-	for _, r := range rs {
-		groups.Append(int32(r.ks.group))
-		w.fireKeys = append(w.fireKeys, r.ks)
-	}
-	w.keyBuilders = w.keyBuilders[:0]
-	for _, col := range l.keyCols {
-		w.keyBuilders = append(w.keyBuilders, rb.Field(col))
-	}
-	w.appendKeyColumns(w.keyBuilders, w.fireKeys)
-	clear(w.fireKeys) // drop the key pointers
-	kinds := rb.Field(l.kind).(*array.StringBuilder)
-	starts := rb.Field(l.kind + 1).(*array.TimestampBuilder)
-	ends := rb.Field(l.kind + 2).(*array.TimestampBuilder)
-	emitted := rb.Field(l.kind + 3).(*array.BooleanBuilder)
-	pending := rb.Field(l.kind + 4).(*array.BooleanBuilder)
-	slots := make([]int32, len(rs))
-	for j, r := range rs {
-		win := r.win
-		kinds.Append(r.kind)
-		slots[j] = win.slot
-		if win.slot < 0 {
-			starts.AppendNull()
-			ends.AppendNull()
-			emitted.AppendNull()
-			pending.AppendNull()
-			continue
-		}
-		starts.Append(arrow.Timestamp(win.start))
-		ends.Append(arrow.Timestamp(win.end))
-		emitted.Append(win.emitted)
-		pending.Append(win.pending)
-	}
-	accs := make([]array.Builder, len(l.Names)-l.acc)
-	for i := range accs {
-		accs[i] = rb.Field(l.acc + i)
-	}
-	acc.appendState(accs, slots)
+	cr := newCaptureRows(w, mem, false)
+	defer cr.release()
+	w.eachKey(cr.add)
+	return cr.finish()
 }
 
 // Restore applies the rows of b in order (see the top of this file). It

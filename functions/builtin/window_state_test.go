@@ -787,3 +787,4 @@ func TestWindowStateLowerWatermark(t *testing.T) {
 	r.watermark(19)
 	r.expect("10 20 a 1")
 }
+
