@@ -787,4 +787,3 @@ func TestWindowStateLowerWatermark(t *testing.T) {
 	r.watermark(19)
 	r.expect("10 20 a 1")
 }
-
