@@ -184,10 +184,10 @@ var _ statestore.SteppedSnapshotter = windowSnapshotter{}
 // the key was touched, so a slot of a key the walk has not reached holds
 // what it held at the barrier.
 //
-// The walk's rows come first and the copies
-// after them: in a delta, a key dropped and created again since the
-// previous snapshot appears twice in the change list, the dropped one
-// (a clear row) first, and only the live one can be copied.
+// The walk's rows come first and the copies after them: in a delta, a key
+// dropped and created again since the previous snapshot appears twice in
+// the change list, the dropped one (a clear row) first, and only the live
+// one can be copied.
 type windowCapture struct {
 	w         *windowOperator
 	seq       uint32
