@@ -1,11 +1,11 @@
 package exchange_test
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/weirstream/weir/exchange/exchangetest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+// TestMain fails the run if a test leaves a goroutine behind.
+func TestMain(m *testing.M) { os.Exit(exchangetest.RunWithoutLeaks(m)) }
