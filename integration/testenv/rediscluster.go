@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -298,9 +299,21 @@ func (c *RedisCluster) node(addr string) *clusterNode {
 // answers nothing, as a node cut off or stalled.
 func (c *RedisCluster) Pause(addr string) {
 	c.t.Helper()
-	if n := c.node(addr); n.cmd == nil || n.cmd.Process.Signal(syscall.SIGSTOP) != nil {
+	n := c.node(addr)
+	if n.cmd == nil || n.cmd.Process.Signal(syscall.SIGSTOP) != nil {
 		c.t.Fatalf("testenv: pause redis cluster node %s: not running", addr)
 	}
+	// The signal is sent, not yet taken: return once the node is stopped.
+	stat := fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid)
+	poll.Until(c.t, 5*time.Second, "redis cluster node "+addr+" stopped", func() bool {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		i := strings.LastIndexByte(string(data), ')')
+		return i >= 0 && i+2 < len(data) && (data[i+2] == 'T' || data[i+2] == 't')
+	})
 }
 
 // Resume continues a paused node.
