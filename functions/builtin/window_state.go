@@ -382,8 +382,8 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 		return true, nil
 	}
 	w := c.w
-	chunk := max(w.captureChunk, 1)
-	if w.captureChunk == 0 {
+	chunk := w.captureChunk
+	if chunk <= 0 {
 		chunk = 256
 	}
 	for n := 1; ; n++ {
