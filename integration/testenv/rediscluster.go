@@ -49,26 +49,10 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 	t.Cleanup(c.Stop)
 	total := masters * (1 + replicas)
 	for i := range total {
-		port, bus := FreePort(t), FreePort(t)
-		n := &clusterNode{addr: fmt.Sprintf("127.0.0.1:%d", port)}
-		n.cmd = exec.Command(bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "no",
-			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)),
-			// Long enough that a node busy under -race is not taken for
-			// failed; failovers in tests are asked for, not detected.
-			"--cluster-node-timeout", "5000",
-			"--save", "", "--appendonly", "no", "--dir", dir)
-		log := logFile(t, fmt.Sprintf("redis-cluster-%d", i))
-		n.cmd.Stdout, n.cmd.Stderr = log, log
-		n.done = startProcess(t, n.cmd)
-		c.nodes = append(c.nodes, n)
+		c.nodes = append(c.nodes, startClusterNode(t, bin, dir, i))
 	}
-	for _, n := range c.nodes {
-		poll.UntilNil(t, 10*time.Second, "redis cluster node ready on "+n.addr, func() error {
-			_, err := Dial(n.addr, "PING")
-			return err
-		})
+	for i, n := range c.nodes {
+		c.nodes[i] = awaitClusterNode(t, n, func() *clusterNode { return startClusterNode(t, bin, dir, i) })
 	}
 	args := []string{"--cluster", "create"}
 	for _, n := range c.nodes {
@@ -115,6 +99,54 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 		t.Fatalf("testenv: redis cluster has slot ranges %v, want one per master (%d)", c.shards, masters)
 	}
 	return c
+}
+
+// startClusterNode starts the i-th node on two fresh ports (client and bus).
+func startClusterNode(t testing.TB, bin, dir string, i int) *clusterNode {
+	t.Helper()
+	port, bus := FreePort(t), FreePort(t)
+	n := &clusterNode{addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	n.cmd = exec.Command(bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "no",
+		"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
+		"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)),
+		// Long enough that a node busy under -race is not taken for
+		// failed; failovers in tests are asked for, not detected.
+		"--cluster-node-timeout", "5000",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	log := logFile(t, fmt.Sprintf("redis-cluster-%d", i))
+	n.cmd.Stdout, n.cmd.Stderr = log, log
+	n.done = startProcess(t, n.cmd)
+	return n
+}
+
+// awaitClusterNode waits until n answers PING. A node that exits first lost
+// one of its ports to another process between FreePort and its bind (its
+// log says "Address already in use"); it is started again on new ports, up
+// to three times.
+func awaitClusterNode(t testing.TB, n *clusterNode, restart func() *clusterNode) *clusterNode {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		exited := false
+		poll.UntilNil(t, 10*time.Second, "redis cluster node ready on "+n.addr, func() error {
+			select {
+			case <-n.done:
+				exited = true
+				return nil
+			default:
+			}
+			_, err := Dial(n.addr, "PING")
+			return err
+		})
+		if !exited {
+			return n
+		}
+		if attempt == 3 {
+			t.Fatalf("testenv: redis cluster node on %s exited before it answered, %d times; see its log", n.addr, attempt)
+		}
+		t.Logf("testenv: redis cluster node on %s exited before it answered; starting it on new ports", n.addr)
+		n = restart()
+	}
 }
 
 // Addr is the cluster's address as weir takes it:
