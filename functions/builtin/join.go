@@ -708,6 +708,14 @@ type joinOperator struct {
 	saved    []int64
 	restored bool
 	started  bool
+	// capture is the snapshot being captured in steps, or nil;
+	// spareChanges a change list a capture is done with.
+	capture      *joinCapture
+	spareChanges []joinDirty
+	// captureChunk is how many keys or changes a capture step takes
+	// between looks at the clock (tests set 1).
+	captureChunk int
+	stateRefs    [2][]joinRef // scratch of buildStateRows
 
 	// Scratch reused across calls.
 	hashes  []uint64
@@ -986,6 +994,7 @@ func (j *joinOperator) findKey(hash uint64, ikey int64) int32 {
 func (j *joinOperator) newKey(hash uint64, ikey int64, g int) int32 {
 	k := j.free
 	if k >= 0 {
+		j.touch(k) // a capture must not take the slot's new key
 		j.free = j.keys[k].next
 	} else {
 		j.keys = append(j.keys, joinKey{})
@@ -1047,6 +1056,7 @@ func (j *joinOperator) store(k int32, side int, bi, r int32, ts, exp int64) {
 		j.ents[side] = append(j.ents[side], joinEntry{})
 		e = int32(len(j.ents[side]) - 1)
 	}
+	j.touch(k)
 	j.seq++
 	if j.seq == 0 {
 		j.seq = 1
@@ -1208,6 +1218,7 @@ func (j *joinOperator) cleanKey(k int32) {
 // unlink removes entry e of input side from its key and frees it and its
 // row's hold on its batch.
 func (j *joinOperator) unlink(side int, e int32) {
+	j.forgetting(side, e)
 	ents := j.ents[side]
 	ent := &ents[e]
 	key := &j.keys[ent.key]
@@ -1310,6 +1321,9 @@ func (j *joinOperator) Finish() error { return nil }
 // Close releases the kept batches and the builder; it is safe to call
 // twice.
 func (j *joinOperator) Close() error {
+	if j.capture != nil {
+		j.capture.Release()
+	}
 	if j.out != nil {
 		j.out.Release()
 		j.out = nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -131,80 +132,289 @@ func (s joinSnapshotter) Schema() *arrow.Schema { return s.j.state.Schema }
 
 // Snapshot writes every kept row (full), or the rows kept since the last
 // snapshot or restore, with the expire entries described at the top of
-// this file, and starts tracking changes afresh. Before the first
-// snapshot or restore nothing is tracked; the state was empty at Open
-// then, so a delta holds every row, as a base does.
+// this file, and starts tracking changes afresh: it is BeginSnapshot
+// captured to the end at once.
 func (s joinSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	c, err := s.BeginSnapshot(mem, full)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Step(time.Time{}); err != nil {
+		c.Release()
+		return nil, err
+	}
+	return c.Batches(), nil
+}
+
+// BeginSnapshot starts a capture of every kept row (full), or of the rows
+// kept since the last snapshot or restore, and starts tracking changes
+// afresh. It notes each key group's watermark and copies nothing else:
+// see joinCapture. Before the first snapshot or restore nothing is
+// tracked; the state was empty at Open then, so a delta holds every row,
+// as a base does.
+func (s joinSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (statestore.Capture, error) {
 	j := s.j
 	if j.index == nil {
 		return nil, fmt.Errorf("join %s: snapshot state: the operator is not open", j.cfg.name)
 	}
+	if j.capture != nil {
+		return nil, fmt.Errorf("join %s: snapshot state: the previous snapshot is still being captured", j.cfg.name)
+	}
 	if j.restored {
 		j.settle()
 	}
-	sb := rows.NewWriter(mem, j.state.Schema, j.buildStateRows)
-	defer sb.Release()
-	written := make([]bool, j.nGroups)
+	full = full || !j.changes.On()
+	c := &joinCapture{
+		j:       j,
+		full:    full,
+		w:       rows.NewWriter(mem, j.state.Schema, j.buildStateRows),
+		wms:     make([]int64, j.nGroups),
+		written: make([]bool, j.nGroups),
+	}
+	for g := range c.wms {
+		c.wms[g] = j.effWm(g)
+	}
+	changed := j.changes.Take(j.spareChanges)
+	j.spareChanges = nil
+	if full {
+		j.spareChanges = changed
+		c.keys = int32(len(j.keys))
+		c.pending = make([]uint64, (len(j.keys)+63)/64)
+		for i := range c.pending {
+			c.pending[i] = ^uint64(0)
+		}
+	} else {
+		c.items = changed
+		c.hasRows = make([]bool, j.nGroups)
+		for g, n := range j.rows {
+			c.hasRows[g] = n > 0
+		}
+	}
+	j.capture = c
+	return c, nil
+}
+
+var _ statestore.SteppedSnapshotter = joinSnapshotter{}
+
+// joinCapture is a snapshot of a join captured in steps beside processing
+// (statestore.Capture), so that the task does not stop at the barrier for
+// every kept row.
+//
+// The kept rows themselves never change: a row is stored, and later
+// forgotten (unlinked, its entry freed and reused). So the capture needs
+// each key's list of entries as it was at the barrier, and the watermark
+// each key group had then (wms), which decides which of them were still
+// kept.
+//
+//   - A base walks the keys that existed at the barrier, by index; pending
+//     has a bit per such key not captured yet. Before the operator stores
+//     a row for a key or forgets one of its rows, touch captures the key
+//     if its bit is set. A key slot reused after the barrier has its bit
+//     cleared first.
+//   - A delta goes down the change list of the barrier, the rows stored
+//     since the previous snapshot in the order they were stored (their
+//     seq grows). Storing a row does not change the entries listed; before
+//     the operator forgets one of them that the walk has not reached yet,
+//     forgetting advances the walk past it, so the row keeps its place in
+//     the delta's order.
+//
+// Rows are built into Arrow (Writer.Build) before the operator goes on:
+// after a step, a touch or a catch-up. The rows refer to their batches by
+// slot, and a slot is reused once its rows are forgotten.
+type joinCapture struct {
+	j       *joinOperator
+	full    bool
+	w       *rows.Writer[joinStateRow]
+	wms     []int64 // per key group: its watermark at the barrier
+	written []bool  // per key group: the capture has rows of it
+	// Base: the keys below keys existed at the barrier; next is the next
+	// to walk.
+	keys, next int32
+	pending    []uint64
+	// Delta: the change list and the next of it to walk; hasRows, per key
+	// group, whether it kept rows at the barrier.
+	items   []joinDirty
+	pos     int
+	hasRows []bool
+	done    bool
+	batches []arrow.RecordBatch
+	// early counts the keys (base) or changes (delta) taken before a
+	// change to them, rather than by the walk (tests look).
+	early int
+}
+
+// Step walks keys or changes until deadline (see statestore.Capture).
+func (c *joinCapture) Step(deadline time.Time) (bool, error) {
+	if c.done {
+		return true, nil
+	}
+	chunk := c.j.captureChunk
+	if chunk <= 0 {
+		chunk = 256
+	}
+	for n := 1; ; n++ {
+		if c.full {
+			if c.next == c.keys {
+				break
+			}
+			c.takeKey(c.next)
+			c.next++
+		} else {
+			if c.pos == len(c.items) {
+				break
+			}
+			c.takeChange(c.items[c.pos])
+			c.pos++
+		}
+		if n%chunk == 0 && !deadline.IsZero() && !time.Now().Before(deadline) {
+			c.w.Build()
+			return false, nil
+		}
+	}
+	c.finish()
+	return true, nil
+}
+
+// takeKey captures the kept rows of key k if the capture still needs it
+// (a base).
+func (c *joinCapture) takeKey(k int32) {
+	bit := uint64(1) << (k & 63)
+	if c.pending[k>>6]&bit == 0 {
+		return
+	}
+	c.pending[k>>6] &^= bit
+	j := c.j
+	key := &j.keys[k]
+	if key.group < 0 {
+		return
+	}
+	g := int(key.group) - j.kgStart
+	wm := c.wms[g]
+	for s := range 2 {
+		for e := key.head[s]; e >= 0; e = j.ents[s][e].next {
+			if ent := &j.ents[s][e]; ent.exp > wm {
+				c.w.Add(joinStateRow{kg: key.group, side: int8(s), ref: joinRef{ent.b, ent.r}})
+				c.written[g] = true
+			}
+		}
+	}
+}
+
+// takeChange captures the row of change d if it was still kept at the
+// barrier (a delta): its entry still holds it, and its time had not come.
+func (c *joinCapture) takeChange(d joinDirty) {
+	j := c.j
+	ent := &j.ents[d.side][d.e]
+	if ent.seq != d.seq {
+		return
+	}
+	key := &j.keys[ent.key]
+	g := int(key.group) - j.kgStart
+	if ent.exp <= c.wms[g] {
+		return
+	}
+	c.w.Add(joinStateRow{kg: key.group, side: d.side, ref: joinRef{ent.b, ent.r}})
+	c.written[g] = true
+}
+
+// seqAfter reports whether seq a came after b, across the wrap of the
+// counter (fewer than 2^31 rows are stored between two snapshots).
+func seqAfter(a, b uint32) bool { return int32(a-b) > 0 }
+
+// touch lets a capture in flight take key k before the operator stores a
+// row for it or forgets one of its rows, or reuses its slot.
+func (j *joinOperator) touch(k int32) {
+	if c := j.capture; c != nil && c.full && k < c.keys && c.pending[k>>6]&(1<<(k&63)) != 0 {
+		c.early++
+		c.takeKey(k)
+		c.w.Build()
+	}
+}
+
+// forgetting lets a capture in flight take the row of entry e of input
+// side before the operator forgets it: a delta walks on past it if the row
+// is in its change list and not reached yet.
+func (j *joinOperator) forgetting(side int, e int32) {
+	c := j.capture
+	if c == nil {
+		return
+	}
+	if c.full {
+		j.touch(j.ents[side][e].key)
+		return
+	}
+	seq := j.ents[side][e].seq
+	if c.pos == len(c.items) || seqAfter(c.items[c.pos].seq, seq) || seqAfter(seq, c.items[len(c.items)-1].seq) {
+		return // stored before the previous snapshot, or after the barrier, or walked
+	}
+	for c.pos < len(c.items) && !seqAfter(c.items[c.pos].seq, seq) {
+		c.takeChange(c.items[c.pos])
+		c.pos++
+		c.early++
+	}
+	c.w.Build()
+}
+
+// finish writes the expire entries, records what the saved state now
+// holds, builds the batches and detaches the capture.
+func (c *joinCapture) finish() {
+	j := c.j
 	// A regular join without ttl forgets nothing: it needs no expire
 	// entries.
 	forgets := j.cfg.kind != joinRegular || j.cfg.ttl > 0
-	if full || !j.changes.On() {
-		for k := range j.keys {
-			key := &j.keys[k]
-			if key.group < 0 {
-				continue
+	for g, wm := range c.wms {
+		switch {
+		case c.full:
+			if c.written[g] && forgets {
+				c.w.Add(joinExpireRow(j.kgStart+g, wm))
+				j.saved[g] = wm
 			}
-			g := int(key.group) - j.kgStart
-			wm := j.effWm(g)
-			for s := range 2 {
-				for e := key.head[s]; e >= 0; e = j.ents[s][e].next {
-					if ent := &j.ents[s][e]; ent.exp > wm {
-						sb.Add(joinStateRow{kg: key.group, side: int8(s), ref: joinRef{ent.b, ent.r}})
-						written[g] = true
-					}
-				}
-			}
-		}
-		for g, w := range written {
-			if w && forgets {
-				sb.Add(joinExpireRow(j.kgStart+g, j.effWm(g)))
-				j.saved[g] = j.effWm(g)
-			}
-			j.hadRows[g] = w
-		}
-	} else {
-		for _, d := range j.changes.Items() {
-			ent := &j.ents[d.side][d.e]
-			if ent.seq != d.seq {
-				continue
-			}
-			key := &j.keys[ent.key]
-			g := int(key.group) - j.kgStart
-			if ent.exp <= j.effWm(g) {
-				continue
-			}
-			sb.Add(joinStateRow{kg: key.group, side: d.side, ref: joinRef{ent.b, ent.r}})
-			written[g] = true
-		}
-		for g := range j.nGroups {
-			wm := j.effWm(g)
-			if !forgets {
-				j.hadRows[g] = j.hadRows[g] || written[g]
-				continue
-			}
-			if !written[g] && !(j.hadRows[g] && wm > j.saved[g]) {
-				continue
-			}
-			sb.Add(joinExpireRow(j.kgStart+g, wm))
+			j.hadRows[g] = c.written[g]
+		case !forgets:
+			j.hadRows[g] = j.hadRows[g] || c.written[g]
+		case c.written[g] || j.hadRows[g] && wm > j.saved[g]:
+			c.w.Add(joinExpireRow(j.kgStart+g, wm))
 			j.saved[g] = wm
 			// Every row of the group that the saved state has and that
-			// is not kept any more is forgotten by wm.
-			j.hadRows[g] = written[g] || j.rows[g] > 0
+			// was not kept any more at the barrier is forgotten by wm.
+			j.hadRows[g] = c.written[g] || c.hasRows[g]
 		}
 	}
-	batches := sb.Finish()
-	j.resetTracking()
-	return batches, nil
+	c.batches = c.w.Finish()
+	c.done = true
+	c.detach()
+}
+
+// Batches hands out the batches of a finished capture.
+func (c *joinCapture) Batches() []arrow.RecordBatch {
+	b := c.batches
+	c.batches = nil
+	return b
+}
+
+// Release detaches the capture from the operator and drops what it holds.
+func (c *joinCapture) Release() {
+	c.detach()
+	for _, b := range c.batches {
+		b.Release()
+	}
+	c.batches = nil
+}
+
+// detach stops the copying on write and drops the capture's writer.
+func (c *joinCapture) detach() {
+	j := c.j
+	if j.capture == c {
+		j.capture = nil
+		if !c.full && j.spareChanges == nil {
+			j.spareChanges = c.items
+		}
+	}
+	c.items, c.pending = nil, nil
+	if c.w != nil {
+		c.w.Release()
+		c.w = nil
+	}
 }
 
 // resetTracking forgets the changes so far and tracks from now on.
@@ -231,7 +441,10 @@ func (j *joinOperator) buildStateRows(rb *array.RecordBuilder, rs []joinStateRow
 	sides := rb.Field(joinStateSide).(*array.StringBuilder)
 	wms := rb.Field(joinStateWatermark).(*array.TimestampBuilder)
 	none := joinRef{b: -1}
-	refs := [2][]joinRef{make([]joinRef, len(rs)), make([]joinRef, len(rs))}
+	for s := range 2 {
+		j.stateRefs[s] = slices.Grow(j.stateRefs[s][:0], len(rs))[:len(rs)]
+	}
+	refs := j.stateRefs
 	for i, r := range rs {
 		groups.Append(r.kg)
 		refs[0][i], refs[1][i] = none, none

@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/rows"
 )
 
@@ -68,11 +69,18 @@ type joinSnap struct {
 // operator emitted before the cut and the new one after is exactly what
 // an operator that never stopped emits, in the same order, with the same
 // count of late rows.
+//
+// Stepped, each snapshot is captured in steps (BeginSnapshot): one key or
+// change per step after each batch and watermark, while the input goes
+// on (rows are stored and forgotten), and to the end when the next
+// snapshot is due; what it restores must be the state at its barrier all
+// the same.
 func TestJoinStateRestore(t *testing.T) {
 	for _, tc := range joinCases {
-		for _, keys := range []string{"int", "multi"} {
-			t.Run(tc.name+"/"+keys, func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(5, uint64(len(keys))))
+		for _, mode := range []string{"int", "multi", "int/stepped", "multi/stepped"} {
+			keys, _, stepped := strings.Cut(mode, "/")
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(5, uint64(len(mode))))
 				keyCount := 8
 				if tc.jn.Type == spec.JoinRegular && tc.jn.TTL == 0 {
 					keyCount = 200 // every pair of rows of a key matches
@@ -92,24 +100,82 @@ func TestJoinStateRestore(t *testing.T) {
 				// batch and its watermark; every third snapshot is full and
 				// the first is a delta (since Open).
 				h := newJoinHarness(t, o, ins, 0, 128)
-				var snaps []joinSnap
+				h.op.(*joinOperator).captureChunk = 1
+				var (
+					snaps      []joinSnap
+					capture    statestore.Capture // stepped: the snapshot being captured
+					steps1     int                // steps it took
+					stepsTaken []int
+					early      [2]int // keys of bases, changes of deltas taken before they changed
+				)
+				// collect adds the captured snapshot once its last step is done.
+				collect := func(deadline time.Time) {
+					done, err := capture.Step(deadline)
+					if err != nil {
+						t.Fatal(err)
+					}
+					steps1++
+					if !done {
+						return
+					}
+					file, rows := h.snapshotFile(capture.Batches())
+					snap := &snaps[len(snaps)-1]
+					snap.file, snap.rows = file, len(rows)
+					if snap.full {
+						early[0] += capture.(*joinCapture).early
+					} else {
+						early[1] += capture.(*joinCapture).early
+					}
+					capture = nil
+					stepsTaken = append(stepsTaken, steps1)
+				}
 				wm := task.MinWatermark
 				for i, s := range steps {
 					h.step(s, keys, 0, 128)
 					if s.rows == nil {
 						wm = s.wm
 					}
+					if capture != nil {
+						collect(time.Now())
+					}
 					if rng.IntN(12) != 0 {
 						continue
 					}
+					if capture != nil {
+						collect(time.Time{})
+					}
 					full := len(snaps)%3 == 2
-					file, rows := h.snapshot(full)
-					snaps = append(snaps, joinSnap{
-						file: file, rows: len(rows), full: full, cut: i + 1, wm: wm, state: joinStateDump(t, h),
+					snap := joinSnap{
+						full: full, cut: i + 1, wm: wm, state: joinStateDump(t, h),
 						out: len(h.out.rows), late: h.counters.LateDropped.Load(),
-					})
+					}
+					if stepped {
+						var err error
+						capture, err = h.op.(task.Stateful).State().(statestore.SteppedSnapshotter).BeginSnapshot(h.mem, full)
+						if err != nil {
+							t.Fatal(err)
+						}
+						steps1 = 0
+					} else {
+						var rows []string
+						snap.file, rows = h.snapshot(full)
+						snap.rows = len(rows)
+					}
+					snaps = append(snaps, snap)
 				}
 				h.finish()
+				if capture != nil {
+					collect(time.Time{})
+				}
+				// Captures must have gone on beside the input, and rows
+				// been stored and forgotten before the walk reached them,
+				// or the test does not test copying on write.
+				if stepped {
+					t.Logf("captures took %v steps; %d keys of bases and %d changes of deltas taken before they changed", stepsTaken, early[0], early[1])
+					if slices.Max(stepsTaken) < 5 || early[0] == 0 {
+						t.Fatalf("captures took %v steps, %d keys taken early: they did not go on beside the input", stepsTaken, early[0])
+					}
+				}
 				if got := h.out.rows; !slices.Equal(got, want) {
 					t.Fatalf("snapshots changed the output:\n%s", winDiff(got, want))
 				}

@@ -182,6 +182,7 @@ type Writer[T any] struct {
 	rb    *array.RecordBuilder
 	build func(rb *array.RecordBuilder, rows []T)
 	rows  []T
+	built int // rows of the next batch already in rb
 	out   []arrow.RecordBatch
 }
 
@@ -194,21 +195,34 @@ func NewWriter[T any](mem memory.Allocator, schema *arrow.Schema, build func(rb 
 // Add adds a row, building a batch once BatchRows are gathered.
 func (w *Writer[T]) Add(row T) {
 	w.rows = append(w.rows, row)
-	if len(w.rows) == BatchRows {
+	if w.built+len(w.rows) == BatchRows {
 		w.flush()
 	}
 }
 
-func (w *Writer[T]) flush() {
+// Build appends the rows gathered so far to the next batch's columns now,
+// so that the state they describe may change afterwards (a capture in
+// steps builds before the operator goes on). Add cuts the batch as
+// before, once it holds BatchRows rows.
+func (w *Writer[T]) Build() {
 	n := len(w.rows)
 	if n == 0 {
 		return
 	}
 	w.rb.Reserve(n)
 	w.build(w.rb, w.rows)
-	w.out = append(w.out, w.rb.NewRecordBatch())
+	w.built += n
 	clear(w.rows) // drop pointers into the state
 	w.rows = w.rows[:0]
+}
+
+func (w *Writer[T]) flush() {
+	w.Build()
+	if w.built == 0 {
+		return
+	}
+	w.out = append(w.out, w.rb.NewRecordBatch())
+	w.built = 0
 }
 
 // Finish builds what is gathered and hands out the batches: the caller

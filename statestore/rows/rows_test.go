@@ -71,6 +71,33 @@ func TestWriter(t *testing.T) {
 		b.Release()
 	}
 
+	// Build appends what is gathered at once; batches are still cut at
+	// BatchRows, and the rows come out in order.
+	w = NewWriter(mem, l.Schema, build)
+	builds = 0
+	for i := range BatchRows + 5 {
+		w.Add(i)
+		if i%3 == 0 {
+			w.Build()
+		}
+	}
+	out = w.Finish()
+	w.Release()
+	if len(out) != 2 || out[0].NumRows() != BatchRows || out[1].NumRows() != 5 {
+		t.Errorf("with Build: %d batches; want 2 batches of %d and 5 rows", len(out), BatchRows)
+	} else if builds < (BatchRows+5)/3 {
+		t.Errorf("with Build: %d builds, want one per Build at least", builds)
+	}
+	for i, b := range out {
+		kg := b.Column(0).(*array.Int32)
+		for r := range int(b.NumRows()) {
+			if want := int32((i*BatchRows + r) % 7); kg.Value(r) != want {
+				t.Fatalf("with Build: batch %d row %d has %d, want %d", i, r, kg.Value(r), want)
+			}
+		}
+		b.Release()
+	}
+
 	// Released before Finish (a failed snapshot): the batches built go too.
 	w = NewWriter(mem, l.Schema, build)
 	for i := range BatchRows {
