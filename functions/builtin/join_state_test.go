@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
@@ -564,4 +565,87 @@ func TestJoinStateErrors(t *testing.T) {
 
 	r.watermark(5)
 	wantErr("after input", r.restore([][]byte{base}, 0, 128), "join j: restore state", "input has already come")
+}
+
+// BenchmarkJoinCapture measures what a join's snapshot costs the task at
+// the barrier: a regular join keeps 1M left rows (bids, one per auction),
+// and a base is taken at once (Snapshot, what the barrier did before) or
+// begun and captured in steps of 5ms (BeginSnapshot, then Step). It
+// reports the barrier's part and the longest step, in ms.
+func BenchmarkJoinCapture(b *testing.B) {
+	const keys = 1_000_000
+	schema := benchBidSchema(b)
+	mem := memory.NewGoAllocator()
+	ins := [2]Stream{{Schema: schema, TimeColumn: 0}, {Schema: schema, TimeColumn: 0}}
+	o := &spec.Operator{Name: "j", Join: &spec.Join{Type: spec.JoinRegular,
+		Left:    spec.JoinSide{Input: "l", KeyBy: []string{"auction"}},
+		Right:   spec.JoinSide{Input: "r", KeyBy: []string{"auction"}},
+		Columns: spec.NewOrderedMap(spec.Pair{Key: "auction", Value: "left.auction"}, spec.Pair{Key: "price", Value: "right.price"})}}
+	op, err := NewJoin(o, ins[0], ins[1])
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := op.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+		b.Fatal(err)
+	}
+	defer op.Close()
+	for i := 0; i < keys; i += 1 << 16 {
+		rec := benchBids(mem, schema, min(1<<16, keys-i), func(r int) (ts, auction, price int64) { return int64(r % 1000), int64(i + r), int64(r % 10000) })
+		if err := op.(task.TwoInputOperator).ProcessBatchFrom(0, rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+	}
+	st := op.(task.Stateful).State().(statestore.SteppedSnapshotter)
+	count := func(batches []arrow.RecordBatch) {
+		n := 0
+		for _, s := range batches {
+			n += int(s.NumRows())
+			s.Release()
+		}
+		if n != keys {
+			b.Fatalf("%d state rows, want %d", n, keys)
+		}
+	}
+	for _, stepped := range []bool{false, true} {
+		name := "at-barrier"
+		if stepped {
+			name = "in-steps"
+		}
+		b.Run(name, func(b *testing.B) {
+			var barrier, step time.Duration
+			for range b.N {
+				t0 := time.Now()
+				if !stepped {
+					batches, err := st.Snapshot(mem, true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					barrier = max(barrier, time.Since(t0))
+					count(batches)
+					continue
+				}
+				c, err := st.BeginSnapshot(mem, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				barrier = max(barrier, time.Since(t0))
+				for {
+					t1 := time.Now()
+					done, err := c.Step(t1.Add(5 * time.Millisecond))
+					if err != nil {
+						b.Fatal(err)
+					}
+					step = max(step, time.Since(t1))
+					if done {
+						break
+					}
+				}
+				count(c.Batches())
+			}
+			b.ReportMetric(float64(barrier.Microseconds())/1000, "barrier-ms")
+			b.ReportMetric(float64(step.Microseconds())/1000, "max-step-ms")
+			b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
 }
