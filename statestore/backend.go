@@ -82,6 +82,20 @@ type SteppedSnapshotter interface {
 	BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
 }
 
+// CaptureAtOnce is Snapshot for a SteppedSnapshotter: BeginSnapshot, then
+// one Step to the end.
+func CaptureAtOnce(s SteppedSnapshotter, mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	c, err := s.BeginSnapshot(mem, full)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Step(time.Time{}); err != nil {
+		c.Release()
+		return nil, err
+	}
+	return c.Batches(), nil
+}
+
 // Capture is a snapshot being captured in steps (SteppedSnapshotter). The
 // state's goroutine drives it, between its other calls into the state.
 type Capture interface {

@@ -135,15 +135,7 @@ func (s joinSnapshotter) Schema() *arrow.Schema { return s.j.state.Schema }
 // this file, and starts tracking changes afresh: it is BeginSnapshot
 // captured to the end at once.
 func (s joinSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
-	c, err := s.BeginSnapshot(mem, full)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Step(time.Time{}); err != nil {
-		c.Release()
-		return nil, err
-	}
-	return c.Batches(), nil
+	return statestore.CaptureAtOnce(s, mem, full)
 }
 
 // BeginSnapshot starts a capture of every kept row (full), or of the rows

@@ -125,15 +125,7 @@ func (s windowSnapshotter) Schema() *arrow.Schema { return s.w.state.Schema }
 // last snapshot or restore, and starts tracking changes afresh: it is
 // BeginSnapshot captured to the end at once.
 func (s windowSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
-	c, err := s.BeginSnapshot(mem, full)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Step(time.Time{}); err != nil {
-		c.Release()
-		return nil, err
-	}
-	return c.Batches(), nil
+	return statestore.CaptureAtOnce(s, mem, full)
 }
 
 // BeginSnapshot starts a capture of every key (full), or of the keys that
