@@ -30,6 +30,8 @@ type Memory struct {
 	// batchBytes caps the variable-length bytes of one snapshot batch
 	// (tests lower it).
 	batchBytes int
+	// capture is the snapshot being captured in steps, or nil.
+	capture *memCapture
 }
 
 var _ Backend = (*Memory)(nil)

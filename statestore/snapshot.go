@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -101,12 +102,26 @@ const snapshotReserveRows = 1 << 20
 // table restored but not opened yet, is one too.
 type snapTable interface {
 	// snapshotGroup writes the rows of key group kg: every entry (full)
-	// or the dirty ones. It leaves the dirty set alone.
-	snapshotGroup(w *snapWriter, name string, kg int, full bool) error
-	// clearDirty empties every dirty set.
-	clearDirty()
+	// or those of v's dirty set, each as v's copy has it if it has one,
+	// else as the table holds it now.
+	snapshotGroup(w *snapWriter, name string, kg int, full bool, v *groupView) error
 	// rows returns how many rows snapshotGroup writes over all key groups.
 	rows(full bool) int
+	// takeDirtyGroups hands out the dirty set of each key group (index:
+	// key group - start) and empties them.
+	takeDirtyGroups() []map[entryKey]struct{}
+	// restoreDirty marks the entries of d, taken from key group kg,
+	// dirty again.
+	restoreDirty(kg int, d map[entryKey]struct{})
+	// immutable reports whether a value the table hands out cannot be
+	// changed in place (memCapture).
+	immutable() bool
+	// hook makes the table tell c, as its i-th table, about an entry
+	// before it changes (memCapture.copyEntry); nil unhooks it.
+	hook(c *memCapture, i int)
+	// appendEncoded appends the encoding of the entry at (kg, key, ns),
+	// if there is one.
+	appendEncoded(dst []byte, kg int, key, ns string) ([]byte, bool, error)
 	// restoreRow applies one restored row without marking it dirty. It
 	// does not keep key, ns or value.
 	restoreRow(kg int, key, ns string, value []byte, deleted bool) error
@@ -120,73 +135,16 @@ type snapTable interface {
 // restored and not opened yet are in full snapshots too (they have no
 // changes to be in a delta). Key groups holding event-time timers at or
 // before the timers' watermark get a WatermarkTable row as described
-// above.
+// above. It is BeginSnapshot captured to the end at once.
 //
 // The batches are allocated from mem and the caller owns them; they share
 // no memory with the backend, so processing may go on while they are
 // written out. No rows gives no batches. On error (a value its codec
-// cannot encode) nothing is returned and the dirty sets are untouched. If
-// the caller loses batches it got (an upload fails), the changes in them
-// are gone from the dirty sets: the next snapshot must be full.
+// cannot encode) nothing is returned and the dirty sets are as they were.
+// If the caller loses batches it got (an upload fails), the changes in
+// them are gone from the dirty sets: the next snapshot must be full.
 func (b *Memory) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
-	if mem == nil {
-		mem = memory.DefaultAllocator
-	}
-	type named struct {
-		name string
-		t    snapTable
-	}
-	tables := make([]named, 0, len(b.tables)+len(b.pending))
-	for n, t := range b.tables {
-		tables = append(tables, named{n, t})
-	}
-	if full {
-		for n, t := range b.pending {
-			tables = append(tables, named{n, t})
-		}
-	}
-	slices.SortFunc(tables, func(x, y named) int { return strings.Compare(x.name, y.name) })
-
-	w := newSnapWriter(mem, b.batchBytes)
-	defer w.release()
-	rows := b.timers.rows(full)
-	for _, t := range tables {
-		rows += t.t.rows(full)
-	}
-	w.rb.Reserve(min(rows, snapshotReserveRows))
-	wm := b.timers.watermark
-	late := b.timers.lateGroups(wm)
-	var marked []int // key groups given a watermark row
-	for kg := b.start; kg < b.end; kg++ {
-		for _, t := range tables {
-			if err := t.t.snapshotGroup(w, t.name, kg, full); err != nil {
-				return nil, fmt.Errorf("statestore: snapshot of table %q, key group %d: %w", t.name, kg, err)
-			}
-		}
-		if err := b.timers.snapshotGroup(w, kg, full); err != nil {
-			return nil, fmt.Errorf("statestore: snapshot of the timers, key group %d: %w", kg, err)
-		}
-		if late[kg] && (full || b.timers.rowWatermark[kg-b.start] < wm) {
-			if err := w.timer(kg, WatermarkTable, timerKey{ts: wm}, true); err != nil {
-				return nil, err
-			}
-			marked = append(marked, kg)
-		}
-	}
-	out := w.finish()
-	for _, t := range tables {
-		t.t.clearDirty()
-	}
-	b.timers.clearDirty()
-	if full {
-		for i := range b.timers.rowWatermark {
-			b.timers.rowWatermark[i] = math.MinInt64
-		}
-	}
-	for _, kg := range marked {
-		b.timers.rowWatermark[kg-b.start] = wm
-	}
-	return out, nil
+	return CaptureAtOnce(b, mem, full)
 }
 
 // Restore applies the rows of rec, a batch of SnapshotSchema as Snapshot
@@ -477,21 +435,34 @@ func compareTimerKeys(a, b timerKey) int {
 
 // Tables.
 
-func (t *heapTable[V]) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
+func (t *heapTable[V]) snapshotGroup(w *snapWriter, name string, kg int, full bool, v *groupView) error {
 	g := &t.groups[kg-t.start]
 	keys := w.entryKeys[:0]
 	if full {
 		for k := range g.entries {
-			keys = append(keys, k)
+			if _, copied := v.copies[k]; !copied {
+				keys = append(keys, k)
+			}
+		}
+		for k, c := range v.copies {
+			if c.present {
+				keys = append(keys, k)
+			}
 		}
 	} else {
-		for k := range g.dirty {
+		for k := range v.dirty {
 			keys = append(keys, k)
 		}
 	}
 	defer func() { clear(keys); w.entryKeys = keys[:0] }()
 	slices.SortFunc(keys, compareEntryKeys)
 	for _, k := range keys {
+		if c, ok := v.copies[k]; ok {
+			if err := w.entry(kg, name, k.key, k.ns, c.value, c.present); err != nil {
+				return err
+			}
+			continue
+		}
 		v, ok := g.entries[k]
 		if ok {
 			enc, err := t.codec.Append(w.enc[:0], v)
@@ -519,11 +490,24 @@ func (t *heapTable[V]) rows(full bool) int {
 	return n
 }
 
-func (t *heapTable[V]) clearDirty() {
+func (t *heapTable[V]) takeDirtyGroups() []map[entryKey]struct{} {
+	out := make([]map[entryKey]struct{}, len(t.groups))
 	for i := range t.groups {
-		t.groups[i].dirty = nil
+		out[i], t.groups[i].dirty = t.groups[i].dirty, nil
+	}
+	return out
+}
+
+func (t *heapTable[V]) restoreDirty(kg int, d map[entryKey]struct{}) {
+	g := &t.groups[kg-t.start]
+	for k := range d {
+		g.markDirty(k)
 	}
 }
+
+func (t *heapTable[V]) immutable() bool { return immutable(reflect.TypeFor[V]()) }
+
+func (t *heapTable[V]) hook(c *memCapture, i int) { t.capture, t.index = c, i }
 
 func (t *heapTable[V]) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
 	g := &t.groups[kg-t.start]
@@ -552,7 +536,7 @@ type encodedTable struct {
 	groups []map[entryKey][]byte
 }
 
-func (e *encodedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
+func (e *encodedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool, _ *groupView) error {
 	if !full {
 		return nil // restored rows are not changes
 	}
@@ -571,7 +555,20 @@ func (e *encodedTable) snapshotGroup(w *snapWriter, name string, kg int, full bo
 	return nil
 }
 
-func (e *encodedTable) clearDirty() {}
+// An encodedTable never changes: OpenTable decodes it into a new table.
+
+func (e *encodedTable) takeDirtyGroups() []map[entryKey]struct{} { return nil }
+
+func (e *encodedTable) restoreDirty(int, map[entryKey]struct{}) {}
+
+func (e *encodedTable) immutable() bool { return true }
+
+func (e *encodedTable) hook(*memCapture, int) {}
+
+func (e *encodedTable) appendEncoded(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+	v, ok := e.groups[kg-e.start][entryKey{key, ns}]
+	return append(dst, v...), ok, nil
+}
 
 func (e *encodedTable) rows(full bool) int {
 	if !full {
@@ -613,22 +610,33 @@ func (e *encodedTable) decodeInto(t interface {
 
 // Timers.
 
-func (s *Timers) snapshotGroup(w *snapWriter, kg int, full bool) error {
+func (s *Timers) snapshotGroup(w *snapWriter, kg int, full bool, v *timerView) error {
 	for d := range s.domains {
 		g := &s.domains[d].groups[kg-s.start]
+		copies := v.copies[d]
 		keys := w.timerKeys[:0]
 		if full {
 			for k := range g.set {
-				keys = append(keys, k)
+				if _, copied := copies[k]; !copied {
+					keys = append(keys, k)
+				}
+			}
+			for k, set := range copies {
+				if set {
+					keys = append(keys, k)
+				}
 			}
 		} else {
-			for k := range g.dirty {
+			for k := range v.dirty[d] {
 				keys = append(keys, k)
 			}
 		}
 		slices.SortFunc(keys, compareTimerKeys)
 		for _, k := range keys {
-			_, set := g.set[k]
+			set, copied := copies[k]
+			if !copied {
+				_, set = g.set[k]
+			}
 			if err := w.timer(kg, timerTables[d], k, set); err != nil {
 				return err
 			}
@@ -675,10 +683,26 @@ func (s *Timers) lateGroups(wm int64) map[int]bool {
 	return late
 }
 
-func (s *Timers) clearDirty() {
+// takeDirtyGroups hands out the dirty sets of each key group (index: key
+// group - start), per domain, and empties them.
+func (s *Timers) takeDirtyGroups() [][2]map[timerKey]struct{} {
+	out := make([][2]map[timerKey]struct{}, s.end-s.start)
 	for d := range s.domains {
 		for i := range s.domains[d].groups {
-			s.domains[d].groups[i].dirty = nil
+			g := &s.domains[d].groups[i]
+			out[i][d], g.dirty = g.dirty, nil
+		}
+	}
+	return out
+}
+
+// restoreDirty marks the timers of d, taken from key group kg, dirty
+// again.
+func (s *Timers) restoreDirty(kg int, d [2]map[timerKey]struct{}) {
+	for dom := range s.domains {
+		g := &s.domains[dom].groups[kg-s.start]
+		for k := range d[dom] {
+			g.markDirty(k)
 		}
 	}
 }

@@ -54,6 +54,10 @@ type storedTable struct {
 	vt         ValueType // nil while restored and not opened
 	table      any       // vt.Encoded(this)
 	dirty      []map[entryKey]struct{}
+	// capture is the snapshot being captured in steps, which this table
+	// is the index-th table of, or nil.
+	capture *memCapture
+	index   int
 }
 
 var (
@@ -90,6 +94,9 @@ func (s *storedTable) Get(kg int, key, ns string) ([]byte, bool) {
 }
 
 func (s *storedTable) Put(kg int, key, ns string, v []byte) {
+	if s.capture != nil {
+		s.capture.copyEntry(s.index, kg, entryKey{key, ns})
+	}
 	s.markDirty(kg, key, ns)
 	s.t.Put(kg, key, ns, v)
 }
@@ -98,6 +105,9 @@ func (s *storedTable) Put(kg int, key, ns string, v []byte) {
 func (s *storedTable) Delete(kg int, key, ns string) {
 	if _, ok := s.Get(kg, key, ns); !ok {
 		return
+	}
+	if s.capture != nil {
+		s.capture.copyEntry(s.index, kg, entryKey{key, ns})
 	}
 	s.markDirty(kg, key, ns)
 	s.t.Delete(kg, key, ns)
@@ -157,29 +167,56 @@ func (s *storedTable) putEncoded(kg int, key, ns string, b []byte) error {
 
 // snapTable.
 
-func (s *storedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool) error {
+func (s *storedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool, v *groupView) error {
 	if full {
+		// The store ranges sorted by key and namespace: the copies go in
+		// in their order.
+		var copied []entryKey
+		for k, c := range v.copies {
+			if c.present {
+				copied = append(copied, k)
+			}
+		}
+		slices.SortFunc(copied, compareEntryKeys)
 		var err error
-		s.t.Range(kg, func(key, ns string, v []byte) bool {
-			err = w.entry(kg, name, key, ns, v, true)
+		flush := func(upTo *entryKey) {
+			for err == nil && len(copied) > 0 && (upTo == nil || compareEntryKeys(copied[0], *upTo) <= 0) {
+				k := copied[0]
+				err = w.entry(kg, name, k.key, k.ns, v.copies[k].value, true)
+				copied = copied[1:]
+			}
+		}
+		s.t.Range(kg, func(key, ns string, val []byte) bool {
+			k := entryKey{key, ns}
+			flush(&k)
+			if _, ok := v.copies[k]; ok || err != nil {
+				return err == nil // written from its copy, or not at the barrier
+			}
+			err = w.entry(kg, name, key, ns, val, true)
 			return err == nil
 		})
+		flush(nil)
 		return err
 	}
-	d := s.dirty[kg-s.start]
-	if len(d) == 0 {
+	if len(v.dirty) == 0 {
 		return nil
 	}
 	keys := w.entryKeys[:0]
-	for k := range d {
+	for k := range v.dirty {
 		keys = append(keys, k)
 	}
 	defer func() { clear(keys); w.entryKeys = keys[:0] }()
 	slices.SortFunc(keys, compareEntryKeys)
 	for _, k := range keys {
-		v, ok := s.t.Get(kg, k.key, k.ns)
+		if c, ok := v.copies[k]; ok {
+			if err := w.entry(kg, name, k.key, k.ns, c.value, c.present); err != nil {
+				return err
+			}
+			continue
+		}
+		val, ok := s.t.Get(kg, k.key, k.ns)
 		if ok {
-			w.enc = append(w.enc[:0], v...)
+			w.enc = append(w.enc[:0], val...)
 		}
 		if err := w.entry(kg, name, k.key, k.ns, w.enc, ok); err != nil {
 			return err
@@ -188,7 +225,22 @@ func (s *storedTable) snapshotGroup(w *snapWriter, name string, kg int, full boo
 	return nil
 }
 
-func (s *storedTable) clearDirty() { clear(s.dirty) }
+func (s *storedTable) takeDirtyGroups() []map[entryKey]struct{} {
+	out := s.dirty
+	s.dirty = make([]map[entryKey]struct{}, s.end-s.start)
+	return out
+}
+
+func (s *storedTable) restoreDirty(kg int, d map[entryKey]struct{}) {
+	for k := range d {
+		s.markDirty(kg, k.key, k.ns)
+	}
+}
+
+// immutable: a store hands out copies of its encoded values.
+func (s *storedTable) immutable() bool { return true }
+
+func (s *storedTable) hook(c *memCapture, i int) { s.capture, s.index = c, i }
 
 // rows is what a delta holds; a full snapshot would have to read the
 // table to know, so it reserves nothing for it.

@@ -14,6 +14,10 @@ type heapTable[V any] struct {
 	codec      Codec[V]
 	start, end int
 	groups     []group[V]
+	// capture is the snapshot being captured in steps, which this table
+	// is the index-th table of, or nil.
+	capture *memCapture
+	index   int
 }
 
 var _ Table[int64] = (*heapTable[int64])(nil)
@@ -74,6 +78,9 @@ func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 		g.entries = map[entryKey]V{}
 	}
 	k := entryKey{key, ns}
+	if t.capture != nil {
+		t.capture.copyEntry(t.index, kg, k)
+	}
 	g.entries[k] = v
 	g.markDirty(k)
 }
@@ -84,6 +91,9 @@ func (t *heapTable[V]) Delete(kg int, key, ns string) {
 	k := entryKey{key, ns}
 	if _, ok := g.entries[k]; !ok {
 		return
+	}
+	if t.capture != nil {
+		t.capture.copyEntry(t.index, kg, k)
 	}
 	delete(g.entries, k)
 	g.markDirty(k)

@@ -119,6 +119,8 @@ type Timers struct {
 	// rowWatermark is, per key group, the watermark the snapshots since
 	// the last base (or the restored rows) recorded for it (snapshot.go).
 	rowWatermark []int64
+	// capture is the snapshot being captured in steps, or nil.
+	capture *memCapture
 }
 
 func newTimers(start, end int) *Timers {
@@ -185,6 +187,9 @@ func (s *Timers) Register(d Domain, t Timer) bool {
 	if _, ok := g.set[k]; ok {
 		return false
 	}
+	if s.capture != nil {
+		s.capture.copyTimer(d, t.KeyGroup, k, false)
+	}
 	if g.set == nil {
 		g.set = map[timerKey]*timerItem{}
 	}
@@ -203,6 +208,9 @@ func (s *Timers) Delete(d Domain, t Timer) bool {
 	it, ok := g.set[k]
 	if !ok {
 		return false
+	}
+	if s.capture != nil {
+		s.capture.copyTimer(d, t.KeyGroup, k, true)
 	}
 	delete(g.set, k)
 	g.markDirty(k)
@@ -234,6 +242,9 @@ func (s *Timers) pop(d Domain, upTo int64) (Timer, bool) {
 	q.remove(0)
 	g := s.group(q, it.KeyGroup)
 	k := timerKey{it.Timestamp, it.Key, it.Namespace}
+	if s.capture != nil {
+		s.capture.copyTimer(d, it.KeyGroup, k, true)
+	}
 	delete(g.set, k)
 	g.markDirty(k)
 	return it.Timer, true

@@ -491,6 +491,27 @@ func (s processSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.R
 	return recs, nil
 }
 
+// BeginSnapshot starts the backend's snapshot, captured in steps beside
+// processing if the backend can (statestore.Memory, on the heap or a
+// store), else at once.
+func (s processSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (statestore.Capture, error) {
+	p := s.p
+	if p.state == nil {
+		return nil, fmt.Errorf("process %s: snapshot of an operator that is not open", p.cfg.name)
+	}
+	ss, ok := p.state.(statestore.SteppedSnapshotter)
+	if !ok {
+		return nil, fmt.Errorf("process %s: snapshot: the backend %T cannot capture in steps", p.cfg.name, p.state)
+	}
+	c, err := ss.BeginSnapshot(mem, full)
+	if err != nil {
+		return nil, fmt.Errorf("process %s: %w", p.cfg.name, err)
+	}
+	return c, nil
+}
+
+var _ statestore.SteppedSnapshotter = processSnapshotter{}
+
 // Restore applies state rows to the backend, and notes the watermark
 // they recorded, if any.
 func (s processSnapshotter) Restore(b arrow.RecordBatch) error {

@@ -1,0 +1,326 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// A backend's snapshot captured in steps (SteppedSnapshotter).
+//
+// Copy on write, per entry, walked key group by key group. At the barrier
+// BeginSnapshot takes the dirty sets (a delta needs them as they were),
+// decides the watermark rows, and hooks itself into the tables and the
+// timers. Each Step then writes whole key groups, in order, until its
+// deadline, exactly as Snapshot writes them. Before a table entry or a
+// timer of a key group the walk has not reached changes, the capture
+// copies what the snapshot needs of it: the entry's encoded value, or
+// whether the timer was set (a base always; a delta only for what is in
+// its dirty set). The walk then writes the copy in the entry's place.
+// Since a step writes a key group in one go, nothing changes under it.
+//
+// A heap table's values may be changed in place before they are Put
+// back (Table.Get), so a copy made at the Put would hold the new value.
+// A backend with a heap table whose value type can be changed in place
+// (a slice, a map, a pointer; see immutable) therefore captures to the
+// end in BeginSnapshot. Strings and numbers cannot be; neither can a
+// store's encoded values.
+
+// entryCopy is a table entry as it was at the barrier.
+type entryCopy struct {
+	value   []byte
+	present bool
+}
+
+// groupView is what a snapshot of one key group of a table reads besides
+// the table: the dirty set taken at the barrier (a delta) and the entries
+// copied before they changed.
+type groupView struct {
+	dirty  map[entryKey]struct{}
+	copies map[entryKey]entryCopy
+}
+
+// timerView is groupView for the timers of one key group, per domain.
+type timerView struct {
+	dirty  [2]map[timerKey]struct{}
+	copies [2]map[timerKey]bool // whether the timer was set
+}
+
+// memCapture is a Memory's snapshot being captured (statestore.Capture).
+type memCapture struct {
+	b      *Memory
+	full   bool
+	w      *snapWriter
+	tables []capturedTable
+	timers []timerView // per key group (index: kg - start)
+	wm     int64       // the timers' watermark at the barrier
+	// marked: the key groups given a watermark row, decided at the
+	// barrier.
+	marked []bool
+	next   int // the next key group to write (index)
+	done   bool
+	err    error // the first copy that failed
+	out    []arrow.RecordBatch
+}
+
+type capturedTable struct {
+	name  string
+	t     snapTable
+	views []groupView // per key group
+}
+
+var (
+	_ SteppedSnapshotter = (*Memory)(nil)
+	_ Capture            = (*memCapture)(nil)
+)
+
+// BeginSnapshot starts a capture of every entry and timer (full) or of
+// what changed since the previous snapshot, as Snapshot would write it
+// now, and starts tracking changes afresh (see the top of capture.go).
+func (b *Memory) BeginSnapshot(mem memory.Allocator, full bool) (Capture, error) {
+	if b.capture != nil {
+		return nil, errors.New("statestore: snapshot: the previous snapshot is still being captured")
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	n := b.end - b.start
+	c := &memCapture{b: b, full: full, w: newSnapWriter(mem, b.batchBytes), timers: make([]timerView, n), marked: make([]bool, n)}
+	for name, t := range b.tables {
+		c.tables = append(c.tables, capturedTable{name: name, t: t})
+	}
+	if full {
+		for name, t := range b.pending {
+			c.tables = append(c.tables, capturedTable{name: name, t: t})
+		}
+	}
+	slices.SortFunc(c.tables, func(x, y capturedTable) int { return strings.Compare(x.name, y.name) })
+
+	rows := b.timers.rows(full)
+	for _, t := range c.tables {
+		rows += t.t.rows(full)
+	}
+	c.w.rb.Reserve(min(rows, snapshotReserveRows))
+
+	// The watermark rows, as of now.
+	c.wm = b.timers.watermark
+	late := b.timers.lateGroups(c.wm)
+	for i := range n {
+		c.marked[i] = late[b.start+i] && (full || b.timers.rowWatermark[i] < c.wm)
+	}
+
+	// Take the dirty sets; the views keep them, and the copies to come.
+	steppable := true
+	for i := range c.tables {
+		t := &c.tables[i]
+		t.views = make([]groupView, n)
+		for g, d := range t.t.takeDirtyGroups() {
+			t.views[g].dirty = d
+		}
+		if !t.t.immutable() {
+			steppable = false
+		}
+	}
+	for g, d := range b.timers.takeDirtyGroups() {
+		c.timers[g].dirty = d
+	}
+
+	b.capture = c
+	if steppable {
+		for i := range c.tables {
+			c.tables[i].t.hook(c, i)
+		}
+		b.timers.capture = c
+		return c, nil
+	}
+	if _, err := c.Step(time.Time{}); err != nil {
+		c.Release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// immutable reports whether a value of type t cannot be changed in place
+// by whoever holds a copy of it: no slice, map, pointer, channel,
+// function or interface in it.
+func immutable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return true
+	case reflect.Array:
+		return immutable(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !immutable(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// walked reports whether the walk has written key group kg.
+func (c *memCapture) walked(kg int) bool { return kg-c.b.start < c.next }
+
+// copyEntry keeps entry k of key group kg of table i as it is, before it
+// changes, if the capture needs it and has not walked or copied it yet.
+func (c *memCapture) copyEntry(i, kg int, k entryKey) {
+	if c.walked(kg) {
+		return
+	}
+	v := &c.tables[i].views[kg-c.b.start]
+	if !c.full {
+		if _, ok := v.dirty[k]; !ok {
+			return
+		}
+	}
+	if _, ok := v.copies[k]; ok {
+		return
+	}
+	enc, present, err := c.tables[i].t.appendEncoded(nil, kg, k.key, k.ns)
+	if err != nil {
+		if c.err == nil {
+			c.err = fmt.Errorf("statestore: snapshot of table %q, key group %d: key %q, namespace %q: %w", c.tables[i].name, kg, k.key, k.ns, err)
+		}
+		return
+	}
+	if v.copies == nil {
+		v.copies = map[entryKey]entryCopy{}
+	}
+	v.copies[k] = entryCopy{value: enc, present: present}
+}
+
+// copyTimer keeps whether timer k of domain d and key group kg is set,
+// before it changes, if the capture needs it and has not walked or copied
+// it yet.
+func (c *memCapture) copyTimer(d Domain, kg int, k timerKey, set bool) {
+	if c.walked(kg) {
+		return
+	}
+	v := &c.timers[kg-c.b.start]
+	if !c.full {
+		if _, ok := v.dirty[d][k]; !ok {
+			return
+		}
+	}
+	if _, ok := v.copies[d][k]; ok {
+		return
+	}
+	if v.copies[d] == nil {
+		v.copies[d] = map[timerKey]bool{}
+	}
+	v.copies[d][k] = set
+}
+
+// Step writes key groups until deadline (see Capture).
+func (c *memCapture) Step(deadline time.Time) (bool, error) {
+	if c.done {
+		return true, nil
+	}
+	b := c.b
+	for c.next < b.end-b.start {
+		if c.err != nil {
+			return false, c.fail(c.err)
+		}
+		g := c.next
+		kg := b.start + g
+		for _, t := range c.tables {
+			if err := t.t.snapshotGroup(c.w, t.name, kg, c.full, &t.views[g]); err != nil {
+				return false, c.fail(fmt.Errorf("statestore: snapshot of table %q, key group %d: %w", t.name, kg, err))
+			}
+			// The dirty set stays until the end: a failure gives it back.
+			t.views[g].copies = nil
+		}
+		if err := b.timers.snapshotGroup(c.w, kg, c.full, &c.timers[g]); err != nil {
+			return false, c.fail(fmt.Errorf("statestore: snapshot of the timers, key group %d: %w", kg, err))
+		}
+		c.timers[g].copies = [2]map[timerKey]bool{}
+		if c.marked[g] {
+			if err := c.w.timer(kg, WatermarkTable, timerKey{ts: c.wm}, true); err != nil {
+				return false, c.fail(err)
+			}
+		}
+		c.next++
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			if c.next < b.end-b.start {
+				return false, nil
+			}
+		}
+	}
+	if c.err != nil {
+		return false, c.fail(c.err)
+	}
+	c.out = c.w.finish()
+	if c.full {
+		for i := range b.timers.rowWatermark {
+			b.timers.rowWatermark[i] = math.MinInt64
+		}
+	}
+	for g, m := range c.marked {
+		if m {
+			b.timers.rowWatermark[g] = c.wm
+		}
+	}
+	c.done = true
+	c.detach()
+	return true, nil
+}
+
+// fail gives the dirty sets the capture took back to the tables and
+// timers, so that the changes in them go into the next snapshot, drops
+// the capture and returns err.
+func (c *memCapture) fail(err error) error {
+	b := c.b
+	for _, t := range c.tables {
+		for g, v := range t.views {
+			t.t.restoreDirty(b.start+g, v.dirty)
+		}
+	}
+	for g, v := range c.timers {
+		b.timers.restoreDirty(b.start+g, v.dirty)
+	}
+	c.Release()
+	return err
+}
+
+// Batches hands out the batches of a finished capture.
+func (c *memCapture) Batches() []arrow.RecordBatch {
+	out := c.out
+	c.out = nil
+	return out
+}
+
+// Release detaches the capture and drops what it holds.
+func (c *memCapture) Release() {
+	c.detach()
+	for _, r := range c.out {
+		r.Release()
+	}
+	c.out = nil
+}
+
+func (c *memCapture) detach() {
+	b := c.b
+	if b.capture == c {
+		b.capture = nil
+		for _, t := range c.tables {
+			t.t.hook(nil, 0)
+		}
+		b.timers.capture = nil
+	}
+	c.tables, c.timers = nil, nil
+	if c.w != nil {
+		c.w.release()
+		c.w = nil
+	}
+}

@@ -1,0 +1,197 @@
+package statestore_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/pebblestate"
+)
+
+// TestCaptureInSteps drives two backends with the same random changes to
+// tables and timers. One takes each snapshot at once; the other begins it
+// at the same point and captures it one key group per step, one step
+// after each change that follows. Every capture must equal its snapshot
+// row for row: what changed before the walk reached it was copied as it
+// was at the barrier. With a heap table of slices (values that may be
+// changed in place), the capture is done at once in BeginSnapshot.
+func TestCaptureInSteps(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	backends := map[string]func(t *testing.T) *statestore.Memory{
+		"memory": func(*testing.T) *statestore.Memory { return statestore.NewMemory(3, 11) },
+		"stored": func(*testing.T) *statestore.Memory { return statestore.NewStored(3, 11, mapStore{}) },
+		"pebble": func(t *testing.T) *statestore.Memory {
+			s, err := pebblestate.Open(pebblestate.Options{Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return statestore.NewStored(3, 11, s)
+		},
+	}
+	for name, newBackend := range backends {
+		for _, slices := range []bool{false, true} {
+			if slices && name != "memory" {
+				continue
+			}
+			for seed := range uint64(6) {
+				t.Run(fmt.Sprintf("%s/slices=%v/%d", name, slices, seed), func(t *testing.T) {
+					captureInSteps(t, mem, seed, newBackend(t), newBackend(t), slices)
+				})
+			}
+		}
+	}
+}
+
+type captureTables struct {
+	count statestore.Table[int64]
+	name  statestore.Table[string]
+	list  statestore.Table[[]int64] // nil unless slices
+}
+
+func openCaptureTables(t *testing.T, b *statestore.Memory, slices bool) captureTables {
+	t.Helper()
+	var ct captureTables
+	var err error
+	if ct.count, err = statestore.OpenTable[int64](b, "count", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ct.name, err = statestore.OpenTable[string](b, "name", nil); err != nil {
+		t.Fatal(err)
+	}
+	if slices {
+		if ct.list, err = statestore.OpenTable[[]int64](b, "list", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ct
+}
+
+// renderBatches renders batches as JSON and releases them.
+func renderBatches(batches []arrow.RecordBatch) string {
+	var s strings.Builder
+	for _, r := range batches {
+		j, _ := r.MarshalJSON()
+		s.Write(j)
+		r.Release()
+	}
+	return s.String()
+}
+
+func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, stepped *statestore.Memory, slices bool) {
+	r := rand.New(rand.NewPCG(seed, 0xca97))
+	tabs := [2]captureTables{openCaptureTables(t, atOnce, slices), openCaptureTables(t, stepped, slices)}
+	backends := [2]*statestore.Memory{atOnce, stepped}
+	var (
+		capture   statestore.Capture
+		want      string // what the capture in flight must give
+		steps     int    // steps the capture in flight took
+		captures  int
+		longest   int
+		wm, now   int64
+		snapshots int
+	)
+	collect := func(deadline time.Time) {
+		t.Helper()
+		done, err := capture.Step(deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps++
+		if !done {
+			return
+		}
+		if got := renderBatches(capture.Batches()); got != want {
+			t.Fatalf("capture %d (in %d steps) differs from the snapshot at its barrier:\n got %s\nwant %s", captures, steps, got, want)
+		}
+		capture.Release()
+		capture = nil
+		captures++
+		longest = max(longest, steps)
+	}
+	for range 600 {
+		kg, key, ns := 3+r.IntN(8), fmt.Sprint("k", r.IntN(20)), []string{"", "n"}[r.IntN(2)]
+		ts, val := r.Int64N(60), r.Int64N(100)
+		// Timers of few keys and times, so that deletes find them.
+		timer := statestore.Timer{Timestamp: wm + ts%6*10, KeyGroup: kg, Key: fmt.Sprint("t", val%3), Namespace: ns}
+		op := r.IntN(20)
+		if op >= 14 && op < 16 {
+			// Delete a timer that is set, if the key group has one.
+			atOnce.Timers().Range(statestore.Domain(ts%2), kg, func(t statestore.Timer) bool {
+				timer = t
+				return false
+			})
+		}
+		if op == 19 {
+			if capture != nil {
+				collect(time.Time{})
+			}
+			full := snapshots%3 == 0
+			snapshots++
+			batches, err := atOnce.Snapshot(mem, full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = renderBatches(batches)
+			if capture, err = stepped.BeginSnapshot(mem, full); err != nil {
+				t.Fatal(err)
+			}
+			steps = 0
+			continue
+		}
+		for i, b := range backends {
+			tab := tabs[i]
+			switch {
+			case op < 5:
+				tab.count.Put(kg, key, ns, val)
+			case op < 8:
+				tab.name.Put(kg, key, ns, strings.Repeat("x", int(ts%5)))
+			case op < 10:
+				tab.count.Delete(kg, key, ns)
+				tab.name.Delete(kg, key, ns)
+			case op < 11 && tab.list != nil:
+				l, _ := tab.list.Get(kg, key, ns)
+				tab.list.Put(kg, key, ns, append(l, ts)) // may change l in place
+			case op < 14:
+				b.Timers().Register(statestore.Domain(ts%2), timer)
+			case op < 16:
+				b.Timers().Delete(statestore.Domain(ts%2), timer)
+			case op < 18:
+				b.Timers().AdvanceWatermark(wm + ts/4)
+			default:
+				b.Timers().DueProcessing(now + ts/4)
+			}
+		}
+		// The same random draws for both backends: the draws above
+		// are made once, before the loop over them.
+		switch {
+		case op >= 16 && op < 18:
+			wm += ts / 4
+		case op >= 18:
+			now += ts / 4
+		}
+		if capture != nil {
+			collect(time.Now()) // one key group per step
+		}
+	}
+	if capture != nil {
+		collect(time.Time{})
+	}
+	t.Logf("%d captures, the longest in %d steps", captures, longest)
+	if captures < 10 {
+		t.Fatalf("only %d captures", captures)
+	}
+	if slices && longest != 1 {
+		t.Errorf("with a table of slices a capture took %d steps, want it done at its beginning", longest)
+	}
+	if !slices && longest < 8 {
+		t.Errorf("the longest capture took %d steps: they did not go on beside the changes", longest)
+	}
+}
