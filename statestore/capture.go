@@ -64,10 +64,21 @@ type memCapture struct {
 	// marked: the key groups given a watermark row, decided at the
 	// barrier.
 	marked []bool
-	next   int // the next key group to write (index)
-	done   bool
-	err    error // the first copy that failed
-	out    []arrow.RecordBatch
+	// The walk is at key group next (index), in part part of it: its
+	// tables' rows in order, then its timers' (part len(tables)), then
+	// its watermark row; seg or tseg is the part's writing once begun.
+	next int
+	part int
+	seg  segment
+	tseg *timerSegment
+	keys []entryKey // room for a segment's keys
+	// reserve is how many rows the first step reserves room for (up to
+	// snapshotReserveRows); reserving is slow enough not to do it at the
+	// barrier.
+	reserve int
+	done    bool
+	err     error // the first copy that failed
+	out     []arrow.RecordBatch
 }
 
 type capturedTable struct {
@@ -103,11 +114,10 @@ func (b *Memory) BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
 	}
 	slices.SortFunc(c.tables, func(x, y capturedTable) int { return strings.Compare(x.name, y.name) })
 
-	rows := b.timers.rows(full)
+	c.reserve = b.timers.rows(full)
 	for _, t := range c.tables {
-		rows += t.t.rows(full)
+		c.reserve += t.t.rows(full)
 	}
-	c.w.rb.Reserve(min(rows, snapshotReserveRows))
 
 	// The watermark rows, as of now.
 	c.wm = b.timers.watermark
@@ -169,13 +179,39 @@ func immutable(t reflect.Type) bool {
 	return false
 }
 
-// walked reports whether the walk has written key group kg.
-func (c *memCapture) walked(kg int) bool { return kg-c.b.start < c.next }
+// entryWritten reports whether the walk has written the row of entry k of
+// key group kg of table i, or is past where it would be.
+func (c *memCapture) entryWritten(i, kg int, k entryKey) bool {
+	if g := kg - c.b.start; g != c.next {
+		return g < c.next
+	}
+	switch {
+	case c.part != i:
+		return c.part > i
+	case c.seg == nil:
+		return false
+	}
+	return c.seg.written(k)
+}
+
+// timerWritten is entryWritten for timer k of domain d.
+func (c *memCapture) timerWritten(d Domain, kg int, k timerKey) bool {
+	if g := kg - c.b.start; g != c.next {
+		return g < c.next
+	}
+	switch {
+	case c.part != len(c.tables):
+		return c.part > len(c.tables)
+	case c.tseg == nil:
+		return false
+	}
+	return c.tseg.written(d, k)
+}
 
 // copyEntry keeps entry k of key group kg of table i as it is, before it
 // changes, if the capture needs it and has not walked or copied it yet.
 func (c *memCapture) copyEntry(i, kg int, k entryKey) {
-	if c.walked(kg) {
+	if c.entryWritten(i, kg, k) {
 		return
 	}
 	v := &c.tables[i].views[kg-c.b.start]
@@ -204,7 +240,7 @@ func (c *memCapture) copyEntry(i, kg int, k entryKey) {
 // before it changes, if the capture needs it and has not walked or copied
 // it yet.
 func (c *memCapture) copyTimer(d Domain, kg int, k timerKey, set bool) {
-	if c.walked(kg) {
+	if c.timerWritten(d, kg, k) {
 		return
 	}
 	v := &c.timers[kg-c.b.start]
@@ -222,39 +258,69 @@ func (c *memCapture) copyTimer(d Domain, kg int, k timerKey, set bool) {
 	v.copies[d][k] = set
 }
 
-// Step writes key groups until deadline (see Capture).
+// stepRows is how many rows a step writes between looks at the clock
+// (tests lower it).
+var stepRows = 256
+
+// Step writes rows until deadline (see Capture): key group by key group,
+// each in the order Snapshot writes them.
 func (c *memCapture) Step(deadline time.Time) (bool, error) {
 	if c.done {
 		return true, nil
 	}
 	b := c.b
+	if c.reserve > 0 {
+		c.w.rb.Reserve(min(c.reserve, snapshotReserveRows))
+		c.reserve = 0
+	}
 	for c.next < b.end-b.start {
 		if c.err != nil {
 			return false, c.fail(c.err)
 		}
 		g := c.next
 		kg := b.start + g
-		for _, t := range c.tables {
-			if err := t.t.snapshotGroup(c.w, t.name, kg, c.full, &t.views[g]); err != nil {
+		switch {
+		case c.part < len(c.tables):
+			t := &c.tables[c.part]
+			if c.seg == nil {
+				c.seg = t.t.segment(t.name, kg, c.full, &t.views[g], c.keys[:0])
+			}
+			done, err := c.seg.write(c.w, stepRows)
+			if err != nil {
 				return false, c.fail(fmt.Errorf("statestore: snapshot of table %q, key group %d: %w", t.name, kg, err))
 			}
-			// The dirty set stays until the end: a failure gives it back.
-			t.views[g].copies = nil
-		}
-		if err := b.timers.snapshotGroup(c.w, kg, c.full, &c.timers[g]); err != nil {
-			return false, c.fail(fmt.Errorf("statestore: snapshot of the timers, key group %d: %w", kg, err))
-		}
-		c.timers[g].copies = [2]map[timerKey]bool{}
-		if c.marked[g] {
-			if err := c.w.timer(kg, WatermarkTable, timerKey{ts: c.wm}, true); err != nil {
-				return false, c.fail(err)
+			if done {
+				c.keys = c.seg.release()
+				c.seg = nil
+				// The dirty set stays until the end: a failure gives it
+				// back.
+				t.views[g].copies = nil
+				c.part++
 			}
-		}
-		c.next++
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			if c.next < b.end-b.start {
-				return false, nil
+		case c.part == len(c.tables):
+			if c.tseg == nil {
+				c.tseg = b.timers.segment(kg, c.full, &c.timers[g])
 			}
+			done, err := c.tseg.write(c.w, stepRows)
+			if err != nil {
+				return false, c.fail(fmt.Errorf("statestore: snapshot of the timers, key group %d: %w", kg, err))
+			}
+			if done {
+				c.tseg = nil
+				c.timers[g].copies = [2]map[timerKey]bool{}
+				c.part++
+			}
+		default:
+			if c.marked[g] {
+				if err := c.w.timer(kg, WatermarkTable, timerKey{ts: c.wm}, true); err != nil {
+					return false, c.fail(err)
+				}
+			}
+			c.next++
+			c.part = 0
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) && c.next < b.end-b.start {
+			return false, nil
 		}
 	}
 	if c.err != nil {
@@ -274,6 +340,123 @@ func (c *memCapture) Step(deadline time.Time) (bool, error) {
 	c.done = true
 	c.detach()
 	return true, nil
+}
+
+// segment is the writing of one table's rows of one key group, in the
+// order Snapshot writes them, over as many steps as it takes.
+type segment interface {
+	// write writes up to n rows (or all, for a segment that cannot
+	// stop) and reports whether the segment is done.
+	write(w *snapWriter, n int) (bool, error)
+	// written reports whether the row of k was written, or would have
+	// been by now.
+	written(k entryKey) bool
+	// release returns the segment's keys, for the next one to reuse.
+	release() []entryKey
+}
+
+// keySegment writes the rows of keys, sorted, from their copies or else
+// from value.
+type keySegment struct {
+	name  string
+	kg    int
+	keys  []entryKey
+	pos   int
+	v     *groupView
+	value func(dst []byte, kg int, key, ns string) ([]byte, bool, error)
+	enc   []byte
+}
+
+func newKeySegment(name string, kg int, keys []entryKey, v *groupView, value func([]byte, int, string, string) ([]byte, bool, error)) *keySegment {
+	slices.SortFunc(keys, compareEntryKeys)
+	return &keySegment{name: name, kg: kg, keys: keys, v: v, value: value}
+}
+
+func (s *keySegment) write(w *snapWriter, n int) (bool, error) {
+	for ; s.pos < len(s.keys) && n > 0; s.pos, n = s.pos+1, n-1 {
+		k := s.keys[s.pos]
+		if c, ok := s.v.copies[k]; ok {
+			if err := w.entry(s.kg, s.name, k.key, k.ns, c.value, c.present); err != nil {
+				return false, err
+			}
+			continue
+		}
+		enc, ok, err := s.value(s.enc[:0], s.kg, k.key, k.ns)
+		if err != nil {
+			return false, fmt.Errorf("key %q, namespace %q: %w", k.key, k.ns, err)
+		}
+		s.enc = enc
+		if err := w.entry(s.kg, s.name, k.key, k.ns, enc, ok); err != nil {
+			return false, err
+		}
+	}
+	return s.pos == len(s.keys), nil
+}
+
+func (s *keySegment) written(k entryKey) bool {
+	return s.pos > 0 && compareEntryKeys(k, s.keys[s.pos-1]) <= 0
+}
+
+func (s *keySegment) release() []entryKey {
+	keys := s.keys
+	clear(keys)
+	s.keys = nil
+	return keys[:0]
+}
+
+// wholeSegment writes its rows in one go, at its first write.
+type wholeSegment struct {
+	fn   func(w *snapWriter) error
+	done bool
+}
+
+func (s *wholeSegment) write(w *snapWriter, _ int) (bool, error) {
+	s.done = true
+	return true, s.fn(w)
+}
+
+func (s *wholeSegment) written(entryKey) bool { return s.done }
+
+func (s *wholeSegment) release() []entryKey { return nil }
+
+// timerSegment writes the timer rows of one key group, event time then
+// processing time, each sorted.
+type timerSegment struct {
+	kg   int
+	v    *timerView
+	keys [2][]timerKey
+	set  [2]func(timerKey) bool // whether a timer is set now
+	d    int                    // the domain being written
+	pos  int
+}
+
+func (s *timerSegment) write(w *snapWriter, n int) (bool, error) {
+	for ; s.d < len(s.keys); s.d, s.pos = s.d+1, 0 {
+		for ; s.pos < len(s.keys[s.d]) && n > 0; s.pos, n = s.pos+1, n-1 {
+			k := s.keys[s.d][s.pos]
+			set, copied := s.v.copies[s.d][k]
+			if !copied {
+				set = s.set[s.d](k)
+			}
+			if err := w.timer(s.kg, timerTables[s.d], k, set); err != nil {
+				return false, err
+			}
+		}
+		if n == 0 && s.pos < len(s.keys[s.d]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (s *timerSegment) written(d Domain, k timerKey) bool {
+	switch {
+	case int(d) != s.d:
+		return int(d) < s.d
+	case s.pos == 0:
+		return false
+	}
+	return compareTimerKeys(k, s.keys[d][s.pos-1]) <= 0
 }
 
 // fail gives the dirty sets the capture took back to the tables and

@@ -16,8 +16,9 @@ import (
 
 // TestCaptureInSteps drives two backends with the same random changes to
 // tables and timers. One takes each snapshot at once; the other begins it
-// at the same point and captures it one key group per step, one step
-// after each change that follows. Every capture must equal its snapshot
+// at the same point and captures it in steps of one row (every second
+// run) or 256 (whole key groups here), one step after each change that
+// follows. Every capture must equal its snapshot
 // row for row: what changed before the walk reached it was copied as it
 // was at the barrier. With a heap table of slices (values that may be
 // changed in place), the capture is done at once in BeginSnapshot.
@@ -41,8 +42,11 @@ func TestCaptureInSteps(t *testing.T) {
 			if slices && name != "memory" {
 				continue
 			}
-			for seed := range uint64(6) {
+			for seed := range uint64(8) {
 				t.Run(fmt.Sprintf("%s/slices=%v/%d", name, slices, seed), func(t *testing.T) {
+					if seed%2 == 1 {
+						defer statestore.SetStepRows(1)()
+					}
 					captureInSteps(t, mem, seed, newBackend(t), newBackend(t), slices)
 				})
 			}
@@ -193,5 +197,74 @@ func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, ste
 	}
 	if !slices && longest < 8 {
 		t.Errorf("the longest capture took %d steps: they did not go on beside the changes", longest)
+	}
+}
+
+// BenchmarkCapture measures what a backend's snapshot costs the task at
+// the barrier: 1M string entries over 64 key groups on the heap, a base
+// taken at once (Snapshot, what the barrier did before) or begun and
+// captured in steps of 5 ms (a step writes whole key groups). It reports
+// the barrier's part and the longest step, in ms.
+func BenchmarkCapture(b *testing.B) {
+	const entries, groups = 1_000_000, 64
+	mem := memory.NewGoAllocator()
+	be := statestore.NewMemory(0, groups)
+	tab, err := statestore.OpenTable[string](be, "t", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range entries {
+		tab.Put(i%groups, fmt.Sprint("key-", i), "", fmt.Sprint("value-", i))
+	}
+	check := func(batches []arrow.RecordBatch) {
+		n := 0
+		for _, r := range batches {
+			n += int(r.NumRows())
+			r.Release()
+		}
+		if n != entries {
+			b.Fatalf("%d rows, want %d", n, entries)
+		}
+	}
+	for _, stepped := range []bool{false, true} {
+		name := "at-barrier"
+		if stepped {
+			name = "in-steps"
+		}
+		b.Run(name, func(b *testing.B) {
+			var barrier, step time.Duration
+			for range b.N {
+				t0 := time.Now()
+				if !stepped {
+					batches, err := be.Snapshot(mem, true)
+					if err != nil {
+						b.Fatal(err)
+					}
+					barrier = max(barrier, time.Since(t0))
+					check(batches)
+					continue
+				}
+				c, err := be.BeginSnapshot(mem, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				barrier = max(barrier, time.Since(t0))
+				for {
+					t1 := time.Now()
+					done, err := c.Step(t1.Add(5 * time.Millisecond))
+					if err != nil {
+						b.Fatal(err)
+					}
+					step = max(step, time.Since(t1))
+					if done {
+						break
+					}
+				}
+				check(c.Batches())
+			}
+			b.ReportMetric(float64(barrier.Microseconds())/1000, "barrier-ms")
+			b.ReportMetric(float64(step.Microseconds())/1000, "max-step-ms")
+			b.ReportMetric(float64(entries)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
 	}
 }

@@ -101,11 +101,12 @@ const snapshotReserveRows = 1 << 20
 // snapTable is a table as snapshots and restore see it; encodedTable, a
 // table restored but not opened yet, is one too.
 type snapTable interface {
-	// snapshotGroup writes the rows of key group kg: every entry (full)
-	// or those of v's dirty set, each as v's copy has it if it has one,
-	// else as the table holds it now.
-	snapshotGroup(w *snapWriter, name string, kg int, full bool, v *groupView) error
-	// rows returns how many rows snapshotGroup writes over all key groups.
+	// segment returns the writing of the rows of key group kg: every
+	// entry (full) or those of v's dirty set, each as v's copy has it if
+	// it has one, else as the table holds it when the row is written.
+	// scratch is room for its keys.
+	segment(name string, kg int, full bool, v *groupView, scratch []entryKey) segment
+	// rows returns how many rows the segments write over all key groups.
 	rows(full bool) int
 	// takeDirtyGroups hands out the dirty set of each key group (index:
 	// key group - start) and empties them.
@@ -334,11 +335,6 @@ type snapWriter struct {
 
 	rows, bytes int
 	out         []arrow.RecordBatch
-
-	// Scratch space reused across groups.
-	enc       []byte
-	entryKeys []entryKey
-	timerKeys []timerKey
 }
 
 func newSnapWriter(mem memory.Allocator, limit int) *snapWriter {
@@ -435,9 +431,8 @@ func compareTimerKeys(a, b timerKey) int {
 
 // Tables.
 
-func (t *heapTable[V]) snapshotGroup(w *snapWriter, name string, kg int, full bool, v *groupView) error {
+func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
 	g := &t.groups[kg-t.start]
-	keys := w.entryKeys[:0]
 	if full {
 		for k := range g.entries {
 			if _, copied := v.copies[k]; !copied {
@@ -454,28 +449,7 @@ func (t *heapTable[V]) snapshotGroup(w *snapWriter, name string, kg int, full bo
 			keys = append(keys, k)
 		}
 	}
-	defer func() { clear(keys); w.entryKeys = keys[:0] }()
-	slices.SortFunc(keys, compareEntryKeys)
-	for _, k := range keys {
-		if c, ok := v.copies[k]; ok {
-			if err := w.entry(kg, name, k.key, k.ns, c.value, c.present); err != nil {
-				return err
-			}
-			continue
-		}
-		v, ok := g.entries[k]
-		if ok {
-			enc, err := t.codec.Append(w.enc[:0], v)
-			if err != nil {
-				return fmt.Errorf("key %q, namespace %q: %w", k.key, k.ns, err)
-			}
-			w.enc = enc
-		}
-		if err := w.entry(kg, name, k.key, k.ns, w.enc, ok); err != nil {
-			return err
-		}
-	}
-	return nil
+	return newKeySegment(name, kg, keys, v, t.appendEncoded)
 }
 
 func (t *heapTable[V]) rows(full bool) int {
@@ -536,23 +510,13 @@ type encodedTable struct {
 	groups []map[entryKey][]byte
 }
 
-func (e *encodedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool, _ *groupView) error {
-	if !full {
-		return nil // restored rows are not changes
-	}
-	g := e.groups[kg-e.start]
-	keys := w.entryKeys[:0]
-	for k := range g {
-		keys = append(keys, k)
-	}
-	defer func() { clear(keys); w.entryKeys = keys[:0] }()
-	slices.SortFunc(keys, compareEntryKeys)
-	for _, k := range keys {
-		if err := w.entry(kg, name, k.key, k.ns, g[k], true); err != nil {
-			return err
+func (e *encodedTable) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
+	if full { // restored rows are not changes
+		for k := range e.groups[kg-e.start] {
+			keys = append(keys, k)
 		}
 	}
-	return nil
+	return newKeySegment(name, kg, keys, v, e.appendEncoded)
 }
 
 // An encodedTable never changes: OpenTable decodes it into a new table.
@@ -610,18 +574,21 @@ func (e *encodedTable) decodeInto(t interface {
 
 // Timers.
 
-func (s *Timers) snapshotGroup(w *snapWriter, kg int, full bool, v *timerView) error {
+// segment returns the writing of the timer rows of key group kg: every
+// timer (full) or those of v's dirty sets, each set or not as v's copy
+// has it if it has one, else as it is when the row is written.
+func (s *Timers) segment(kg int, full bool, v *timerView) *timerSegment {
+	ts := &timerSegment{kg: kg, v: v}
 	for d := range s.domains {
 		g := &s.domains[d].groups[kg-s.start]
-		copies := v.copies[d]
-		keys := w.timerKeys[:0]
+		var keys []timerKey
 		if full {
 			for k := range g.set {
-				if _, copied := copies[k]; !copied {
+				if _, copied := v.copies[d][k]; !copied {
 					keys = append(keys, k)
 				}
 			}
-			for k, set := range copies {
+			for k, set := range v.copies[d] {
 				if set {
 					keys = append(keys, k)
 				}
@@ -632,19 +599,10 @@ func (s *Timers) snapshotGroup(w *snapWriter, kg int, full bool, v *timerView) e
 			}
 		}
 		slices.SortFunc(keys, compareTimerKeys)
-		for _, k := range keys {
-			set, copied := copies[k]
-			if !copied {
-				_, set = g.set[k]
-			}
-			if err := w.timer(kg, timerTables[d], k, set); err != nil {
-				return err
-			}
-		}
-		clear(keys)
-		w.timerKeys = keys[:0]
+		ts.keys[d] = keys
+		ts.set[d] = func(k timerKey) bool { _, ok := g.set[k]; return ok }
 	}
-	return nil
+	return ts
 }
 
 func (s *Timers) rows(full bool) int {

@@ -167,10 +167,17 @@ func (s *storedTable) putEncoded(kg int, key, ns string, b []byte) error {
 
 // snapTable.
 
-func (s *storedTable) snapshotGroup(w *snapWriter, name string, kg int, full bool, v *groupView) error {
-	if full {
-		// The store ranges sorted by key and namespace: the copies go in
-		// in their order.
+func (s *storedTable) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
+	if !full {
+		for k := range v.dirty {
+			keys = append(keys, k)
+		}
+		return newKeySegment(name, kg, keys, v, s.appendEncoded)
+	}
+	// A base reads the store in its order (sorted by key and namespace)
+	// in one go: a range cannot wait between steps. The copies go in
+	// their order among its entries.
+	return &wholeSegment{fn: func(w *snapWriter) error {
 		var copied []entryKey
 		for k, c := range v.copies {
 			if c.present {
@@ -197,32 +204,7 @@ func (s *storedTable) snapshotGroup(w *snapWriter, name string, kg int, full boo
 		})
 		flush(nil)
 		return err
-	}
-	if len(v.dirty) == 0 {
-		return nil
-	}
-	keys := w.entryKeys[:0]
-	for k := range v.dirty {
-		keys = append(keys, k)
-	}
-	defer func() { clear(keys); w.entryKeys = keys[:0] }()
-	slices.SortFunc(keys, compareEntryKeys)
-	for _, k := range keys {
-		if c, ok := v.copies[k]; ok {
-			if err := w.entry(kg, name, k.key, k.ns, c.value, c.present); err != nil {
-				return err
-			}
-			continue
-		}
-		val, ok := s.t.Get(kg, k.key, k.ns)
-		if ok {
-			w.enc = append(w.enc[:0], val...)
-		}
-		if err := w.entry(kg, name, k.key, k.ns, w.enc, ok); err != nil {
-			return err
-		}
-	}
-	return nil
+	}}
 }
 
 func (s *storedTable) takeDirtyGroups() []map[entryKey]struct{} {
