@@ -68,13 +68,7 @@ func BenchmarkProcessState(b *testing.B) {
 				stop := sampleRSS()
 				coord, id := runBenchJob(b, js, events, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
 				b.ReportMetric(float64(stop())/(1<<20), "max-rss-MiB")
-				st, err := coord.Status(id)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if st.Checkpoints != nil {
-					b.ReportMetric(float64(st.Checkpoints.Completed), "checkpoints")
-				}
+				reportCheckpoints(b, coord, id)
 			}
 		})
 	}

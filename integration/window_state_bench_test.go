@@ -102,39 +102,46 @@ func BenchmarkWindowState(b *testing.B) {
 					if !ck {
 						continue
 					}
-					hist, err := coord.Checkpoints(id)
-					if err != nil {
-						b.Fatal(err)
-					}
-					var (
-						sync, step time.Duration
-						longest    time.Duration
-						uploaded   int64
-						state      int64
-						completed  int
-					)
-					for _, h := range hist {
-						if h.Status != coordinator.CheckpointCompleted {
-							continue
-						}
-						completed++
-						sync = max(sync, time.Duration(h.SyncMs)*time.Millisecond)
-						step = max(step, time.Duration(h.StepMs)*time.Millisecond)
-						longest = max(longest, time.Duration(h.Duration*float64(time.Second)))
-						uploaded += h.Bytes
-						state = max(state, h.StateSize)
-					}
-					b.ReportMetric(float64(completed), "checkpoints")
-					// The task stops at the barrier (sync) and for each
-					// step of a capture beside processing.
-					b.ReportMetric(max(sync, step).Seconds()*1000, "max-stall-ms")
-					b.ReportMetric(sync.Seconds()*1000, "max-sync-ms")
-					b.ReportMetric(step.Seconds()*1000, "max-step-ms")
-					b.ReportMetric(longest.Seconds(), "max-checkpoint-s")
-					b.ReportMetric(float64(uploaded)/(1<<20), "uploaded-MiB")
-					b.ReportMetric(float64(state)/(1<<20), "max-state-MiB")
+					reportCheckpoints(b, coord, id)
 				}
 			})
 		}
 	}
+}
+
+// reportCheckpoints reports what the job's completed checkpoints cost the
+// task: how many, the longest stall (the barrier's synchronous part, or
+// a step of a capture beside processing), the longest checkpoint, and
+// the bytes uploaded.
+func reportCheckpoints(b *testing.B, coord *coordinator.Coordinator, id string) {
+	b.Helper()
+	hist, err := coord.Checkpoints(id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var (
+		sync, step time.Duration
+		longest    time.Duration
+		uploaded   int64
+		state      int64
+		completed  int
+	)
+	for _, h := range hist {
+		if h.Status != coordinator.CheckpointCompleted {
+			continue
+		}
+		completed++
+		sync = max(sync, time.Duration(h.SyncMs)*time.Millisecond)
+		step = max(step, time.Duration(h.StepMs)*time.Millisecond)
+		longest = max(longest, time.Duration(h.Duration*float64(time.Second)))
+		uploaded += h.Bytes
+		state = max(state, h.StateSize)
+	}
+	b.ReportMetric(float64(completed), "checkpoints")
+	b.ReportMetric(max(sync, step).Seconds()*1000, "max-stall-ms")
+	b.ReportMetric(sync.Seconds()*1000, "max-sync-ms")
+	b.ReportMetric(step.Seconds()*1000, "max-step-ms")
+	b.ReportMetric(longest.Seconds(), "max-checkpoint-s")
+	b.ReportMetric(float64(uploaded)/(1<<20), "uploaded-MiB")
+	b.ReportMetric(float64(state)/(1<<20), "max-state-MiB")
 }
