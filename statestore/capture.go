@@ -33,6 +33,11 @@ import (
 // end in BeginSnapshot. Strings and numbers cannot be; neither can a
 // store's encoded values.
 
+// captureBatchBytes caps the variable-length bytes of a capture's batches
+// below snapshotBatchBytes: a builder's buffers double as they fill, and
+// copying a large one would be a long step.
+const captureBatchBytes = 8 << 20
+
 // entryCopy is a table entry as it was at the barrier.
 type entryCopy struct {
 	value   []byte
@@ -103,7 +108,7 @@ func (b *Memory) BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
 		mem = memory.DefaultAllocator
 	}
 	n := b.end - b.start
-	c := &memCapture{b: b, full: full, w: newSnapWriter(mem, b.batchBytes), timers: make([]timerView, n), marked: make([]bool, n)}
+	c := &memCapture{b: b, full: full, w: newSnapWriter(mem, min(b.batchBytes, captureBatchBytes)), timers: make([]timerView, n), marked: make([]bool, n)}
 	for name, t := range b.tables {
 		c.tables = append(c.tables, capturedTable{name: name, t: t})
 	}
@@ -269,7 +274,7 @@ func (c *memCapture) Step(deadline time.Time) (bool, error) {
 		return true, nil
 	}
 	b := c.b
-	if c.reserve > 0 {
+	if c.reserve > 0 && deadline.IsZero() {
 		c.w.rb.Reserve(min(c.reserve, snapshotReserveRows))
 		c.reserve = 0
 	}
@@ -356,11 +361,13 @@ type segment interface {
 }
 
 // keySegment writes the rows of keys, sorted, from their copies or else
-// from value.
+// from value. It sorts them in steps too (stepSort): a key group of a
+// large state has many.
 type keySegment struct {
 	name  string
 	kg    int
 	keys  []entryKey
+	sort  stepSort
 	pos   int
 	v     *groupView
 	value func(dst []byte, kg int, key, ns string) ([]byte, bool, error)
@@ -368,11 +375,20 @@ type keySegment struct {
 }
 
 func newKeySegment(name string, kg int, keys []entryKey, v *groupView, value func([]byte, int, string, string) ([]byte, bool, error)) *keySegment {
-	slices.SortFunc(keys, compareEntryKeys)
-	return &keySegment{name: name, kg: kg, keys: keys, v: v, value: value}
+	return &keySegment{name: name, kg: kg, keys: keys, sort: stepSort{a: keys}, v: v, value: value}
 }
 
+// sortWork is how many keys a segment's write sorts or merges for each
+// row it may write.
+const sortWork = 4
+
 func (s *keySegment) write(w *snapWriter, n int) (bool, error) {
+	if !s.sort.done() {
+		if !s.sort.step(n * sortWork) {
+			return false, nil
+		}
+		s.keys = s.sort.a
+	}
 	for ; s.pos < len(s.keys) && n > 0; s.pos, n = s.pos+1, n-1 {
 		k := s.keys[s.pos]
 		if c, ok := s.v.copies[k]; ok {
@@ -400,8 +416,67 @@ func (s *keySegment) written(k entryKey) bool {
 func (s *keySegment) release() []entryKey {
 	keys := s.keys
 	clear(keys)
-	s.keys = nil
+	clear(s.sort.buf)
+	s.keys, s.sort = nil, stepSort{}
 	return keys[:0]
+}
+
+// stepSort sorts a by compareEntryKeys in steps of bounded work: runs of
+// sortRun keys sorted in place, then merged bottom-up, pair by pair,
+// between a and buf; a merge can stop anywhere and go on.
+type stepSort struct {
+	a, buf []entryKey
+	width  int // the runs of width keys are sorted; 0: none yet
+	lo     int // the pair of runs being merged starts at lo
+	li, ri int // the next key of each run of the pair
+	oi     int // where the next merged key goes in buf
+	begun  bool
+}
+
+const sortRun = 256
+
+func (s *stepSort) done() bool { return s.width >= len(s.a) }
+
+// step does about work keys' worth of sorting and reports whether a is
+// sorted.
+func (s *stepSort) step(work int) bool {
+	n := len(s.a)
+	for work > 0 && !s.done() {
+		if s.width == 0 {
+			hi := min(s.lo+sortRun, n)
+			slices.SortFunc(s.a[s.lo:hi], compareEntryKeys)
+			work -= hi - s.lo
+			if s.lo = hi; s.lo == n {
+				s.width, s.lo = sortRun, 0
+				if s.width < n {
+					s.buf = slices.Grow(s.buf[:0], n)[:n]
+				}
+			}
+			continue
+		}
+		mid, hi := min(s.lo+s.width, n), min(s.lo+2*s.width, n)
+		if !s.begun {
+			s.li, s.ri, s.oi, s.begun = s.lo, mid, s.lo, true
+		}
+		for ; work > 0 && s.oi < hi; s.oi, work = s.oi+1, work-1 {
+			if s.ri == hi || s.li < mid && compareEntryKeys(s.a[s.li], s.a[s.ri]) <= 0 {
+				s.buf[s.oi] = s.a[s.li]
+				s.li++
+			} else {
+				s.buf[s.oi] = s.a[s.ri]
+				s.ri++
+			}
+		}
+		if s.oi < hi {
+			continue // out of work: go on here
+		}
+		s.begun = false
+		if s.lo = hi; s.lo == n { // a pass is done
+			s.a, s.buf = s.buf, s.a
+			s.width, s.lo = 2*s.width, 0
+		}
+	}
+	return s.done()
 }
 
 // wholeSegment writes its rows in one go, at its first write.

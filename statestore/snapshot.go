@@ -421,12 +421,23 @@ func (w *snapWriter) release() {
 	w.rb.Release()
 }
 
+// compareEntryKeys orders by key, then namespace. (cmp.Or would compare
+// the namespaces of every pair: its arguments are all evaluated.)
 func compareEntryKeys(a, b entryKey) int {
-	return cmp.Or(strings.Compare(a.key, b.key), strings.Compare(a.ns, b.ns))
+	if c := strings.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ns, b.ns)
 }
 
 func compareTimerKeys(a, b timerKey) int {
-	return cmp.Or(cmp.Compare(a.ts, b.ts), strings.Compare(a.key, b.key), strings.Compare(a.ns, b.ns))
+	if c := cmp.Compare(a.ts, b.ts); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ns, b.ns)
 }
 
 // Tables.
