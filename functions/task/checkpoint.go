@@ -238,6 +238,9 @@ type checkpointer struct {
 	// beside processing (statestore.SteppedSnapshotter), nil for none; it
 	// goes to the queue once every capture is done.
 	pending *upload
+	// stepped is when the last step of the capture in flight ended (or
+	// it began).
+	stepped time.Time
 	queue   chan *upload
 	done    chan struct{}
 	fatal   atomic.Pointer[error] // see failure
@@ -480,7 +483,7 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	r.stats.Checkpoints.Add(1)
 	for _, p := range u.parts {
 		if p.capture != nil {
-			c.pending = u
+			c.pending, c.stepped = u, time.Now()
 			return nil
 		}
 	}
@@ -488,18 +491,29 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	return c.enqueue(u)
 }
 
-// captureStep is how long one step of a capture in flight may take: the
-// longest the task stops for it between two batches.
-const captureStep = 5 * time.Millisecond
+// A step of a capture in flight takes half the time the task worked
+// since the previous step, at least captureStep and at most
+// captureStepMax: the longest the task stops for it between two batches.
+// A task whose batches take long (state on disk, many keys) thus captures
+// in longer steps, and its capture still ends within about three times
+// what it would take at once; an idle task (untilWake is short while a
+// capture is in flight) takes short steps often.
+const (
+	captureStep    = 5 * time.Millisecond
+	captureStepMax = 25 * time.Millisecond
+)
 
-// step advances the capture in flight by one step of about captureStep,
-// and queues its checkpoint for upload once it is complete. The task
-// calls it between batches (tick).
+// step advances the capture in flight by one step (see captureStep), and
+// queues its checkpoint for upload once it is complete. The task calls
+// it between batches (tick).
 func (c *checkpointer) step() error {
 	if c.pending == nil {
 		return nil
 	}
-	return c.stepPending(time.Now().Add(captureStep))
+	now := time.Now()
+	err := c.stepPending(now.Add(min(max(now.Sub(c.stepped)/2, captureStep), captureStepMax)))
+	c.stepped = time.Now()
+	return err
 }
 
 // completePending captures what is left of the capture in flight, at
@@ -516,7 +530,10 @@ func (c *checkpointer) stepPending(deadline time.Time) error {
 	t0 := time.Now()
 	m := &u.st.Metrics
 	defer func() {
-		if c.pending == u { // once queued, the uploader owns u
+		// Once queued, the uploader owns u. Completing a capture at once
+		// (a barrier, the end of the input) is not a step beside
+		// processing: the next checkpoint's sync counts it.
+		if c.pending == u && !deadline.IsZero() {
 			m.StepMs = max(m.StepMs, time.Since(t0).Milliseconds())
 		}
 	}()
