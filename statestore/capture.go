@@ -30,8 +30,8 @@ import (
 // back (Table.Get), so a copy made at the Put would hold the new value.
 // A backend with a heap table whose value type can be changed in place
 // (a slice, a map, a pointer; see immutable) therefore captures to the
-// end in BeginSnapshot. Strings and numbers cannot be; neither can a
-// store's encoded values.
+// end in BeginSnapshot. Strings and numbers cannot be. A backend over a
+// store (pebble) does too, for now: see storedTable.copyOnWrite.
 
 // captureBatchBytes caps the variable-length bytes of a capture's batches
 // below snapshotBatchBytes: a builder's buffers double as they fill, and
@@ -139,7 +139,7 @@ func (b *Memory) BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
 		for g, d := range t.t.takeDirtyGroups() {
 			t.views[g].dirty = d
 		}
-		if !t.t.immutable() {
+		if !t.t.copyOnWrite() {
 			steppable = false
 		}
 	}

@@ -114,9 +114,9 @@ type snapTable interface {
 	// restoreDirty marks the entries of d, taken from key group kg,
 	// dirty again.
 	restoreDirty(kg int, d map[entryKey]struct{})
-	// immutable reports whether a value the table hands out cannot be
-	// changed in place (memCapture).
-	immutable() bool
+	// copyOnWrite reports whether a capture in steps may copy the
+	// table's entries before they change (memCapture).
+	copyOnWrite() bool
 	// hook makes the table tell c, as its i-th table, about an entry
 	// before it changes (memCapture.copyEntry); nil unhooks it.
 	hook(c *memCapture, i int)
@@ -490,7 +490,9 @@ func (t *heapTable[V]) restoreDirty(kg int, d map[entryKey]struct{}) {
 	}
 }
 
-func (t *heapTable[V]) immutable() bool { return immutable(reflect.TypeFor[V]()) }
+// copyOnWrite: only values that cannot be changed in place before they
+// are put back.
+func (t *heapTable[V]) copyOnWrite() bool { return immutable(reflect.TypeFor[V]()) }
 
 func (t *heapTable[V]) hook(c *memCapture, i int) { t.capture, t.index = c, i }
 
@@ -536,7 +538,7 @@ func (e *encodedTable) takeDirtyGroups() []map[entryKey]struct{} { return nil }
 
 func (e *encodedTable) restoreDirty(int, map[entryKey]struct{}) {}
 
-func (e *encodedTable) immutable() bool { return true }
+func (e *encodedTable) copyOnWrite() bool { return true }
 
 func (e *encodedTable) hook(*memCapture, int) {}
 

@@ -238,9 +238,6 @@ type checkpointer struct {
 	// beside processing (statestore.SteppedSnapshotter), nil for none; it
 	// goes to the queue once every capture is done.
 	pending *upload
-	// stepped is when the last step of the capture in flight ended (or
-	// it began).
-	stepped time.Time
 	queue   chan *upload
 	done    chan struct{}
 	fatal   atomic.Pointer[error] // see failure
@@ -483,7 +480,7 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	r.stats.Checkpoints.Add(1)
 	for _, p := range u.parts {
 		if p.capture != nil {
-			c.pending, c.stepped = u, time.Now()
+			c.pending = u
 			return nil
 		}
 	}
@@ -491,29 +488,18 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	return c.enqueue(u)
 }
 
-// A step of a capture in flight takes half the time the task worked
-// since the previous step, at least captureStep and at most
-// captureStepMax: the longest the task stops for it between two batches.
-// A task whose batches take long (state on disk, many keys) thus captures
-// in longer steps, and its capture still ends within about three times
-// what it would take at once; an idle task (untilWake is short while a
-// capture is in flight) takes short steps often.
-const (
-	captureStep    = 5 * time.Millisecond
-	captureStepMax = 25 * time.Millisecond
-)
+// captureStep is how long one step of a capture in flight may take: the
+// longest the task stops for it between two batches.
+const captureStep = 5 * time.Millisecond
 
-// step advances the capture in flight by one step (see captureStep), and
-// queues its checkpoint for upload once it is complete. The task calls
-// it between batches (tick).
+// step advances the capture in flight by one step of about captureStep,
+// and queues its checkpoint for upload once it is complete. The task
+// calls it between batches (tick).
 func (c *checkpointer) step() error {
 	if c.pending == nil {
 		return nil
 	}
-	now := time.Now()
-	err := c.stepPending(now.Add(min(max(now.Sub(c.stepped)/2, captureStep), captureStepMax)))
-	c.stepped = time.Now()
-	return err
+	return c.stepPending(time.Now().Add(captureStep))
 }
 
 // completePending captures what is left of the capture in flight, at
