@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/pebblestate"
+	"github.com/weirstream/weir/statestore/statetest"
 )
 
 // TestCaptureInSteps drives two backends with the same random changes to
@@ -217,55 +218,5 @@ func BenchmarkCapture(b *testing.B) {
 	for i := range entries {
 		tab.Put(i%groups, fmt.Sprint("key-", i), "", fmt.Sprint("value-", i))
 	}
-	check := func(batches []arrow.RecordBatch) {
-		n := 0
-		for _, r := range batches {
-			n += int(r.NumRows())
-			r.Release()
-		}
-		if n != entries {
-			b.Fatalf("%d rows, want %d", n, entries)
-		}
-	}
-	for _, stepped := range []bool{false, true} {
-		name := "at-barrier"
-		if stepped {
-			name = "in-steps"
-		}
-		b.Run(name, func(b *testing.B) {
-			var barrier, step time.Duration
-			for range b.N {
-				t0 := time.Now()
-				if !stepped {
-					batches, err := be.Snapshot(mem, true)
-					if err != nil {
-						b.Fatal(err)
-					}
-					barrier = max(barrier, time.Since(t0))
-					check(batches)
-					continue
-				}
-				c, err := be.BeginSnapshot(mem, true)
-				if err != nil {
-					b.Fatal(err)
-				}
-				barrier = max(barrier, time.Since(t0))
-				for {
-					t1 := time.Now()
-					done, err := c.Step(t1.Add(5 * time.Millisecond))
-					if err != nil {
-						b.Fatal(err)
-					}
-					step = max(step, time.Since(t1))
-					if done {
-						break
-					}
-				}
-				check(c.Batches())
-			}
-			b.ReportMetric(float64(barrier.Microseconds())/1000, "barrier-ms")
-			b.ReportMetric(float64(step.Microseconds())/1000, "max-step-ms")
-			b.ReportMetric(float64(entries)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-		})
-	}
+	statetest.BenchmarkCapture(b, be, mem, entries)
 }

@@ -84,13 +84,7 @@ func TestSnapshotsCrossBackends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var s strings.Builder
-		for _, r := range batches {
-			j, _ := r.MarshalJSON()
-			s.Write(j)
-			r.Release()
-		}
-		return s.String()
+		return renderBatches(batches)
 	}
 	for from, newFrom := range backends {
 		for to, newTo := range backends {

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/rows"
+	"github.com/weirstream/weir/statestore/statetest"
 )
 
 // joinStateDump renders every kept row, sorted, as a base would have it,
@@ -596,56 +597,5 @@ func BenchmarkJoinCapture(b *testing.B) {
 		}
 		rec.Release()
 	}
-	st := op.(task.Stateful).State().(statestore.SteppedSnapshotter)
-	count := func(batches []arrow.RecordBatch) {
-		n := 0
-		for _, s := range batches {
-			n += int(s.NumRows())
-			s.Release()
-		}
-		if n != keys {
-			b.Fatalf("%d state rows, want %d", n, keys)
-		}
-	}
-	for _, stepped := range []bool{false, true} {
-		name := "at-barrier"
-		if stepped {
-			name = "in-steps"
-		}
-		b.Run(name, func(b *testing.B) {
-			var barrier, step time.Duration
-			for range b.N {
-				t0 := time.Now()
-				if !stepped {
-					batches, err := st.Snapshot(mem, true)
-					if err != nil {
-						b.Fatal(err)
-					}
-					barrier = max(barrier, time.Since(t0))
-					count(batches)
-					continue
-				}
-				c, err := st.BeginSnapshot(mem, true)
-				if err != nil {
-					b.Fatal(err)
-				}
-				barrier = max(barrier, time.Since(t0))
-				for {
-					t1 := time.Now()
-					done, err := c.Step(t1.Add(5 * time.Millisecond))
-					if err != nil {
-						b.Fatal(err)
-					}
-					step = max(step, time.Since(t1))
-					if done {
-						break
-					}
-				}
-				count(c.Batches())
-			}
-			b.ReportMetric(float64(barrier.Microseconds())/1000, "barrier-ms")
-			b.ReportMetric(float64(step.Microseconds())/1000, "max-step-ms")
-			b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-		})
-	}
+	statetest.BenchmarkCapture(b, op.(task.Stateful).State().(statestore.SteppedSnapshotter), mem, keys)
 }
