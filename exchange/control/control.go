@@ -159,8 +159,11 @@ type Stats struct {
 type ChannelStats struct {
 	ToVertex  string `json:"toVertex"`
 	ToSubtask int    `json:"toSubtask"`
-	Entries   int64  `json:"entries"` // entries written, of every kind
-	Bytes     int64  `json:"bytes"`   // payload bytes written
+	// Edge names the channel's edge among the consumer's inputs (the
+	// producing operator): a task may feed two inputs of one join.
+	Edge    string `json:"edge,omitempty"`
+	Entries int64  `json:"entries"` // entries written, of every kind
+	Bytes   int64  `json:"bytes"`   // payload bytes written
 	// CreditWaits counts the data entries that found no credit;
 	// CreditWaitSeconds is the time they waited for it.
 	CreditWaits       int64   `json:"creditWaits"`

@@ -35,8 +35,9 @@ var (
 	descBacklogBytes  = prometheus.NewDesc("weir_task_source_backlog_bytes", "Bytes a files source task has not read yet.", taskLabels, nil)
 
 	// One series per output channel: the consumer vertex and subtask
-	// are bounded by the parallelism.
-	channelLabels        = append(slices.Clone(taskLabels), "to_vertex", "to_subtask")
+	// are bounded by the parallelism; edge (the producing operator) tells
+	// apart two inputs of one join fed by the same task.
+	channelLabels        = append(slices.Clone(taskLabels), "to_vertex", "to_subtask", "edge")
 	descChanEntries      = prometheus.NewDesc("weir_task_channel_entries_total", "Entries a task wrote to an output channel, of every kind.", channelLabels, nil)
 	descChanBytes        = prometheus.NewDesc("weir_task_channel_bytes_total", "Payload bytes a task wrote to an output channel.", channelLabels, nil)
 	descChanCreditWaits  = prometheus.NewDesc("weir_task_channel_credit_waits_total", "Data entries that found no credit on an output channel.", channelLabels, nil)
@@ -78,7 +79,7 @@ func CollectTask(ch chan<- prometheus.Metric, id TaskID, s Stats) {
 		ch <- prometheus.MustNewConstMetric(descBacklogBytes, prometheus.GaugeValue, float64(s.Backlog), l...)
 	}
 	for _, c := range s.Channels {
-		to := []string{c.ToVertex, strconv.Itoa(c.ToSubtask)}
+		to := []string{c.ToVertex, strconv.Itoa(c.ToSubtask), c.Edge}
 		counter(descChanEntries, float64(c.Entries), to...)
 		counter(descChanBytes, float64(c.Bytes), to...)
 		counter(descChanCreditWaits, float64(c.CreditWaits), to...)

@@ -68,7 +68,7 @@ func (s *Stats) channelStats() []control.ChannelStats {
 	out := make([]control.ChannelStats, len(s.channels))
 	for i, c := range s.channels {
 		ws := c.w.Stats()
-		out[i] = control.ChannelStats{ToVertex: c.ch.ConsumerVertex, ToSubtask: c.ch.Consumer, Entries: ws.Entries, Bytes: ws.Bytes,
+		out[i] = control.ChannelStats{ToVertex: c.ch.ConsumerVertex, ToSubtask: c.ch.Consumer, Edge: c.ch.Edge, Entries: ws.Entries, Bytes: ws.Bytes,
 			CreditWaits: ws.CreditWaits, CreditWaitSeconds: ws.CreditWait.Seconds()}
 	}
 	return out
