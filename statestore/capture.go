@@ -30,8 +30,12 @@ import (
 // back (Table.Get), so a copy made at the Put would hold the new value.
 // A backend with a heap table whose value type can be changed in place
 // (a slice, a map, a pointer; see immutable) therefore captures to the
-// end in BeginSnapshot. Strings and numbers cannot be. A backend over a
-// store (pebble) does too, for now: see storedTable.copyOnWrite.
+// end in BeginSnapshot. Strings and numbers cannot be.
+//
+// A backend over a store (pebble) copies nothing of its tables: it takes
+// the store's snapshot at the barrier (SnapshotStore) and the walk reads
+// them from it. A store that takes no snapshots is captured to the end
+// in BeginSnapshot.
 
 // captureBatchBytes caps the variable-length bytes of a capture's batches
 // below snapshotBatchBytes: a builder's buffers double as they fill, and
@@ -84,6 +88,9 @@ type memCapture struct {
 	done    bool
 	err     error // the first copy that failed
 	out     []arrow.RecordBatch
+	// snap is the store's snapshot at the barrier, which a capture in
+	// steps reads a store's tables from (storedTable).
+	snap StoreSnapshot
 }
 
 type capturedTable struct {
@@ -149,6 +156,13 @@ func (b *Memory) BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
 
 	b.capture = c
 	if steppable {
+		if ss, ok := b.store.(SnapshotStore); ok {
+			snap, err := ss.Snapshot()
+			if err != nil {
+				return nil, c.fail(fmt.Errorf("statestore: snapshot of the store: %w", err))
+			}
+			c.snap = snap
+		}
 		for i := range c.tables {
 			c.tables[i].t.hook(c, i)
 		}
@@ -577,6 +591,14 @@ func (c *memCapture) detach() {
 		b.timers.capture = nil
 	}
 	c.tables, c.timers = nil, nil
+	if c.seg != nil {
+		c.seg.release()
+		c.seg = nil
+	}
+	if c.snap != nil {
+		c.snap.Close()
+		c.snap = nil
+	}
 	if c.w != nil {
 		c.w.release()
 		c.w = nil

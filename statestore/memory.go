@@ -103,7 +103,7 @@ func (b *Memory) OpenTable(name string, vt ValueType) (any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("statestore: open table %q: %w", name, err)
 			}
-			st = newStoredTable(name, t, b.start, b.end)
+			st = newStoredTable(name, t, b.start, b.end, b.storeSnapshots())
 		}
 		st.open(vt)
 		delete(b.pending, name)

@@ -35,6 +35,40 @@ type StoredTable interface {
 	Range(kg int, fn func(key, ns string, v []byte) bool)
 }
 
+// SnapshotStore is a Store that can take a snapshot of its tables: a
+// backend over one captures its snapshots beside processing, reading
+// them from the store's snapshot taken at the barrier.
+type SnapshotStore interface {
+	Store
+	// Snapshot returns a read-only view of every table as it is now,
+	// which later writes do not change. It fails only if the store does.
+	Snapshot() (StoreSnapshot, error)
+}
+
+// StoreSnapshot is a Store's tables as they were when it was taken. Like
+// StoredTable's, its methods panic if the store fails. Used by one
+// goroutine, the one that writes the store.
+type StoreSnapshot interface {
+	// Get returns the value at (kg, key, ns) of the table called table;
+	// it is only read until the next call.
+	Get(table string, kg int, key, ns string) (v []byte, ok bool)
+	// Iter returns the entries of key group kg of the table called
+	// table, sorted by key and namespace.
+	Iter(table string, kg int) StoredIter
+	// Close releases the snapshot and closes its iterators; safe to
+	// call twice.
+	Close()
+}
+
+// StoredIter walks the entries of one key group of a StoreSnapshot.
+type StoredIter interface {
+	// Next returns the next entry, or ok false at the end; v is only
+	// read until the next call.
+	Next() (key, ns string, v []byte, ok bool)
+	// Close releases the iterator; safe to call twice.
+	Close()
+}
+
 // NewStored returns an empty backend owning key groups [start, end) whose
 // tables live in s (which must be empty). Its timers are in memory. It
 // panics if the range is empty or negative.
@@ -42,6 +76,12 @@ func NewStored(start, end int, s Store) *Memory {
 	b := NewMemory(start, end)
 	b.store = s
 	return b
+}
+
+// storeSnapshots reports whether the backend's store takes snapshots.
+func (b *Memory) storeSnapshots() bool {
+	_, ok := b.store.(SnapshotStore)
+	return ok
 }
 
 // storedTable is a Store's table as the backend uses it: it marks what
@@ -54,6 +94,10 @@ type storedTable struct {
 	vt         ValueType // nil while restored and not opened
 	table      any       // vt.Encoded(this)
 	dirty      []map[entryKey]struct{}
+	// stepped: the store takes snapshots (SnapshotStore), so a capture
+	// in steps reads from snap, the one taken at its barrier.
+	stepped bool
+	snap    StoreSnapshot
 }
 
 var (
@@ -61,8 +105,8 @@ var (
 	_ anyTable     = (*storedTable)(nil)
 )
 
-func newStoredTable(name string, t StoredTable, start, end int) *storedTable {
-	return &storedTable{name: name, t: t, start: start, end: end, dirty: make([]map[entryKey]struct{}, end-start)}
+func newStoredTable(name string, t StoredTable, start, end int, stepped bool) *storedTable {
+	return &storedTable{name: name, t: t, start: start, end: end, dirty: make([]map[entryKey]struct{}, end-start), stepped: stepped}
 }
 
 // open gives the table its value type (OpenTable).
@@ -157,16 +201,27 @@ func (s *storedTable) putEncoded(kg int, key, ns string, b []byte) error {
 
 // snapTable.
 
-// segment: a store's tables are captured at once (copyOnWrite), so v
-// has no copies.
+// segment reads the store's snapshot taken at the barrier when the
+// capture is in steps (hooked), else the store as it is: the capture then
+// runs to the end at the barrier. Either way v has no copies.
 func (s *storedTable) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
 	if !full {
 		for k := range v.dirty {
 			keys = append(keys, k)
 		}
-		return newKeySegment(name, kg, keys, v, s.appendEncoded)
+		value := s.appendEncoded
+		if snap := s.snap; snap != nil {
+			value = func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+				val, ok := snap.Get(name, kg, key, ns)
+				return append(dst, val...), ok, nil
+			}
+		}
+		return newKeySegment(name, kg, keys, v, value)
 	}
 	// A base reads the store in its order (sorted by key and namespace).
+	if s.snap != nil {
+		return &iterSegment{name: name, kg: kg, it: s.snap.Iter(name, kg)}
+	}
 	return &wholeSegment{fn: func(w *snapWriter) error {
 		var err error
 		s.t.Range(kg, func(key, ns string, val []byte) bool {
@@ -175,6 +230,42 @@ func (s *storedTable) segment(name string, kg int, full bool, v *groupView, keys
 		})
 		return err
 	}}
+}
+
+// iterSegment writes the rows of a key group from a snapshot's iterator,
+// n at a time.
+type iterSegment struct {
+	name string
+	kg   int
+	it   StoredIter
+	last entryKey // the last row written
+	any  bool
+	done bool
+}
+
+func (s *iterSegment) write(w *snapWriter, n int) (bool, error) {
+	for ; n > 0; n-- {
+		key, ns, v, ok := s.it.Next()
+		if !ok {
+			s.done = true
+			s.it.Close()
+			return true, nil
+		}
+		if err := w.entry(s.kg, s.name, key, ns, v, true); err != nil {
+			return false, err
+		}
+		s.last, s.any = entryKey{key, ns}, true
+	}
+	return false, nil
+}
+
+func (s *iterSegment) written(k entryKey) bool {
+	return s.done || s.any && compareEntryKeys(k, s.last) <= 0
+}
+
+func (s *iterSegment) release() []entryKey {
+	s.it.Close()
+	return nil
 }
 
 func (s *storedTable) takeDirtyGroups() []map[entryKey]struct{} {
@@ -189,16 +280,21 @@ func (s *storedTable) restoreDirty(kg int, d map[entryKey]struct{}) {
 	}
 }
 
-// copyOnWrite is false: copying an entry before it changes reads its old
-// value from the store, and holds it in memory until the capture ends;
-// with a base walked a key group per step, checkpoints of a 1M-key state
-// on pebble took 30-48 s instead of 4.3 s and the process's memory
-// doubled (BenchmarkProcessState). A store's capture runs to the end at
-// the barrier, as before; a pebble snapshot at the barrier, read in
-// steps, is the way to do it beside processing, and is not built.
-func (s *storedTable) copyOnWrite() bool { return false }
+// copyOnWrite: a capture in steps copies nothing of a store's tables; it
+// reads the store's snapshot, if the store takes them. Copying an entry
+// before it changes, instead, read its old value from the store and held
+// it in memory until the capture ended: checkpoints of a 1M-key state on
+// pebble took 30-48 s instead of 4.3 s and the process's memory doubled
+// (BenchmarkProcessState).
+func (s *storedTable) copyOnWrite() bool { return s.stepped }
 
-func (s *storedTable) hook(*memCapture, int) {}
+// hook gives the table the capture's store snapshot (nil: none).
+func (s *storedTable) hook(c *memCapture, _ int) {
+	s.snap = nil
+	if c != nil {
+		s.snap = c.snap
+	}
+}
 
 // rows is what a delta holds; a full snapshot would have to read the
 // table to know, so it reserves nothing for it.

@@ -597,5 +597,5 @@ func BenchmarkJoinCapture(b *testing.B) {
 		}
 		rec.Release()
 	}
-	statetest.BenchmarkCapture(b, op.(task.Stateful).State().(statestore.SteppedSnapshotter), mem, keys)
+	statetest.BenchmarkCapture(b, op.(task.Stateful).State().(statestore.SteppedSnapshotter), mem, keys, nil)
 }

@@ -68,6 +68,8 @@ type Store struct {
 
 	hot      int64 // bytes of the tables' hot entries
 	hotLimit int64
+
+	snaps map[*snapshot]struct{} // open snapshots (Close closes them)
 }
 
 var _ statestore.Store = (*Store)(nil)
@@ -110,7 +112,7 @@ func Open(o Options) (*Store, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pebblestate: open %s: %w", dir, err)
 	}
-	return &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4}, nil
+	return &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}, nil
 }
 
 // Dir returns the store's directory.
@@ -142,6 +144,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	for sn := range s.snaps {
+		sn.Close()
+	}
 	err := s.db.Close()
 	s.cache.Unref()
 	return errors.Join(err, os.RemoveAll(s.dir))
@@ -256,18 +261,36 @@ func (t *table) stage(b *pebble.Batch, k string, e *hotEntry) {
 
 var _ statestore.StoredTable = (*table)(nil)
 
-// prefix appends the key prefix of key group kg to dst.
-func (t *table) prefix(dst []byte, kg int) []byte {
+// appendPrefix appends the key prefix of key group kg of the table of id
+// id to dst.
+func appendPrefix(dst, id []byte, kg int) []byte {
 	if kg < 0 || kg > math.MaxUint16 {
 		panic(fmt.Sprintf("pebblestate: key group %d out of range", kg))
 	}
-	dst = append(dst, t.id...)
+	dst = append(dst, id...)
 	return binary.BigEndian.AppendUint16(dst, uint16(kg))
+}
+
+// groupBounds returns the bounds of key group kg's range in the table of
+// id id: its prefix, and the next key group's (the last key group ends
+// the id's range).
+func groupBounds(id []byte, kg int) (lo, hi []byte) {
+	lo = appendPrefix(nil, id, kg)
+	if kg < math.MaxUint16 {
+		return lo, appendPrefix(nil, id, kg+1)
+	}
+	return lo, append(bytes.Clone(id), 0xff, 0xff, 0xff)
 }
 
 // entryKey builds the key of (kg, key, ns) in t.key.
 func (t *table) entryKey(kg int, key, ns string) []byte {
-	k := t.prefix(t.key[:0], kg)
+	t.key = appendEntryKey(t.key[:0], t.id, kg, key, ns)
+	return t.key
+}
+
+// appendEntryKey appends the key of (kg, key, ns) in the table of id id.
+func appendEntryKey(dst, id []byte, kg int, key, ns string) []byte {
+	k := appendPrefix(dst, id, kg)
 	for i := 0; i < len(key); i++ {
 		if key[i] == 0 {
 			k = append(k, 0, 0xff)
@@ -276,9 +299,7 @@ func (t *table) entryKey(kg int, key, ns string) []byte {
 		}
 	}
 	k = append(k, 0, 1)
-	k = append(k, ns...)
-	t.key = k
-	return k
+	return append(k, ns...)
 }
 
 // splitKey parses what follows a key group's prefix: the state key and
@@ -352,34 +373,163 @@ func (t *table) Delete(kg int, key, ns string) {
 // may delete what it is given).
 func (t *table) Range(kg int, fn func(key, ns string, v []byte) bool) {
 	t.flush()
-	lo := t.prefix(nil, kg)
-	hi := t.prefix(nil, kg)
-	// The next key group's prefix; the last key group ends the id's range.
-	if kg < math.MaxUint16 {
-		hi = t.prefix(hi[:0], kg+1)
-	} else {
-		hi = append(bytes.Clone(t.id), 0xff, 0xff, 0xff)
-	}
-	it, err := t.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		t.fail("range", kg, "", err)
-	}
+	it := newGroupIter(t.s.db, t.name, t.id, kg)
 	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		key, ns, good := splitKey(it.Key()[len(lo):])
-		if !good {
-			t.fail("range", kg, fmt.Sprintf("%x", it.Key()), errors.New("malformed key"))
-		}
-		v, err := it.ValueAndErr()
-		if err != nil {
-			t.fail("range", kg, key, err)
-		}
-		if !fn(key, ns, v) {
+	for {
+		key, ns, v, ok := it.Next()
+		if !ok || !fn(key, ns, v) {
 			return
 		}
 	}
-	if err := it.Error(); err != nil {
-		t.fail("range", kg, "", err)
+}
+
+// reader is what a groupIter reads: the database or a snapshot of it.
+type reader interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// groupIter is an iterator over one key group of a table
+// (statestore.StoredIter).
+type groupIter struct {
+	it      *pebble.Iterator
+	name    string
+	kg      int
+	lo      int // the length of the key group's prefix
+	started bool
+	onClose func()
+}
+
+func newGroupIter(r reader, name string, id []byte, kg int) *groupIter {
+	lo, hi := groupBounds(id, kg)
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		panic(fmt.Sprintf("pebblestate: table %q, key group %d: iterate: %v", name, kg, err))
+	}
+	return &groupIter{it: it, name: name, kg: kg, lo: len(lo)}
+}
+
+// Next implements statestore.StoredIter.
+func (g *groupIter) Next() (key, ns string, v []byte, ok bool) {
+	if g.it == nil {
+		return "", "", nil, false
+	}
+	if g.started {
+		ok = g.it.Next()
+	} else {
+		ok, g.started = g.it.First(), true
+	}
+	if !ok {
+		if err := g.it.Error(); err != nil {
+			g.fail("", err)
+		}
+		return "", "", nil, false
+	}
+	key, ns, good := splitKey(g.it.Key()[g.lo:])
+	if !good {
+		g.fail(fmt.Sprintf("%x", g.it.Key()), errors.New("malformed key"))
+	}
+	v, err := g.it.ValueAndErr()
+	if err != nil {
+		g.fail(key, err)
+	}
+	return key, ns, v, true
+}
+
+func (g *groupIter) fail(key string, err error) {
+	panic(fmt.Sprintf("pebblestate: table %q, key group %d, key %q: range: %v", g.name, g.kg, key, err))
+}
+
+// Close implements statestore.StoredIter; safe to call twice.
+func (g *groupIter) Close() {
+	if g.it == nil {
+		return
+	}
+	err := g.it.Close()
+	g.it = nil
+	if g.onClose != nil {
+		g.onClose()
+	}
+	if err != nil {
+		g.fail("", err)
+	}
+}
+
+var _ statestore.SnapshotStore = (*Store)(nil)
+
+// Snapshot implements statestore.SnapshotStore: it writes the tables'
+// dirty hot entries to pebble (at most a quarter of Memory) and takes a
+// pebble snapshot, which later writes do not change.
+func (s *Store) Snapshot() (statestore.StoreSnapshot, error) {
+	if s.closed {
+		return nil, errors.New("pebblestate: snapshot of a closed store")
+	}
+	ids := make(map[string][]byte, len(s.tables))
+	for name, t := range s.tables {
+		t.flush()
+		ids[name] = t.id
+	}
+	sn := &snapshot{s: s, snap: s.db.NewSnapshot(), ids: ids, iters: map[*groupIter]struct{}{}}
+	s.snaps[sn] = struct{}{}
+	return sn, nil
+}
+
+// snapshot is a Store's snapshot (statestore.StoreSnapshot).
+type snapshot struct {
+	s     *Store
+	snap  *pebble.Snapshot
+	ids   map[string][]byte // the tables at the snapshot
+	iters map[*groupIter]struct{}
+	key   []byte // scratch
+	val   []byte // Get's result
+}
+
+// Get implements statestore.StoreSnapshot.
+func (sn *snapshot) Get(table string, kg int, key, ns string) ([]byte, bool) {
+	id, ok := sn.ids[table]
+	if !ok || sn.snap == nil {
+		return nil, false
+	}
+	sn.key = appendEntryKey(sn.key[:0], id, kg, key, ns)
+	v, closer, err := sn.snap.Get(sn.key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false
+	}
+	if err != nil {
+		panic(fmt.Sprintf("pebblestate: snapshot of table %q, key group %d, key %q: get: %v", table, kg, key, err))
+	}
+	sn.val = append(sn.val[:0], v...)
+	if err := closer.Close(); err != nil {
+		panic(fmt.Sprintf("pebblestate: snapshot of table %q, key group %d, key %q: get: %v", table, kg, key, err))
+	}
+	return sn.val, true
+}
+
+// Iter implements statestore.StoreSnapshot.
+func (sn *snapshot) Iter(table string, kg int) statestore.StoredIter {
+	id, ok := sn.ids[table]
+	if !ok || sn.snap == nil {
+		return &groupIter{}
+	}
+	g := newGroupIter(sn.snap, table, id, kg)
+	sn.iters[g] = struct{}{}
+	g.onClose = func() { delete(sn.iters, g) }
+	return g
+}
+
+// Close implements statestore.StoreSnapshot: it closes the snapshot's
+// iterators too. Safe to call twice.
+func (sn *snapshot) Close() {
+	if sn.snap == nil {
+		return
+	}
+	for g := range sn.iters {
+		g.Close()
+	}
+	err := sn.snap.Close()
+	sn.snap = nil
+	delete(sn.s.snaps, sn)
+	if err != nil {
+		panic(fmt.Sprintf("pebblestate: close a snapshot: %v", err))
 	}
 }
 

@@ -14,8 +14,10 @@ import (
 // rows, costs its task at the barrier: taken at once (at-barrier: what
 // the barrier did before captures in steps) or begun and captured in
 // steps of 5 ms (in-steps). It reports the barrier's part and the longest
-// step in ms, and rows captured per second.
-func BenchmarkCapture(b *testing.B, s statestore.SteppedSnapshotter, mem memory.Allocator, rows int) {
+// step in ms, and rows captured per second. change, if not nil, is
+// called before each snapshot, untimed: the changes a task makes between
+// two checkpoints.
+func BenchmarkCapture(b *testing.B, s statestore.SteppedSnapshotter, mem memory.Allocator, rows int, change func()) {
 	check := func(batches []arrow.RecordBatch) {
 		n := 0
 		for _, r := range batches {
@@ -34,6 +36,11 @@ func BenchmarkCapture(b *testing.B, s statestore.SteppedSnapshotter, mem memory.
 		b.Run(name, func(b *testing.B) {
 			var barrier, step time.Duration
 			for range b.N {
+				if change != nil {
+					b.StopTimer()
+					change()
+					b.StartTimer()
+				}
 				t0 := time.Now()
 				if !stepped {
 					batches, err := s.Snapshot(mem, true)
