@@ -136,6 +136,11 @@ func checkChaosOutput(t *testing.T, b blob.BucketReader, specPath string, st coo
 			}
 		}
 	}
+	for _, op := range js.Operators {
+		if op.Join != nil {
+			compareRows(t, op.Name, readOutput(t, b, "chaos/"+op.Name+"/"), recomputePairs(op.Name, input))
+		}
+	}
 	rows := readOutput(t, b, "chaos/seqcheck/")
 	const stride = 50
 	seen := map[[2]int64]int{}
@@ -167,6 +172,27 @@ func checkChaosOutput(t *testing.T, b blob.BucketReader, specPath string, st coo
 	if violations+dups+missing > 0 || len(rows) != len(input) {
 		t.Errorf("sequence checker: %d rows for %d inputs, %d violations, %d duplicated, %d missing", len(rows), len(input), violations, dups, missing)
 	}
+}
+
+// recomputePairs computes the output of chaos.yaml's joins of each even
+// ride with the next one: "pairs" (a regular join) has every pair, "near"
+// (an interval join, lower -1s, upper 1s) the pairs whose event times are
+// at most a second apart.
+func recomputePairs(join string, input []row) []row {
+	var out []row
+	for i := 0; i+1 < len(input); i += 2 {
+		l, r := input[i], input[i+1]
+		lt, rt := l["ts"].(int64), r["ts"].(int64)
+		switch join {
+		case "pairs":
+			out = append(out, row{"a": l["ride_id"], "b": r["ride_id"], "ts": lt})
+		case "near":
+			if rt-1000 <= lt && lt <= rt+1000 {
+				out = append(out, row{"a": l["ride_id"], "b": r["ride_id"], "ts": lt, "ts_b": rt})
+			}
+		}
+	}
+	return out
 }
 
 // TestChaosWorkerKills kills a worker running tasks with SIGKILL every few
