@@ -112,7 +112,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringP("output", "o", "text", "output format of read commands: text or json")
 	pf.String("log-level", "info", "log level: debug, info, warn, error")
 	pf.String("cluster", exchange.DefaultCluster, "cluster id: prefixes every Redis key, so clusters can share one Redis")
-	pf.String("wasm-cache", "", "directory for compiled Wasm functions (default <user cache dir>/weir/wasm)")
+	pf.String("wasm-cache", "", "directory for compiled Wasm functions, of workers and coordinators (default <user cache dir>/weir/wasm)")
 	pf.String("state-dir", "", "directory where workers keep the state of jobs with state: {backend: pebble} (default the system's temporary directory)")
 	for _, name := range configKeys {
 		_ = a.v.BindPFlag(name, pf.Lookup(name))
@@ -216,8 +216,9 @@ func (a *app) readConfigFile(file string) error {
 	return nil
 }
 
-// wasmCache is where workers keep compiled Wasm functions: --wasm-cache,
-// else the user's cache directory, else none (memory only).
+// wasmCache is where workers and coordinators keep compiled Wasm
+// functions: --wasm-cache, else the user's cache directory, else none
+// (memory only).
 func (a *app) wasmCache() string {
 	if d := a.v.GetString("wasm-cache"); d != "" {
 		return d

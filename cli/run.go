@@ -144,7 +144,7 @@ func (a *app) runEmbedded(parent context.Context, js *spec.Job, src specSource, 
 	}
 	svcCtx, stopSvcs := context.WithCancel(context.Background())
 	defer stopSvcs()
-	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.connectorRedis, Logger: log})
+	coord := coordinator.New(coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.connectorRedis, Logger: log, WasmCache: a.wasmCache()})
 	// The embedded worker lives exactly as long as this process and its
 	// coordinator: it cannot be lost, however starved of CPU the machine
 	// is, so its heartbeat never lapses in practice.

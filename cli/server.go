@@ -80,7 +80,7 @@ func (a *app) serveCoordinator(ctx context.Context, listen string, opts nodeOpti
 		opts.advertise = "http://" + ln.Addr().String()
 	}
 	node := coordinator.NewNode(coordinator.NodeConfig{
-		Coordinator: coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.connectorRedis, Logger: log},
+		Coordinator: coordinator.Config{Plane: e.plane, Bucket: e.bucket, Transport: e.transport, RedisAddr: e.connectorRedis, Logger: log, WasmCache: a.wasmCache()},
 		Leases:      e.plane, ID: opts.id, API: opts.advertise, LeaseTTL: opts.leaseTTL,
 		NewRegistry: func() *prometheus.Registry {
 			reg := prometheus.NewRegistry()

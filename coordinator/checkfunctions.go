@@ -17,21 +17,23 @@ import (
 	"github.com/weirstream/weir/statestore/blob"
 )
 
-// wasmChecker opens the deployed Wasm functions of a submitted job once,
-// with their config, so that a config the function refuses is a problem
-// of the submit rather than a task failing at every restart. Its engine
-// (compiled modules, in memory) is made on first use and closed with the
-// coordinator.
+// wasmChecker checks the modules deployed as functions, and opens the
+// deployed Wasm functions of a submitted job once, with their config, so
+// that a config the function refuses is a problem of the submit rather
+// than a task failing at every restart. Its engine (compiled modules, in
+// memory and in the config's WasmCache) is made on first use and closed
+// with the coordinator: a module deployed and then used by a job is
+// compiled once.
 type wasmChecker struct {
 	mu  sync.Mutex
 	eng *wasm.Engine
 }
 
-func (w *wasmChecker) engine(b blob.BucketReader) (*wasm.Engine, error) {
+func (w *wasmChecker) engine(b blob.BucketReader, cacheDir string) (*wasm.Engine, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.eng == nil {
-		eng, err := wasm.NewEngine(wasm.EngineConfig{Fetch: func(ctx context.Context, pin *spec.Module) ([]byte, error) {
+		eng, err := wasm.NewEngine(wasm.EngineConfig{CacheDir: cacheDir, Fetch: func(ctx context.Context, pin *spec.Module) ([]byte, error) {
 			return registry.Module(ctx, b, pin)
 		}})
 		if err != nil {
@@ -83,7 +85,7 @@ type loadError struct{ err error }
 func (e loadError) Error() string { return e.err.Error() }
 
 func (c *Coordinator) checkFunction(ctx context.Context, p *plan.Plan, n *plan.Node) error {
-	eng, err := c.wasm.engine(c.cfg.Bucket)
+	eng, err := c.wasm.engine(c.cfg.Bucket, c.cfg.WasmCache)
 	if err != nil {
 		return loadError{err}
 	}

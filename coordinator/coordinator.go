@@ -97,6 +97,11 @@ type Config struct {
 	// RedisAddr is the Redis that redis sinks without an address commit
 	// their transactions to.
 	RedisAddr string
+	// WasmCache is the directory where the coordinator keeps the Wasm
+	// functions it compiles to check them (deploys, submitted jobs), as
+	// workers do theirs ("": in memory only). Shared with workers on the
+	// same machine, a deployed module is compiled once there.
+	WasmCache string
 	// Epoch is the leader epoch this coordinator acts under (0: it holds
 	// no lease, as the embedded coordinator). It goes into every command
 	// it sends and every manifest and status it writes; statuses are

@@ -39,9 +39,14 @@ type FunctionJob struct {
 }
 
 // DeployFunction stores module as the next version of function name
-// (registry.Deploy, with the coordinator's clock).
+// (registry.Deploy, with the coordinator's clock), checked by the engine
+// that later opens it for the jobs that use it.
 func (c *Coordinator) DeployFunction(ctx context.Context, name string, module []byte, lim wasm.Limits) (registry.Version, error) {
-	return registry.Deploy(ctx, c.cfg.Bucket, name, module, lim, c.now())
+	eng, err := c.wasm.engine(c.cfg.Bucket, c.cfg.WasmCache)
+	if err != nil {
+		return registry.Version{}, err
+	}
+	return registry.DeployChecked(ctx, c.cfg.Bucket, name, module, lim, c.now(), eng.Check)
 }
 
 // Functions lists the deployed functions.

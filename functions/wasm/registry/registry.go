@@ -145,8 +145,9 @@ func EffectiveLimits(lim wasm.Limits) (wasm.Limits, error) {
 	return lim, nil
 }
 
-// checkFunc is wasm.Check; tests give another.
-type checkFunc func(ctx context.Context, module []byte, lim wasm.Limits) (wasm.Description, error)
+// CheckFunc checks a module: wasm.Check, or an Engine's Check (with its
+// compilation cache).
+type CheckFunc func(ctx context.Context, module []byte, lim wasm.Limits) (wasm.Description, error)
 
 // Deploy stores module as the next version of function name, with the
 // limits lim (zero fields take the defaults), and returns the version. It
@@ -158,10 +159,11 @@ type checkFunc func(ctx context.Context, module []byte, lim wasm.Limits) (wasm.D
 // returned and nothing is written. When anything fails nothing is left
 // stored. now is the record's creation time.
 func Deploy(ctx context.Context, b blob.Bucket, name string, module []byte, lim wasm.Limits, now time.Time) (Version, error) {
-	return deploy(ctx, b, name, module, lim, now, wasm.Check)
+	return DeployChecked(ctx, b, name, module, lim, now, wasm.Check)
 }
 
-func deploy(ctx context.Context, b blob.Bucket, name string, module []byte, lim wasm.Limits, now time.Time, check checkFunc) (Version, error) {
+// DeployChecked is Deploy with the module checked by check.
+func DeployChecked(ctx context.Context, b blob.Bucket, name string, module []byte, lim wasm.Limits, now time.Time, check CheckFunc) (Version, error) {
 	if err := ValidateName(name); err != nil {
 		return Version{}, err
 	}

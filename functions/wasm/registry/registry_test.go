@@ -74,7 +74,7 @@ func newBucket(t *testing.T) blob.Bucket {
 
 func mustDeploy(t *testing.T, b blob.Bucket, name string, mod []byte, lim wasm.Limits) Version {
 	t.Helper()
-	v, err := deploy(context.Background(), b, name, mod, lim, now, fakeCheck)
+	v, err := DeployChecked(context.Background(), b, name, mod, lim, now, fakeCheck)
 	if err != nil {
 		t.Fatalf("deploy %s: %v", name, err)
 	}
@@ -180,7 +180,7 @@ func TestDeployConcurrent(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			got[i], errs[i] = deploy(ctx, b, "f", module(fmt.Sprint(i)), wasm.Limits{}, now, fakeCheck)
+			got[i], errs[i] = DeployChecked(ctx, b, "f", module(fmt.Sprint(i)), wasm.Limits{}, now, fakeCheck)
 		})
 	}
 	wg.Wait()
@@ -226,7 +226,7 @@ func TestDeployRefusesAndStoresNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBucket(t)
-			_, err := deploy(context.Background(), b, tc.fn, tc.mod, tc.lim, now, fakeCheck)
+			_, err := DeployChecked(context.Background(), b, tc.fn, tc.mod, tc.lim, now, fakeCheck)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("deploy: %v; want ErrInvalid saying %q", err, tc.want)
 			}
@@ -236,7 +236,7 @@ func TestDeployRefusesAndStoresNothing(t *testing.T) {
 		})
 	}
 	t.Run("check error unchanged", func(t *testing.T) {
-		_, err := deploy(context.Background(), newBucket(t), "f", []byte("x"), wasm.Limits{}, now, fakeCheck)
+		_, err := DeployChecked(context.Background(), newBucket(t), "f", []byte("x"), wasm.Limits{}, now, fakeCheck)
 		if want := `module is not WebAssembly: it does not start with \0asm`; err == nil || err.Error() != want {
 			t.Fatalf("deploy: %v; want exactly the check's error %q", err, want)
 		}
@@ -265,7 +265,7 @@ func (f failingBucket) PutIfAbsent(ctx context.Context, key string, data []byte)
 
 func TestDeployFailureRemovesModule(t *testing.T) {
 	b := newBucket(t)
-	_, err := deploy(context.Background(), failingBucket{b}, "f", module("a"), wasm.Limits{}, now, fakeCheck)
+	_, err := DeployChecked(context.Background(), failingBucket{b}, "f", module("a"), wasm.Limits{}, now, fakeCheck)
 	if err == nil || !strings.Contains(err.Error(), "deploy f: store version 1: injected") {
 		t.Fatalf("deploy: %v", err)
 	}
@@ -274,7 +274,7 @@ func TestDeployFailureRemovesModule(t *testing.T) {
 	}
 	// A module a version uses stays when a later deploy of it fails.
 	mustDeploy(t, b, "f", module("a"), wasm.Limits{})
-	if _, err := deploy(context.Background(), failingBucket{b}, "f", module("a"), wasm.Limits{Timeout: time.Second}, now, fakeCheck); err == nil {
+	if _, err := DeployChecked(context.Background(), failingBucket{b}, "f", module("a"), wasm.Limits{Timeout: time.Second}, now, fakeCheck); err == nil {
 		t.Fatal("deploy with failing version writes succeeded")
 	}
 	if _, err := Module(context.Background(), b, mustResolve(t, b, "f@1").Pin()); err != nil {
