@@ -43,8 +43,21 @@ func TestContract(t *testing.T) {
 
 // TestHotEntriesEvicted writes, overwrites and deletes far more than the
 // hot entries hold (a 4 MiB store keeps 1 MiB of them), and checks every
-// Get and each key group's Range against a map of what was written.
+// Get and each key group's Range against a map of what was written; with
+// the default bound on dirty entries, and with 64 of them (written back
+// to pebble 4,096 at a time: all of them each time).
 func TestHotEntriesEvicted(t *testing.T) {
+	for _, maxDirty := range []int{0, 64} {
+		t.Run(fmt.Sprint("maxDirty=", maxDirty), func(t *testing.T) {
+			if maxDirty > 0 {
+				defer pebblestate.SetMaxDirty(maxDirty)()
+			}
+			hotEntriesEvicted(t, maxDirty)
+		})
+	}
+}
+
+func hotEntriesEvicted(t *testing.T, maxDirty int) {
 	s := open(t)
 	tab, err := s.Table("t")
 	if err != nil {
@@ -78,6 +91,10 @@ func TestHotEntriesEvicted(t *testing.T) {
 		} else {
 			put(i%8, k, fmt.Sprint("changed-", rng.IntN(1000)))
 		}
+	}
+	tracked, counted := s.Dirty()
+	if tracked != counted || maxDirty > 0 && tracked > maxDirty {
+		t.Errorf("%d dirty entries tracked, %d counted; at most %d", tracked, counted, maxDirty)
 	}
 	for i := range 30_000 {
 		k := fmt.Sprintf("key-%06d", i)
