@@ -386,6 +386,7 @@ type keySegment struct {
 	v     *groupView
 	value func(dst []byte, kg int, key, ns string) ([]byte, bool, error)
 	enc   []byte
+	after func() // if set, called after each write
 }
 
 func newKeySegment(name string, kg int, keys []entryKey, v *groupView, value func([]byte, int, string, string) ([]byte, bool, error)) *keySegment {
@@ -397,6 +398,9 @@ func newKeySegment(name string, kg int, keys []entryKey, v *groupView, value fun
 const sortWork = 4
 
 func (s *keySegment) write(w *snapWriter, n int) (bool, error) {
+	if s.after != nil {
+		defer s.after()
+	}
 	if !s.sort.done() {
 		if !s.sort.step(n * sortWork) {
 			return false, nil
@@ -428,6 +432,9 @@ func (s *keySegment) written(k entryKey) bool {
 }
 
 func (s *keySegment) release() []entryKey {
+	if s.after != nil {
+		s.after()
+	}
 	keys := s.keys
 	clear(keys)
 	clear(s.sort.buf)

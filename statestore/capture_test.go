@@ -221,3 +221,63 @@ func BenchmarkCapture(b *testing.B) {
 	}
 	statetest.BenchmarkCapture(b, be, mem, entries, nil)
 }
+
+// TestCaptureDeletedBesideNamespace: a delta of pebble state read in steps
+// from the store's snapshot, where a key's entry of one namespace was
+// deleted and another namespace's is there: the deleted one is written as
+// deleted, not as the next entry the snapshot has.
+func TestCaptureDeletedBesideNamespace(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	var out [2]string
+	for i, stepped := range []bool{false, true} {
+		s, err := pebblestate.Open(pebblestate.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		b := statestore.NewStored(0, 4, s)
+		tab, err := statestore.OpenTable[int64](b, "t", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab.Put(1, "k", "", 1)
+		tab.Put(1, "k", "n", 2)
+		batches, err := b.Snapshot(mem, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renderBatches(batches)
+		tab.Delete(1, "k", "")
+		if !stepped {
+			batches, err = b.Snapshot(mem, false)
+		} else {
+			batches, err = captureRest(b, mem)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = renderBatches(batches)
+	}
+	if out[0] != out[1] || !strings.Contains(out[1], `"deleted":true`) {
+		t.Errorf("delta in steps:\n%s\nwant, as at once:\n%s", out[1], out[0])
+	}
+}
+
+// captureRest begins a delta and captures it in steps to the end.
+func captureRest(b *statestore.Memory, mem memory.Allocator) ([]arrow.RecordBatch, error) {
+	c, err := b.BeginSnapshot(mem, false)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	for {
+		done, err := c.Step(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return c.Batches(), nil
+		}
+	}
+}

@@ -60,11 +60,16 @@ type StoreSnapshot interface {
 	Close()
 }
 
-// StoredIter walks the entries of one key group of a StoreSnapshot.
+// StoredIter walks the entries of one key group of a StoreSnapshot. An
+// open iterator holds what the store has in memory, so a capture opens
+// one for each write of its rows.
 type StoredIter interface {
 	// Next returns the next entry, or ok false at the end; v is only
 	// read until the next call.
 	Next() (key, ns string, v []byte, ok bool)
+	// SeekGE returns the first entry at or after (key, ns), and goes on
+	// from it: increasing seeks are about as cheap as Next.
+	SeekGE(key, ns string) (k, n string, v []byte, ok bool)
 	// Close releases the iterator; safe to call twice.
 	Close()
 }
@@ -209,18 +214,35 @@ func (s *storedTable) segment(name string, kg int, full bool, v *groupView, keys
 		for k := range v.dirty {
 			keys = append(keys, k)
 		}
-		value := s.appendEncoded
-		if snap := s.snap; snap != nil {
-			value = func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
-				val, ok := snap.Get(name, kg, key, ns)
-				return append(dst, val...), ok, nil
+		snap := s.snap
+		if snap == nil {
+			return newKeySegment(name, kg, keys, v, s.appendEncoded)
+		}
+		// The keys are sorted: seeking them in order reads the snapshot's
+		// blocks once each, where a Get per key read them again and
+		// again.
+		var it StoredIter
+		seg := newKeySegment(name, kg, keys, v, func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+			if it == nil {
+				it = snap.Iter(name, kg)
+			}
+			k, n, val, ok := it.SeekGE(key, ns)
+			if !ok || k != key || n != ns {
+				return dst, false, nil
+			}
+			return append(dst, val...), true, nil
+		})
+		seg.after = func() {
+			if it != nil {
+				it.Close()
+				it = nil
 			}
 		}
-		return newKeySegment(name, kg, keys, v, value)
+		return seg
 	}
 	// A base reads the store in its order (sorted by key and namespace).
 	if s.snap != nil {
-		return &iterSegment{name: name, kg: kg, it: s.snap.Iter(name, kg)}
+		return &iterSegment{name: name, kg: kg, snap: s.snap}
 	}
 	return &wholeSegment{fn: func(w *snapWriter) error {
 		var err error
@@ -232,41 +254,49 @@ func (s *storedTable) segment(name string, kg int, full bool, v *groupView, keys
 	}}
 }
 
-// iterSegment writes the rows of a key group from a snapshot's iterator,
-// n at a time.
+// iterSegment writes the rows of a key group from a store's snapshot, n
+// at a time, each time through a new iterator that seeks past the last
+// row written.
 type iterSegment struct {
 	name string
 	kg   int
-	it   StoredIter
+	snap StoreSnapshot
 	last entryKey // the last row written
 	any  bool
 	done bool
 }
 
 func (s *iterSegment) write(w *snapWriter, n int) (bool, error) {
-	for ; n > 0; n-- {
-		key, ns, v, ok := s.it.Next()
-		if !ok {
-			s.done = true
-			s.it.Close()
-			return true, nil
-		}
+	it := s.snap.Iter(s.name, s.kg)
+	defer it.Close()
+	var (
+		key, ns string
+		v       []byte
+		ok      bool
+	)
+	if !s.any {
+		key, ns, v, ok = it.Next()
+	} else if key, ns, v, ok = it.SeekGE(s.last.key, s.last.ns); ok && key == s.last.key && ns == s.last.ns {
+		key, ns, v, ok = it.Next()
+	}
+	for ; ok; key, ns, v, ok = it.Next() {
 		if err := w.entry(s.kg, s.name, key, ns, v, true); err != nil {
 			return false, err
 		}
 		s.last, s.any = entryKey{key, ns}, true
+		if n--; n == 0 {
+			return false, nil
+		}
 	}
-	return false, nil
+	s.done = true
+	return true, nil
 }
 
 func (s *iterSegment) written(k entryKey) bool {
 	return s.done || s.any && compareEntryKeys(k, s.last) <= 0
 }
 
-func (s *iterSegment) release() []entryKey {
-	s.it.Close()
-	return nil
-}
+func (s *iterSegment) release() []entryKey { return nil }
 
 func (s *storedTable) takeDirtyGroups() []map[entryKey]struct{} {
 	out := s.dirty

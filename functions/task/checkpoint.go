@@ -542,7 +542,9 @@ func (c *checkpointer) stepPending(deadline time.Time) error {
 		p.capture = nil
 	}
 	c.pending = nil
-	m.StepMs = max(m.StepMs, time.Since(t0).Milliseconds())
+	if !deadline.IsZero() {
+		m.StepMs = max(m.StepMs, time.Since(t0).Milliseconds())
+	}
 	m.CaptureMs = time.Since(u.taken).Milliseconds()
 	return c.enqueue(u)
 }

@@ -462,10 +462,12 @@ type reader interface {
 type groupIter struct {
 	it      *pebble.Iterator
 	name    string
+	id      []byte
 	kg      int
 	lo      int // the length of the key group's prefix
 	started bool
 	onClose func()
+	key     []byte // SeekGE's scratch
 }
 
 func newGroupIter(r reader, name string, id []byte, kg int) *groupIter {
@@ -474,7 +476,7 @@ func newGroupIter(r reader, name string, id []byte, kg int) *groupIter {
 	if err != nil {
 		panic(fmt.Sprintf("pebblestate: table %q, key group %d: iterate: %v", name, kg, err))
 	}
-	return &groupIter{it: it, name: name, kg: kg, lo: len(lo)}
+	return &groupIter{it: it, name: name, id: id, kg: kg, lo: len(lo)}
 }
 
 // Next implements statestore.StoredIter.
@@ -487,6 +489,22 @@ func (g *groupIter) Next() (key, ns string, v []byte, ok bool) {
 	} else {
 		ok, g.started = g.it.First(), true
 	}
+	return g.entry(ok)
+}
+
+// SeekGE implements statestore.StoredIter. pebble notices that seeks
+// increase and steps forward from where it is instead of seeking anew.
+func (g *groupIter) SeekGE(key, ns string) (string, string, []byte, bool) {
+	if g.it == nil {
+		return "", "", nil, false
+	}
+	g.key = appendEntryKey(g.key[:0], g.id, g.kg, key, ns)
+	g.started = true
+	return g.entry(g.it.SeekGE(g.key))
+}
+
+// entry returns the entry the iterator is at, if ok.
+func (g *groupIter) entry(ok bool) (key, ns string, v []byte, _ bool) {
 	if !ok {
 		if err := g.it.Error(); err != nil {
 			g.fail("", err)

@@ -183,6 +183,18 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("the snapshot's iterator gave %d entries of key group 1, want 250", n)
 	}
 	it.Close()
+	it = snap.Iter("t", 0)
+	for _, c := range []struct{ seek, want string }{
+		{"k0500", "k0500"}, // there: itself
+		{"k0501", "k0504"}, // not in key group 0: the next that is
+		{"k0998", ""},      // past the last (k0996)
+	} {
+		key, _, v, ok := it.SeekGE(c.seek, "")
+		if key != c.want || ok != (c.want != "") || ok && !strings.HasPrefix(string(v), "old-") {
+			t.Errorf("SeekGE(%s) = %q, %q, %v; want %q", c.seek, key, v, ok, c.want)
+		}
+	}
+	it.Close()
 	// The live table has the changes.
 	if v, ok := tab.Get(1, "k0001", ""); !ok || string(v) != "newer" {
 		t.Errorf("the table's k0001 = %q, %v after the snapshot", v, ok)
