@@ -183,3 +183,21 @@ func TestSteppedCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestStepBudget: a capture's steps take 5 ms until it has gone on for
+// half a second, then 1% of its age, up to 15 ms.
+func TestStepBudget(t *testing.T) {
+	taken := time.Unix(1000, 0)
+	for _, c := range []struct{ age, want time.Duration }{
+		{0, 5 * time.Millisecond},
+		{500 * time.Millisecond, 5 * time.Millisecond},
+		{time.Second, 10 * time.Millisecond},
+		{1500 * time.Millisecond, 15 * time.Millisecond},
+		{2 * time.Second, 15 * time.Millisecond},
+		{time.Minute, 15 * time.Millisecond},
+	} {
+		if got := stepBudget(taken, taken.Add(c.age)); got != c.want {
+			t.Errorf("after %v: a step of %v, want %v", c.age, got, c.want)
+		}
+	}
+}

@@ -488,18 +488,32 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	return c.enqueue(u)
 }
 
-// captureStep is how long one step of a capture in flight may take: the
-// longest the task stops for it between two batches.
-const captureStep = 5 * time.Millisecond
+// A step of a capture in flight may take captureStep, or 1% of the time
+// since the capture began if that is longer, up to maxCaptureStep: the
+// longest the task stops for it between two batches. A task whose
+// batches take long gives a capture little of its time in 5 ms steps
+// (a 1M-key pebble capture then took 20-30 s); one that has gone on for
+// a second gets 10 ms steps, and from 1.5 s on 15 ms (10-11 s; 25 ms
+// made it 7-8 s but steps of 73-95 ms: docs/benchmarks.md).
+const (
+	captureStep    = 5 * time.Millisecond
+	maxCaptureStep = 15 * time.Millisecond
+)
 
-// step advances the capture in flight by one step of about captureStep,
-// and queues its checkpoint for upload once it is complete. The task
-// calls it between batches (tick).
+// stepBudget is how long a step of a capture taken at taken may take now.
+func stepBudget(taken, now time.Time) time.Duration {
+	return min(max(captureStep, now.Sub(taken)/100), maxCaptureStep)
+}
+
+// step advances the capture in flight by one step (stepBudget), and
+// queues its checkpoint for upload once it is complete. The task calls it
+// between batches (tick).
 func (c *checkpointer) step() error {
 	if c.pending == nil {
 		return nil
 	}
-	return c.stepPending(time.Now().Add(captureStep))
+	now := time.Now()
+	return c.stepPending(now.Add(stepBudget(c.pending.taken, now)))
 }
 
 // completePending captures what is left of the capture in flight, at
