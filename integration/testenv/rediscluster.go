@@ -80,10 +80,18 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 			if reps != masters*replicas {
 				return fmt.Errorf("node %s knows %d replicas, want %d", n.addr, reps, masters*replicas)
 			}
-			if info, err := Dial(n.addr, "INFO", "replication"); err != nil {
+			info, err := Dial(n.addr, "INFO", "replication")
+			if err != nil {
 				return err
-			} else if strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
+			}
+			if strings.Contains(info, "role:slave") && !strings.Contains(info, "master_link_status:up") {
 				return fmt.Errorf("replica %s not in sync: %s", n.addr, info)
+			}
+			// A replica's link is up before its master counts it online
+			// (the end of a full sync); until then the master lists no
+			// replica (ROLE) and a write does not wait for one.
+			if strings.Contains(info, "role:master") && strings.Count(info, ",state=online,") != replicas {
+				return fmt.Errorf("master %s has not %d replicas online: %s", n.addr, replicas, info)
 			}
 		}
 		return nil
