@@ -49,9 +49,6 @@ type SnapshotStore interface {
 // StoredTable's, its methods panic if the store fails. Used by one
 // goroutine, the one that writes the store.
 type StoreSnapshot interface {
-	// Get returns the value at (kg, key, ns) of the table called table;
-	// it is only read until the next call.
-	Get(table string, kg int, key, ns string) (v []byte, ok bool)
 	// Iter returns the entries of key group kg of the table called
 	// table, sorted by key and namespace.
 	Iter(table string, kg int) StoredIter

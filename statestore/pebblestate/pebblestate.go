@@ -544,8 +544,8 @@ func (g *groupIter) Close() {
 var _ statestore.SnapshotStore = (*Store)(nil)
 
 // Snapshot implements statestore.SnapshotStore: it writes the tables'
-// dirty hot entries to pebble (at most a quarter of Memory) and takes a
-// pebble snapshot, which later writes do not change.
+// dirty hot entries to pebble (at most maxDirty) and takes a pebble
+// snapshot, which later writes do not change.
 func (s *Store) Snapshot() (statestore.StoreSnapshot, error) {
 	if s.closed {
 		return nil, errors.New("pebblestate: snapshot of a closed store")
@@ -566,29 +566,6 @@ type snapshot struct {
 	snap  *pebble.Snapshot
 	ids   map[string][]byte // the tables at the snapshot
 	iters map[*groupIter]struct{}
-	key   []byte // scratch
-	val   []byte // Get's result
-}
-
-// Get implements statestore.StoreSnapshot.
-func (sn *snapshot) Get(table string, kg int, key, ns string) ([]byte, bool) {
-	id, ok := sn.ids[table]
-	if !ok || sn.snap == nil {
-		return nil, false
-	}
-	sn.key = appendEntryKey(sn.key[:0], id, kg, key, ns)
-	v, closer, err := sn.snap.Get(sn.key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false
-	}
-	if err != nil {
-		panic(fmt.Sprintf("pebblestate: snapshot of table %q, key group %d, key %q: get: %v", table, kg, key, err))
-	}
-	sn.val = append(sn.val[:0], v...)
-	if err := closer.Close(); err != nil {
-		panic(fmt.Sprintf("pebblestate: snapshot of table %q, key group %d, key %q: get: %v", table, kg, key, err))
-	}
-	return sn.val, true
 }
 
 // Iter implements statestore.StoreSnapshot.

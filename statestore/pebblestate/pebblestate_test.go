@@ -156,13 +156,18 @@ func TestSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	later.Put(1, "x", "", []byte("y"))
-	for i := range 1000 {
-		v, ok := snap.Get("t", i%4, fmt.Sprintf("k%04d", i), "")
-		if want := fmt.Sprint("old-", i); !ok || string(v) != want {
-			t.Fatalf("snapshot Get of k%04d = %q, %v; want %q", i, v, ok, want)
+	for kg := range 4 {
+		it := snap.Iter("t", kg)
+		for i := kg; i < 1000; i += 4 {
+			k := fmt.Sprintf("k%04d", i)
+			key, _, v, ok := it.SeekGE(k, "")
+			if want := fmt.Sprint("old-", i); !ok || key != k || string(v) != want {
+				t.Fatalf("snapshot SeekGE(%s) = %q, %q, %v; want %q", k, key, v, ok, want)
+			}
 		}
+		it.Close()
 	}
-	if _, ok := snap.Get("later", 1, "x", ""); ok {
+	if _, _, _, ok := snap.Iter("later", 1).Next(); ok {
 		t.Error("the snapshot has a table made after it")
 	}
 	it := snap.Iter("t", 1)
