@@ -223,6 +223,72 @@ func Concat(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, 
 	return array.NewRecordBatch(schema, cols, rows), nil
 }
 
+// Filter returns the rows of rec for which keep holds (every row if keep
+// is nil), with the columns cols of rec (every column if cols is nil), as
+// a batch of schema (rec's if nil; its fields must have the types of the
+// columns kept); nil if no row is kept. The caller releases the result.
+// It slices rec's columns at runs of kept rows and concatenates the
+// slices, so it works for any column type; rec kept whole is returned
+// retained, not copied.
+func Filter(rec arrow.RecordBatch, schema *arrow.Schema, cols []int, keep func(row int) bool, mem memory.Allocator) (arrow.RecordBatch, error) {
+	var runs [][2]int64 // kept rows [from, to)
+	kept := int64(0)
+	for i := range int(rec.NumRows()) {
+		if keep != nil && !keep(i) {
+			continue
+		}
+		kept++
+		if k := len(runs); k > 0 && runs[k-1][1] == int64(i) {
+			runs[k-1][1]++
+		} else {
+			runs = append(runs, [2]int64{int64(i), int64(i) + 1})
+		}
+	}
+	if kept == 0 {
+		return nil, nil
+	}
+	if schema == nil {
+		schema = rec.Schema()
+	}
+	if cols == nil {
+		if kept == rec.NumRows() && schema == rec.Schema() {
+			rec.Retain()
+			return rec, nil
+		}
+		cols = make([]int, rec.NumCols())
+		for c := range cols {
+			cols[c] = c
+		}
+	}
+	arrs := make([]arrow.Array, len(cols))
+	defer func() {
+		for _, a := range arrs {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	for j, c := range cols {
+		if len(runs) == 1 {
+			arrs[j] = array.NewSlice(rec.Column(c), runs[0][0], runs[0][1])
+			continue
+		}
+		parts := make([]arrow.Array, len(runs))
+		for i, run := range runs {
+			parts[i] = array.NewSlice(rec.Column(c), run[0], run[1])
+		}
+		a, err := array.Concatenate(parts, mem)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("arrowfmt: filter column %q: %w", rec.Schema().Field(c).Name, err)
+		}
+		arrs[j] = a
+	}
+	return array.NewRecordBatch(schema, arrs, kept), nil
+}
+
 // Value returns the value at row of arr as a Go value: int64, float64,
 // string, bool, time.Time (UTC) for timestamps, nil for null. It is for
 // slow paths and tests; other Arrow types give what arrow marshals to JSON.

@@ -182,3 +182,58 @@ func BenchmarkPartition(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rec.NumRows()), "ns/row")
 }
+
+// TestFilter keeps runs of rows and some columns, gives nil when no row
+// is kept, and rec itself when it keeps all of it.
+func TestFilter(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "a", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "b", Type: arrow.BinaryTypes.String},
+	}, nil)
+	b := array.NewRecordBuilder(mem, schema)
+	defer b.Release()
+	for i := range 7 {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append(string(rune('a' + i)))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	onlyB := arrow.NewSchema(schema.Fields()[1:], nil)
+	for _, c := range []struct {
+		keep func(int) bool
+		want string
+	}{
+		{func(i int) bool { return i != 2 && i != 3 && i != 6 }, "abef"},
+		{func(i int) bool { return i >= 5 }, "fg"},
+		{nil, "abcdefg"},
+		{func(int) bool { return false }, ""},
+	} {
+		out, err := Filter(rec, onlyB, []int{1}, c.keep, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if out != nil {
+			col := out.Column(0).(*array.String)
+			for i := range col.Len() {
+				got += col.Value(i)
+			}
+			if !out.Schema().Equal(onlyB) {
+				t.Errorf("schema %v", out.Schema())
+			}
+			out.Release()
+		} else if c.want != "" {
+			t.Errorf("nil, want %q", c.want)
+		}
+		if got != c.want {
+			t.Errorf("kept %q, want %q", got, c.want)
+		}
+	}
+	all, err := Filter(rec, nil, nil, nil, mem)
+	if err != nil || all != rec {
+		t.Errorf("keeping every row and column: %v, %v; want rec", all, err)
+	}
+	all.Release()
+}

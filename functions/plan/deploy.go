@@ -92,13 +92,7 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 			}
 			cfg.Source = head
 		case KindOperator:
-			var op task.Operator
-			var err error
-			if n.Op.Join != nil {
-				op, err = builtin.NewJoin(n.Op, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream())
-			} else {
-				op, err = newOperator(n.Op, n.Input.ConsumerStream(), builtin.ProcessEnv{Engine: p.Wasm, State: j.State, StateDir: p.StateDir})
-			}
+			op, err := p.NewOperator(n)
 			if err != nil {
 				return task.Config{}, fmt.Errorf("operator %s: %w", n.Name, err)
 			}
@@ -171,7 +165,18 @@ func (p *Plan) headOffset(v *Vertex) int {
 	return 0
 }
 
-func newOperator(o *spec.Operator, in builtin.Stream, env builtin.ProcessEnv) (task.Operator, error) {
+// NewOperator instantiates the operator of node n (KindOperator), not
+// opened yet. A function operator runs its Wasm module on p.Wasm and keeps
+// pebble state under p.StateDir.
+func (p *Plan) NewOperator(n *Node) (task.Operator, error) {
+	if n.Kind != KindOperator {
+		return nil, fmt.Errorf("node %s is not an operator", n.Name)
+	}
+	o := n.Op
+	if o.Join != nil {
+		return builtin.NewJoin(o, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream())
+	}
+	in := n.Input.ConsumerStream()
 	switch o.Kind() {
 	case "filter":
 		return builtin.NewFilter(o, in)
@@ -180,7 +185,7 @@ func newOperator(o *spec.Operator, in builtin.Stream, env builtin.ProcessEnv) (t
 	case "window":
 		return builtin.NewWindow(o, in)
 	case "function":
-		return builtin.NewProcess(o, in, env)
+		return builtin.NewProcess(o, in, builtin.ProcessEnv{Engine: p.Wasm, State: p.Job.State, StateDir: p.StateDir})
 	}
 	return nil, fmt.Errorf("unknown operator kind")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/statefile"
@@ -287,7 +288,7 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		state := sf.State()
 		files := rs.Files[n.Name]
 		for _, f := range files {
-			if err := c.restoreFile(ctx, state, n.Name, f, kgStart, kgEnd); err != nil {
+			if err := RestoreStateFile(ctx, r.cfg.Bucket, state, f, kgStart, kgEnd, r.mem); err != nil {
 				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
 			}
 			r.stats.restoreRead.Add(f.Size)
@@ -318,12 +319,18 @@ func (c *checkpointer) restore(ctx context.Context) error {
 	return nil
 }
 
-func (c *checkpointer) restoreFile(ctx context.Context, state statestore.Snapshotter, op string, f manifest.File, kgStart, kgEnd int) error {
-	data, err := statefile.Read(ctx, c.r.cfg.Bucket, f)
+// RestoreStateFile reads the state file f and restores the rows of key
+// groups [kgStart, kgEnd) into state, as a restore after a failure or a
+// rescale does: the file is checked against its manifest entry (a
+// mismatch is ErrCorruptState) and decoded with state's schema, and its
+// batches are applied in order. `weir state export` restores through it
+// too, so that it reads a checkpoint exactly as a worker does.
+func RestoreStateFile(ctx context.Context, b blob.BucketReader, state statestore.Snapshotter, f manifest.File, kgStart, kgEnd int, mem memory.Allocator) error {
+	data, err := statefile.Read(ctx, b, f)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorruptState, err)
 	}
-	_, batches, err := statefile.Decode(data, state.Schema(), c.r.mem)
+	_, batches, err := statefile.Decode(data, state.Schema(), mem)
 	if err != nil {
 		return fmt.Errorf("%w: state file %s: %w", ErrCorruptState, f.Key, err)
 	}
@@ -333,7 +340,7 @@ func (c *checkpointer) restoreFile(ctx context.Context, state statestore.Snapsho
 		}
 	}()
 	for _, rec := range batches {
-		kept, err := keepKeyGroups(rec, kgStart, kgEnd, c.r.mem)
+		kept, err := keepKeyGroups(rec, kgStart, kgEnd, mem)
 		if err != nil {
 			return fmt.Errorf("state file %s: %w", f.Key, err)
 		}
@@ -351,7 +358,7 @@ func (c *checkpointer) restoreFile(ctx context.Context, state statestore.Snapsho
 
 // keepKeyGroups returns the rows of rec whose key group is in [start,
 // end), nil if none; the caller releases the result. It works for any
-// column type: it concatenates slices of the kept runs of rows.
+// column type (arrowfmt.Filter).
 func keepKeyGroups(rec arrow.RecordBatch, start, end int, mem memory.Allocator) (arrow.RecordBatch, error) {
 	if rec.NumCols() == 0 || rec.Schema().Field(0).Name != StateKeyGroupField {
 		return nil, fmt.Errorf("first column is not %s", StateKeyGroupField)
@@ -360,49 +367,14 @@ func keepKeyGroups(rec arrow.RecordBatch, start, end int, mem memory.Allocator) 
 	if !ok {
 		return nil, fmt.Errorf("column %s is %s, not int32", StateKeyGroupField, rec.Column(0).DataType())
 	}
-	var runs [][2]int64 // kept [from, to)
-	kept := 0
-	for i := 0; i < kg.Len(); i++ {
-		if g := int(kg.Value(i)); g < start || g >= end || kg.IsNull(i) {
-			continue
-		}
-		kept++
-		if n := len(runs); n > 0 && runs[n-1][1] == int64(i) {
-			runs[n-1][1]++
-		} else {
-			runs = append(runs, [2]int64{int64(i), int64(i) + 1})
-		}
+	kept, err := arrowfmt.Filter(rec, nil, nil, func(i int) bool {
+		g := int(kg.Value(i))
+		return g >= start && g < end && !kg.IsNull(i)
+	}, mem)
+	if err != nil {
+		return nil, fmt.Errorf("keep key groups [%d,%d): %w", start, end, err)
 	}
-	switch {
-	case kept == 0:
-		return nil, nil
-	case kept == kg.Len():
-		rec.Retain()
-		return rec, nil
-	}
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for c := range cols {
-		parts := make([]arrow.Array, len(runs))
-		for i, run := range runs {
-			parts[i] = array.NewSlice(rec.Column(c), run[0], run[1])
-		}
-		col, err := array.Concatenate(parts, mem)
-		for _, p := range parts {
-			p.Release()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("keep key groups [%d,%d): %w", start, end, err)
-		}
-		cols[c] = col
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(kept)), nil
+	return kept, nil
 }
 
 // take snapshots the chain at barrier id and sends the barrier on: the
