@@ -47,7 +47,7 @@ func (a *app) stateCmd() *cobra.Command {
 			return a.loadConfig(cmd)
 		},
 	}
-	st.AddCommand(a.stateDumpCmd())
+	st.AddCommand(a.stateDumpCmd(), a.stateExportCmd())
 	return st
 }
 
