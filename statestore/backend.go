@@ -111,6 +111,32 @@ type Capture interface {
 	Release()
 }
 
+// Part is rows of a capture in parts (PartedCapture): all its rows of key
+// groups [KeyGroupStart, KeyGroupEnd), in the capture's order. The
+// receiver owns Batches.
+type Part struct {
+	Batches                    []arrow.RecordBatch
+	KeyGroupStart, KeyGroupEnd int
+}
+
+// PartedCapture is a Capture that hands out its rows in parts, key group
+// range by key group range, while it goes on: the task uploads each part
+// as its own state file, so a large capture (a base of state larger than
+// memory) is never held in memory whole. Applying the parts in order is
+// applying the whole capture.
+type PartedCapture interface {
+	Capture
+	// SplitParts makes the capture end a part at the first key group
+	// boundary once the rows it holds since the last part reach bytes
+	// (variable-length bytes, as the batches count them). Call it before
+	// the first Step; 0 (the default) makes one part.
+	SplitParts(bytes int)
+	// TakeParts hands out the parts ended so far, in order. Once Step has
+	// reported done, the last part is among them, and Batches is empty: the
+	// parts together cover the backend's key groups.
+	TakeParts() []Part
+}
+
 // Backend is the keyed state of one operator instance (one operator of one
 // subtask) over the key groups it owns: tables of values scoped to (key
 // group, key, namespace) by state name, and the timer service. It tracks

@@ -88,6 +88,12 @@ type memCapture struct {
 	done    bool
 	err     error // the first copy that failed
 	out     []arrow.RecordBatch
+	// Parts (PartedCapture): partBytes is where a part ends (0: one
+	// part, handed out by Batches), partStart the index of the first key
+	// group of the part being written, parts those ended and not taken.
+	partBytes int
+	partStart int
+	parts     []Part
 	// snap is the store's snapshot at the barrier, which a capture in
 	// steps reads a store's tables from (storedTable).
 	snap StoreSnapshot
@@ -101,7 +107,7 @@ type capturedTable struct {
 
 var (
 	_ SteppedSnapshotter = (*Memory)(nil)
-	_ Capture            = (*memCapture)(nil)
+	_ PartedCapture      = (*memCapture)(nil)
 )
 
 // BeginSnapshot starts a capture of every entry and timer (full) or of
@@ -337,6 +343,9 @@ func (c *memCapture) Step(deadline time.Time) (bool, error) {
 			}
 			c.next++
 			c.part = 0
+			if c.partBytes > 0 && c.w.held >= c.partBytes && c.next < b.end-b.start {
+				c.endPart()
+			}
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) && c.next < b.end-b.start {
 			return false, nil
@@ -345,7 +354,11 @@ func (c *memCapture) Step(deadline time.Time) (bool, error) {
 	if c.err != nil {
 		return false, c.fail(c.err)
 	}
-	c.out = c.w.finish()
+	if c.partBytes > 0 {
+		c.endPart()
+	} else {
+		c.out = c.w.finish()
+	}
 	if c.full {
 		for i := range b.timers.rowWatermark {
 			b.timers.rowWatermark[i] = math.MinInt64
@@ -572,6 +585,25 @@ func (c *memCapture) fail(err error) error {
 	return err
 }
 
+// endPart ends the part being written after the key groups walked so
+// far.
+func (c *memCapture) endPart() {
+	b := c.b
+	c.parts = append(c.parts, Part{Batches: c.w.finish(), KeyGroupStart: b.start + c.partStart, KeyGroupEnd: b.start + c.next})
+	c.partStart = c.next
+}
+
+// SplitParts makes the capture end a part at a key group boundary once it
+// holds bytes (PartedCapture).
+func (c *memCapture) SplitParts(bytes int) { c.partBytes = max(bytes, 0) }
+
+// TakeParts hands out the parts ended so far (PartedCapture).
+func (c *memCapture) TakeParts() []Part {
+	p := c.parts
+	c.parts = nil
+	return p
+}
+
 // Batches hands out the batches of a finished capture.
 func (c *memCapture) Batches() []arrow.RecordBatch {
 	out := c.out
@@ -586,6 +618,12 @@ func (c *memCapture) Release() {
 		r.Release()
 	}
 	c.out = nil
+	for _, p := range c.parts {
+		for _, r := range p.Batches {
+			r.Release()
+		}
+	}
+	c.parts = nil
 }
 
 func (c *memCapture) detach() {

@@ -19,8 +19,9 @@ import (
 // tables and timers. One takes each snapshot at once; the other begins it
 // at the same point and captures it in steps of one row (every second
 // run) or 256 (whole key groups here), one step after each change that
-// follows. Every capture must equal its snapshot
-// row for row: what changed before the walk reached it was copied as it
+// follows; from seed 4 on it is handed out in parts of a few rows, which
+// must cover the key groups in order. Every capture (its parts in order)
+// must equal its snapshot row for row: what changed before the walk reached it was copied as it
 // was at the barrier, or read from the store's snapshot (pebble). With a
 // heap table of slices (values that may be changed in place), or over a
 // store that takes no snapshots (mapStore), the capture is done at once
@@ -50,7 +51,13 @@ func TestCaptureInSteps(t *testing.T) {
 					if seed%2 == 1 {
 						defer statestore.SetStepRows(1)()
 					}
-					captureInSteps(t, mem, seed, newBackend(t), newBackend(t), slices, slices || name == "stored")
+					// From seed 4 on, the capture is handed out in
+					// parts of a few rows (PartedCapture).
+					parts := 0
+					if seed >= 4 {
+						parts = int(seed-3) * 40
+					}
+					captureInSteps(t, mem, seed, newBackend(t), newBackend(t), slices, slices || name == "stored", parts)
 				})
 			}
 		}
@@ -81,18 +88,21 @@ func openCaptureTables(t *testing.T, b *statestore.Memory, slices bool) captureT
 	return ct
 }
 
-// renderBatches renders batches as JSON and releases them.
+// renderBatches renders the rows of batches as JSON, wherever the batches
+// are cut, and releases them.
 func renderBatches(batches []arrow.RecordBatch) string {
-	var s strings.Builder
+	var rows []string
 	for _, r := range batches {
 		j, _ := r.MarshalJSON()
-		s.Write(j)
+		if b := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(j)), "["), "]"); strings.TrimSpace(b) != "" {
+			rows = append(rows, strings.TrimSpace(b))
+		}
 		r.Release()
 	}
-	return s.String()
+	return "[" + strings.Join(rows, "\n,") + "]"
 }
 
-func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, stepped *statestore.Memory, slices, wantAtOnce bool) {
+func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, stepped *statestore.Memory, slices, wantAtOnce bool, partBytes int) {
 	r := rand.New(rand.NewPCG(seed, 0xca97))
 	tabs := [2]captureTables{openCaptureTables(t, atOnce, slices), openCaptureTables(t, stepped, slices)}
 	backends := [2]*statestore.Memory{atOnce, stepped}
@@ -102,6 +112,9 @@ func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, ste
 		steps     int    // steps the capture in flight took
 		captures  int
 		longest   int
+		got       []arrow.RecordBatch // the parts taken so far
+		nextGroup int                 // where the next part must start
+		parted    int                 // captures in more than one part
 		wm, now   int64
 		snapshots int
 	)
@@ -112,12 +125,31 @@ func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, ste
 			t.Fatal(err)
 		}
 		steps++
+		if pc, ok := capture.(statestore.PartedCapture); ok && partBytes > 0 {
+			for _, p := range pc.TakeParts() {
+				if p.KeyGroupStart != nextGroup || p.KeyGroupEnd <= p.KeyGroupStart {
+					t.Fatalf("capture %d: part [%d, %d), want one from %d", captures, p.KeyGroupStart, p.KeyGroupEnd, nextGroup)
+				}
+				nextGroup = p.KeyGroupEnd
+				got = append(got, p.Batches...)
+			}
+		}
 		if !done {
 			return
 		}
-		if got := renderBatches(capture.Batches()); got != want {
+		if partBytes > 0 && !wantAtOnce {
+			if nextGroup != 11 {
+				t.Fatalf("capture %d: its parts end at key group %d, want 11", captures, nextGroup)
+			}
+			if len(got) > 1 {
+				parted++
+			}
+		}
+		got = append(got, capture.Batches()...)
+		if got := renderBatches(got); got != want {
 			t.Fatalf("capture %d (in %d steps) differs from the snapshot at its barrier:\n got %s\nwant %s", captures, steps, got, want)
 		}
+		got = nil
 		capture.Release()
 		capture = nil
 		captures++
@@ -150,7 +182,10 @@ func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, ste
 			if capture, err = stepped.BeginSnapshot(mem, full); err != nil {
 				t.Fatal(err)
 			}
-			steps = 0
+			if pc, ok := capture.(statestore.PartedCapture); ok {
+				pc.SplitParts(partBytes)
+			}
+			steps, nextGroup = 0, 3
 			continue
 		}
 		for i, b := range backends {
@@ -191,7 +226,10 @@ func captureInSteps(t *testing.T, mem memory.Allocator, seed uint64, atOnce, ste
 	if capture != nil {
 		collect(time.Time{})
 	}
-	t.Logf("%d captures, the longest in %d steps", captures, longest)
+	t.Logf("%d captures, the longest in %d steps, %d in several parts", captures, longest, parted)
+	if partBytes > 0 && !wantAtOnce && parted == 0 {
+		t.Errorf("no capture came in several parts of %d bytes", partBytes)
+	}
 	if captures < 10 {
 		t.Fatalf("only %d captures", captures)
 	}

@@ -334,7 +334,10 @@ type snapWriter struct {
 	deleted *array.BooleanBuilder
 
 	rows, bytes int
-	out         []arrow.RecordBatch
+	// held is the variable-length bytes of every row since the last
+	// finish (bytes: of the batch being built).
+	held int
+	out  []arrow.RecordBatch
 }
 
 func newSnapWriter(mem memory.Allocator, limit int) *snapWriter {
@@ -364,6 +367,7 @@ func (w *snapWriter) begin(kg int, table, key, ns string, size int) error {
 	}
 	w.rows++
 	w.bytes += size
+	w.held += size
 	w.kg.Append(int32(kg))
 	w.table.Append(table)
 	w.key.AppendString(key)
@@ -408,7 +412,7 @@ func (w *snapWriter) finish() []arrow.RecordBatch {
 		w.cut()
 	}
 	out := w.out
-	w.out = nil
+	w.out, w.held = nil, 0
 	return out
 }
 

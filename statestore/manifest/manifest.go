@@ -540,7 +540,7 @@ func (m *Manifest) Validate() error {
 					add(sf+".keyGroupEnd", "%d: the last subtask's range must end at maxParallelism (%d)", s.KeyGroupEnd, maxP)
 				}
 			}
-			based := map[string]bool{} // operator and range with a base so far
+			based := map[string][][2]int{} // per operator, the key group ranges of its bases so far
 			inSubtask := map[string]bool{}
 			for k, f := range s.State {
 				ff := fmt.Sprintf("%s.state[%d]", sf, k)
@@ -574,12 +574,12 @@ func (m *Manifest) Validate() error {
 				case f.KeyGroupEnd <= s.KeyGroupStart || f.KeyGroupStart >= s.KeyGroupEnd:
 					add(ff+".keyGroupStart", "[%d, %d) does not overlap the subtask's key groups [%d, %d)", f.KeyGroupStart, f.KeyGroupEnd, s.KeyGroupStart, s.KeyGroupEnd)
 				}
-				scope := fmt.Sprintf("%s[%d,%d)", f.Operator, f.KeyGroupStart, f.KeyGroupEnd)
+				r := [2]int{f.KeyGroupStart, f.KeyGroupEnd}
 				switch f.Kind {
 				case KindBase:
-					based[scope] = true
+					based[f.Operator] = append(based[f.Operator], r)
 				case KindDelta:
-					if !based[scope] {
+					if !covered(r, based[f.Operator]) {
 						add(ff+".kind", "delta for operator %q, key groups [%d, %d) before any base for them: want a base first", f.Operator, f.KeyGroupStart, f.KeyGroupEnd)
 					}
 				default:
@@ -626,6 +626,25 @@ func (m *Manifest) Validate() error {
 		return ps
 	}
 	return nil
+}
+
+// covered reports whether the key group range r is within the union of
+// ranges: a delta applies on top of the bases before it, which may be cut
+// into parts (one file per key group range) or, after a rescale, be wider.
+func covered(r [2]int, ranges [][2]int) bool {
+	for pos := r[0]; pos < r[1]; {
+		next := pos
+		for _, b := range ranges {
+			if b[0] <= pos && pos < b[1] {
+				next = max(next, b[1])
+			}
+		}
+		if next == pos {
+			return false
+		}
+		pos = next
+	}
+	return true
 }
 
 func isJSONValue(raw json.RawMessage) bool {

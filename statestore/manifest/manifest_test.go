@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -162,6 +163,28 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+// TestValidateBaseInParts: a base uploaded in parts (one file per key
+// group range) is followed by deltas of any range its parts cover
+// together, also in parts.
+func TestValidateBaseInParts(t *testing.T) {
+	m := golden()
+	st := &m.Vertices[2].Subtasks[0]
+	base, delta := st.State[0], st.State[1]
+	part := func(f manifest.File, start, end int) manifest.File {
+		f.Key = fmt.Sprintf("%s-%d-%d", f.Key, start, end)
+		f.KeyGroupStart, f.KeyGroupEnd = start, end
+		return f
+	}
+	st.State = []manifest.File{part(base, 0, 10), part(base, 10, 40), part(base, 40, 64), delta, part(delta, 5, 50)}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("a base in parts: %v", err)
+	}
+	st.State = []manifest.File{part(base, 0, 10), part(base, 20, 64), delta}
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "[0, 64) before any base") {
+		t.Fatalf("a delta over a gap between parts: %v", err)
+	}
+}
+
 // TestValidate breaks one rule at a time: the manifest is refused, by
 // Validate, Encode and Decode alike, with a problem naming the field.
 func TestValidate(t *testing.T) {
@@ -227,7 +250,7 @@ func TestValidate(t *testing.T) {
 			s := window(m).Subtasks[0].State
 			s[0], s[1] = s[1], s[0]
 		}, "vertices[2].subtasks[0].state[0].kind", `delta for operator "window", key groups [0, 64) before any base`},
-		{"delta of another range", func(m *manifest.Manifest) { file(m, 0, 2).KeyGroupEnd = 32 }, "vertices[2].subtasks[0].state[2].kind", "[0, 32) before any base"},
+		{"delta beyond its base", func(m *manifest.Manifest) { file(m, 0, 0).KeyGroupEnd = 32 }, "vertices[2].subtasks[0].state[1].kind", "[0, 64) before any base"},
 		{"delta of another operator", func(m *manifest.Manifest) { file(m, 0, 1).Operator = "other" }, "vertices[2].subtasks[0].state[1].kind", `operator "other"`},
 		{"file operator", func(m *manifest.Manifest) { file(m, 0, 0).Operator = "" }, "vertices[2].subtasks[0].state[0].operator", `"" is not an operator name`},
 		{"file range empty", func(m *manifest.Manifest) { file(m, 1, 0).KeyGroupStart = 128 }, "vertices[2].subtasks[1].state[0].keyGroupStart", "[128, 128): want a non-empty range"},
