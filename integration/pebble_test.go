@@ -11,10 +11,13 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/poll"
+	"github.com/weirstream/weir/statestore/layout"
+	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // TestPebbleStateUnderKills runs the sequence checker over 16,000 keys
-// with its state in pebble stores of 4 MiB (state: {backend: pebble}) on
+// with its state in pebble stores of 4 MiB (state: {backend: pebble}),
+// each capture uploaded in files of 64 KiB (checkpoint.partSize), on
 // a real cluster (worker processes, Redis, MinIO): a worker running tasks
 // is killed -9, the checker is rescaled 2 -> 3, and every key's counter
 // still takes each value once (0 lost, 0 duplicated). The killed worker's
@@ -39,7 +42,7 @@ func TestPebbleStateUnderKills(t *testing.T) {
 	specPath := writeSpec(t, fmt.Sprintf(`
 job: pebblekill
 parallelism: 2
-checkpoint: {interval: 1s, timeout: 20s}
+checkpoint: {interval: 1s, timeout: 20s, partSize: 64KiB}
 restart: {attempts: 50, backoff: 200ms, maxBackoff: 2s}
 state: {backend: pebble, memory: 4MiB}
 sources:
@@ -85,6 +88,36 @@ sinks:
 		}
 		return nil
 	})
+	// The latest checkpoint lists captures of several files each (one
+	// per key group range, checkpoint.partSize).
+	var m *manifest.Manifest
+	poll.UntilNil(t, 30*time.Second, "the latest manifest read", func() error {
+		// Retention deletes a manifest once a newer one completes.
+		st, err := c.status(id)
+		if err != nil || st.Checkpoints == nil {
+			return fmt.Errorf("status: %+v, %v", st, err)
+		}
+		raw, err := c.bucket.Get(context.Background(), layout.ManifestKey(id, st.Checkpoints.Latest))
+		if err != nil {
+			return err
+		}
+		m, err = manifest.Decode(raw)
+		return err
+	})
+	files, captures := 0, map[string]bool{} // per subtask and checkpoint
+	for _, v := range m.Vertices {
+		for _, s := range v.Subtasks {
+			for _, f := range s.State {
+				n, _ := layout.StateFileCheckpoint(f.Key)
+				files++
+				captures[fmt.Sprint(s.Index, "/", n)] = true
+			}
+		}
+	}
+	t.Logf("checkpoint %d: %d state files from %d captures", m.Checkpoint, files, len(captures))
+	if files <= len(captures) {
+		t.Errorf("checkpoint %d: %d state files from %d captures: want captures in parts", m.Checkpoint, files, len(captures))
+	}
 	scaleLogged(t, context.Background(), c, id, "check=3")
 	st := c.waitState(id, coordinator.JobFinished, 3*time.Minute)
 	for _, r := range st.Recoveries {

@@ -140,7 +140,15 @@ type Checkpoint struct {
 	MinPause Duration `yaml:"minPause,omitempty" json:"minPause,omitempty"`
 	// Retain is how many completed checkpoints are kept (default 1).
 	Retain int `yaml:"retain,omitempty" json:"retain,omitempty"`
+	// PartSize is the size of the state files a process function's
+	// state is uploaded in while a checkpoint captures it, one per key
+	// group range, so that a large base is never in memory whole
+	// (default 32MiB, at least MinPartSize).
+	PartSize Size `yaml:"partSize,omitempty" json:"partSize,omitempty"`
 }
+
+// MinPartSize is the least checkpoint.partSize.
+const MinPartSize = 64 << 10
 
 // Restart is the restart strategy: exponential backoff with a limit.
 // Missing fields take the defaults of the job's kind (DefaultCheckpointed

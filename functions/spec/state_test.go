@@ -47,3 +47,18 @@ func TestStateValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckpointPartSize(t *testing.T) {
+	job, err := spec.Parse([]byte(valid+"checkpoint: {interval: 1s, partSize: 8MiB}\n"), "job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := job.Checkpoint.PartSize; got != 8<<20 {
+		t.Fatalf("partSize = %d, want 8MiB", got)
+	}
+	_, err = spec.Parse([]byte(valid+"checkpoint: {interval: 1s, partSize: 1KiB}\n"), "job.yaml")
+	want := "job.yaml:20: checkpoint.partSize: 1KiB is below the least, 64KiB"
+	if got := problemAt(t, problems(t, err), "checkpoint.partSize").Error(); got != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}

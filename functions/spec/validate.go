@@ -252,6 +252,9 @@ func (j *Job) Validate() error {
 		if c.Retain < 0 {
 			add("checkpoint.retain", "%d is negative", c.Retain)
 		}
+		if c.PartSize != 0 && c.PartSize < MinPartSize {
+			add("checkpoint.partSize", "%s is below the least, %s", FormatSize(int64(c.PartSize)), FormatSize(MinPartSize))
+		}
 	}
 	if r := j.Restart; r != nil {
 		if r.Attempts < UnlimitedAttempts {

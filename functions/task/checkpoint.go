@@ -40,7 +40,20 @@ type Checkpointing struct {
 	// reach the base's, so restore reads at most about twice the state,
 	// and a checkpoint where 1% of the keys changed uploads about 1%.
 	MaxDeltas int
+	// PartBytes is the size of the state files a capture in steps that
+	// can hand out its rows in parts (statestore.PartedCapture: a
+	// process function's backend) is uploaded in, one per key group
+	// range, while the capture goes on, so that a large base is never in
+	// memory whole (default DefaultPartBytes).
+	PartBytes int
 }
+
+// DefaultPartBytes is Checkpointing.PartBytes by default.
+const DefaultPartBytes = 32 << 20
+
+// maxPartsInFlight bounds the parts of a capture captured and not yet
+// uploaded: a capture waits for the uploads rather than hold more.
+const maxPartsInFlight = 2
 
 // Ack is a subtask's acknowledgement of a checkpoint: the manifest entry
 // of the subtask, or why it could not take the checkpoint; the cluster
@@ -215,10 +228,36 @@ type captured struct {
 	schema  *arrow.Schema
 	batches []arrow.RecordBatch
 	capture statestore.Capture // nil once done
+	// parted: the capture hands out parts, uploaded ahead of the
+	// checkpoint (partUpload); held are parts taken and not yet queued
+	// (no upload slot was free).
+	parted bool
+	held   []statestore.Part
 }
 
-// upload is one checkpoint of the task waiting for its files to upload.
+// partUpload is one part of a capture in steps, uploaded while the
+// capture goes on; the checkpoint's upload then lists every part's file.
+type partUpload struct {
+	node   int
+	id     int64
+	full   bool
+	last   bool // the capture's last part
+	schema *arrow.Schema
+	part   statestore.Part
+}
+
+// uploadedParts are the files of the parts of operator node's capture
+// for checkpoint id uploaded so far, or why one failed (uploader only).
+type uploadedParts struct {
+	id    int64
+	files []manifest.File
+	err   error
+}
+
+// upload is one checkpoint of the task waiting for its files to upload,
+// or one part of a capture in flight (part).
 type upload struct {
+	part    *partUpload
 	id      int64
 	final   bool
 	decline string      // the checkpoint failed at capture
@@ -241,6 +280,10 @@ type checkpointer struct {
 	pending *upload
 	queue   chan *upload
 	done    chan struct{}
+	// slots holds a token per part queued and not yet uploaded
+	// (maxPartsInFlight); upParts is the uploader's record of them.
+	slots   chan struct{}
+	upParts map[int]*uploadedParts
 	fatal   atomic.Pointer[error] // see failure
 	closed  bool                  // queue closed (task goroutine only)
 }
@@ -251,7 +294,11 @@ func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
 		cfg.MaxDeltas = 64
 	}
 	c := &checkpointer{r: r, cfg: cfg, chains: map[int]*chain{}, trigger: trigger,
-		queue: make(chan *upload, 64), done: make(chan struct{})}
+		queue: make(chan *upload, 64), done: make(chan struct{}),
+		slots: make(chan struct{}, maxPartsInFlight), upParts: map[int]*uploadedParts{}}
+	if cfg.PartBytes <= 0 {
+		cfg.PartBytes = DefaultPartBytes
+	}
 	for i, n := range r.cfg.Nodes {
 		if _, ok := n.Op.(Stateful); ok {
 			c.chains[i] = &chain{}
@@ -410,6 +457,10 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 			var err error
 			if ss, ok := state.(statestore.SteppedSnapshotter); ok {
 				p.capture, err = ss.BeginSnapshot(r.mem, full)
+				if pc, ok := p.capture.(statestore.PartedCapture); ok && err == nil {
+					pc.SplitParts(c.cfg.PartBytes)
+					p.parted = true
+				}
 			} else {
 				p.batches, err = state.Snapshot(r.mem, full)
 			}
@@ -514,7 +565,13 @@ func (c *checkpointer) stepPending(deadline time.Time) error {
 		if p.capture == nil {
 			continue
 		}
-		done, err := p.capture.Step(deadline)
+		var done bool
+		var err error
+		if p.parted {
+			done, err = c.stepParts(u, p, deadline)
+		} else {
+			done, err = p.capture.Step(deadline)
+		}
 		if err != nil {
 			c.pending = nil
 			u.release()
@@ -533,6 +590,89 @@ func (c *checkpointer) stepPending(deadline time.Time) error {
 	}
 	m.CaptureMs = time.Since(u.taken).Milliseconds()
 	return c.enqueue(u)
+}
+
+// completeSlice is how long a capture in parts completed at once runs
+// between two looks at its parts: its memory is the parts it writes in
+// that time beyond the part size.
+const completeSlice = 20 * time.Millisecond
+
+// stepParts advances a capture in parts by one step and queues the parts
+// it ended for upload. While maxPartsInFlight parts wait for the
+// uploader, a step beside processing does nothing (the capture waits for
+// the uploads rather than hold more in memory); completing at once (a
+// zero deadline) waits for them, a slice at a time.
+func (c *checkpointer) stepParts(u *upload, p *captured, deadline time.Time) (bool, error) {
+	pc := p.capture.(statestore.PartedCapture)
+	for {
+		if !c.queueParts(u, p, deadline.IsZero()) {
+			// Uploads behind: no capture now. Waiting ends only with the
+			// task.
+			return false, c.r.ctx.Err()
+		}
+		d := deadline
+		if d.IsZero() {
+			d = time.Now().Add(completeSlice)
+		}
+		done, err := p.capture.Step(d)
+		if err != nil {
+			return false, err
+		}
+		p.held = append(p.held, pc.TakeParts()...)
+		if done {
+			if !c.queueParts(u, p, true) {
+				return false, c.r.ctx.Err()
+			}
+			return true, nil
+		}
+		if !deadline.IsZero() {
+			return false, nil
+		}
+	}
+}
+
+// queueParts queues p's held parts for upload as slots free up, waiting
+// for them if wait, and reports whether none is held any more. The part
+// after which the capture is done is its last.
+func (c *checkpointer) queueParts(u *upload, p *captured, wait bool) bool {
+	for len(p.held) > 0 {
+		if wait {
+			select {
+			case c.slots <- struct{}{}:
+			case <-c.r.ctx.Done():
+				return false
+			}
+		} else {
+			select {
+			case c.slots <- struct{}{}:
+			default:
+				return false
+			}
+		}
+		pu := &partUpload{node: p.node, id: u.id, full: p.full, schema: p.schema, part: p.held[0]}
+		pu.last = pu.part.KeyGroupEnd == c.kgEnd()
+		p.held = p.held[1:]
+		if err := c.enqueue(&upload{part: pu}); err != nil {
+			releaseParts([]statestore.Part{pu.part})
+			<-c.slots
+			return false
+		}
+	}
+	return true
+}
+
+// kgEnd is the end of the subtask's key groups.
+func (c *checkpointer) kgEnd() int {
+	_, end := arrowfmt.KeyGroupRange(c.r.cfg.Subtask, c.r.cfg.MaxParallelism, c.r.cfg.Parallelism)
+	return end
+}
+
+func releaseParts(parts []statestore.Part) {
+	for _, p := range parts {
+		for _, b := range p.Batches {
+			b.Release()
+		}
+	}
 }
 
 func (c *checkpointer) enqueue(u *upload) error {
@@ -822,6 +962,8 @@ func (u *upload) release() {
 			b.Release()
 		}
 		p.batches = nil
+		releaseParts(p.held)
+		p.held = nil
 	}
 }
 
@@ -830,6 +972,11 @@ func (u *upload) release() {
 func (c *checkpointer) uploader() {
 	defer close(c.done)
 	for u := range c.queue {
+		if u.part != nil {
+			c.uploadPart(u.part)
+			<-c.slots
+			continue
+		}
 		if c.r.ctx.Err() != nil {
 			u.release()
 			continue
@@ -866,8 +1013,44 @@ func (c *checkpointer) uploader() {
 	}
 }
 
+// uploadPart uploads one part of a capture in flight as its own state
+// file, and records it for the checkpoint's upload. A part without rows
+// is not uploaded, unless it is the last and no part before it was.
+func (c *checkpointer) uploadPart(p *partUpload) {
+	defer releaseParts([]statestore.Part{p.part})
+	up := c.upParts[p.node]
+	if up == nil || up.id != p.id {
+		up = &uploadedParts{id: p.id}
+		c.upParts[p.node] = up
+	}
+	if up.err != nil || c.r.ctx.Err() != nil {
+		return
+	}
+	start, end := p.part.KeyGroupStart, p.part.KeyGroupEnd
+	if len(p.part.Batches) == 0 {
+		if !p.last || len(up.files) > 0 {
+			return
+		}
+		start, _ = arrowfmt.KeyGroupRange(c.r.cfg.Subtask, c.r.cfg.MaxParallelism, c.r.cfg.Parallelism)
+	}
+	f, err := c.writeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, start, end)
+	if err != nil {
+		up.err = err
+		return
+	}
+	up.files = append(up.files, f)
+}
+
+func kindOf(full bool) string {
+	if full {
+		return manifest.KindBase
+	}
+	return manifest.KindDelta
+}
+
 func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	r := c.r
+	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
 	var errs []error
 	for _, p := range u.parts {
 		ch := c.chains[p.node]
@@ -875,15 +1058,28 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 		ch.mu.Lock()
 		stale := !p.full && (p.gen != ch.upGen || p.gen == ch.failed)
 		ch.mu.Unlock()
+		up := c.upParts[p.node]
+		delete(c.upParts, p.node)
 		if stale {
 			errs = append(errs, fmt.Errorf("operator %s: an earlier state upload failed; the next checkpoint takes a base", n.Name))
 			continue
 		}
-		kind := manifest.KindDelta
-		if p.full {
-			kind = manifest.KindBase
+		var files []manifest.File
+		var err error
+		switch {
+		case !p.parted:
+			var f manifest.File
+			f, err = c.writeFile(n.Name, u.id, kindOf(p.full), p.schema, p.batches, kgStart, kgEnd)
+			files = []manifest.File{f}
+		case up == nil || up.id != u.id:
+			err = fmt.Errorf("the parts of snapshot %d were not uploaded", u.id)
+		default:
+			files, err = up.files, up.err
 		}
-		f, err := c.writeFile(n.Name, u.id, kind, p.schema, p.batches)
+		var size int64
+		for _, f := range files {
+			size += f.Size
+		}
 		ch.mu.Lock()
 		if err != nil {
 			ch.broken, ch.failed = true, p.gen
@@ -892,13 +1088,13 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 			continue
 		}
 		if p.full {
-			ch.files = []manifest.File{f}
-			ch.baseBytes, ch.deltaB, ch.upGen = f.Size, 0, p.gen
+			ch.files = files
+			ch.baseBytes, ch.deltaB, ch.upGen = size, 0, p.gen
 		} else {
-			ch.files = append(ch.files, f)
-			ch.deltaB += f.Size
+			ch.files = append(ch.files, files...)
+			ch.deltaB += size
 		}
-		st.Metrics.UploadedBytes += f.Size
+		st.Metrics.UploadedBytes += size
 		ch.mu.Unlock()
 	}
 	if len(errs) > 0 {
@@ -921,10 +1117,10 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	return nil
 }
 
-// writeFile encodes batches as one Arrow IPC file and uploads it.
-func (c *checkpointer) writeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch) (manifest.File, error) {
+// writeFile encodes batches, the rows of key groups [kgStart, kgEnd), as
+// one Arrow IPC file and uploads it.
+func (c *checkpointer) writeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, kgStart, kgEnd int) (manifest.File, error) {
 	r := c.r
-	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
 	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
 	f, data, err := statefile.Encode(manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem)
 	if err != nil {

@@ -294,6 +294,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	if job.Checkpoint != nil {
 		id := c.Task
 		cfg.Checkpoints = &task.Checkpointing{
+			PartBytes: int(job.Checkpoint.PartSize),
 			Ack: func(a task.Ack) {
 				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()

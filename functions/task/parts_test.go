@@ -1,0 +1,161 @@
+package task
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/layout"
+	"github.com/weirstream/weir/statestore/manifest"
+)
+
+// countOp counts rows per key in a statestore.Memory (a process
+// function's backend), keys spread over every key group; at each barrier
+// it notes the counts the checkpoint must hold.
+type countOp struct {
+	b      *statestore.Memory
+	counts statestore.Table[int64]
+	shadow map[string]int64   // "kg/key" -> count
+	at     []map[string]int64 // the counts at each barrier
+}
+
+func (o *countOp) Open(ctx *Context) error {
+	o.b = statestore.NewMemory(ctx.KeyGroupStart, ctx.KeyGroupEnd)
+	var err error
+	o.counts, err = statestore.OpenTable[int64](o.b, "n", nil)
+	o.shadow = map[string]int64{}
+	return err
+}
+
+func (o *countOp) ProcessBatch(b arrow.RecordBatch) error {
+	for _, k := range b.Column(0).(*array.Int64).Int64Values() {
+		kg, key := int(k*7%128), fmt.Sprint("key-", k%97)
+		n, _ := o.counts.Get(kg, key, "")
+		o.counts.Put(kg, key, "", n+1)
+		o.shadow[fmt.Sprint(kg, "/", key)] = n + 1
+	}
+	return nil
+}
+func (o *countOp) ProcessWatermark(int64) error { return nil }
+func (o *countOp) Finish() error                { return nil }
+func (o *countOp) Close() error                 { return nil }
+func (o *countOp) State() statestore.Snapshotter {
+	return countState{o}
+}
+
+// countState is the backend, noting the counts at each barrier.
+type countState struct{ o *countOp }
+
+func (s countState) Schema() *arrow.Schema { return s.o.b.Schema() }
+func (s countState) Restore(rec arrow.RecordBatch) error {
+	return s.o.b.Restore(rec)
+}
+func (s countState) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	return statestore.CaptureAtOnce(s, mem, full)
+}
+func (s countState) BeginSnapshot(mem memory.Allocator, full bool) (statestore.Capture, error) {
+	s.o.at = append(s.o.at, maps.Clone(s.o.shadow))
+	return s.o.b.BeginSnapshot(mem, full)
+}
+
+// TestCaptureUploadedInParts: a backend's capture is uploaded in state
+// files of about Checkpointing.PartBytes, one per key group range, while
+// it goes on; together they tile the subtask's key groups, the deltas
+// apply on top of the base's parts, the manifest of them is valid, and
+// restoring every checkpoint's files gives the counts at its barrier.
+func TestCaptureUploadedInParts(t *testing.T) {
+	mem := checkedMem(t)
+	b, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var got acks
+	var tk *Task
+	at := map[int]func(){}
+	for i := range 6 {
+		id := int64(i + 1)
+		at[150+150*i] = func() { tk.TriggerCheckpoint(id) }
+	}
+	src := &badSource{n: 1200, at: at}
+	op := &countOp{}
+	tk = New(Config{
+		Job: "j1", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem, Bucket: b,
+		Source:      &SourceHead{Name: "src", Source: src, TimeColumn: -1, Out: []Target{ChainTo(0)}},
+		Nodes:       []*Node{{Name: "op", Op: op, Out: []Target{ChainTo(1)}}, {Name: "sink", Sink: &collector{}}},
+		Checkpoints: &Checkpointing{Ack: got.add, PartBytes: 300},
+	})
+	if err := tk.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	parted := 0
+	for i := range op.at {
+		ack, ok := got.get(int64(i + 1))
+		if !ok || ack.Decline != "" {
+			t.Fatalf("checkpoint %d: ack %+v", i+1, ack)
+		}
+		files := ack.Subtask.State
+		m := &manifest.Manifest{Version: manifest.Version, Job: "j1", Attempt: 1, Checkpoint: ack.Checkpoint, MaxParallelism: 128,
+			Triggered: time.Now(), Completed: time.Now(), SpecSHA256: strings.Repeat("0", 64),
+			Vertices: []manifest.Vertex{{Name: "src", Keyed: true, Parallelism: 1, Subtasks: []manifest.Subtask{ack.Subtask}}}}
+		m.Vertices[0].Subtasks[0].KeyGroupStart, m.Vertices[0].Subtasks[0].KeyGroupEnd = 0, 128
+		if err := m.Validate(); err != nil {
+			t.Errorf("checkpoint %d: the manifest of its files: %v", ack.Checkpoint, err)
+		}
+		// The files of each capture tile [0, 128).
+		next := 128
+		for _, f := range files {
+			if f.Kind == manifest.KindBase && f.KeyGroupStart == 0 || next == 128 {
+				next = 0
+			}
+			if f.KeyGroupStart != next {
+				t.Errorf("checkpoint %d: file %s covers [%d, %d), want it to start at %d", ack.Checkpoint, f.Key, f.KeyGroupStart, f.KeyGroupEnd, next)
+			}
+			next = f.KeyGroupEnd
+		}
+		if next != 128 {
+			t.Errorf("checkpoint %d: its last file ends at key group %d", ack.Checkpoint, next)
+		}
+		own := 0 // files this checkpoint's capture wrote
+		for _, f := range files {
+			if c, ok := layout.StateFileCheckpoint(f.Key); ok && c == ack.Checkpoint {
+				own++
+			}
+		}
+		if own > 1 {
+			parted++
+		}
+		t.Logf("checkpoint %d: %d keys in %d files, %d of its own", ack.Checkpoint, len(op.at[i]), len(files), own)
+		restored := statestore.NewMemory(0, 128)
+		for _, f := range files {
+			if err := RestoreStateFile(t.Context(), b, restored, f, 0, 128, mem); err != nil {
+				t.Fatal(err)
+			}
+		}
+		counts, err := statestore.OpenTable[int64](restored, "n", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]int64{}
+		for kg := range 128 {
+			counts.Range(kg, func(key, _ string, n int64) bool {
+				have[fmt.Sprint(kg, "/", key)] = n
+				return true
+			})
+		}
+		if !maps.Equal(have, op.at[i]) {
+			t.Errorf("checkpoint %d (%d files): restored %d keys, want the %d at its barrier", ack.Checkpoint, len(files), len(have), len(op.at[i]))
+		}
+	}
+	if len(op.at) != 6 || parted != 6 {
+		t.Errorf("%d checkpoints, %d captured in more than one file: want 6, each in parts", len(op.at), parted)
+	}
+}
