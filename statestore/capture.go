@@ -594,8 +594,16 @@ func (c *memCapture) endPart() {
 }
 
 // SplitParts makes the capture end a part at a key group boundary once it
-// holds bytes (PartedCapture).
-func (c *memCapture) SplitParts(bytes int) { c.partBytes = max(bytes, 0) }
+// holds bytes (PartedCapture). A capture that was done in BeginSnapshot
+// (a table whose values may change in place) becomes one part.
+func (c *memCapture) SplitParts(bytes int) {
+	c.partBytes = max(bytes, 0)
+	if c.done && c.partBytes > 0 && c.partStart == 0 {
+		c.parts = append(c.parts, Part{Batches: c.out, KeyGroupStart: c.b.start, KeyGroupEnd: c.b.end})
+		c.out = nil
+		c.partStart = c.b.end - c.b.start
+	}
+}
 
 // TakeParts hands out the parts ended so far (PartedCapture).
 func (c *memCapture) TakeParts() []Part {
