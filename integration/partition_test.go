@@ -267,7 +267,7 @@ func (c *cluster) workers() ([]string, error) {
 }
 
 // waitWorkers waits until n workers are registered.
-func (c *cluster) waitWorkers(t *testing.T, n int) {
+func (c *cluster) waitWorkers(t testing.TB, n int) {
 	t.Helper()
 	poll.UntilNil(t, 30*time.Second, fmt.Sprintf("%d workers", n), func() error {
 		ws, err := c.workers()

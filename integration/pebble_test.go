@@ -1,19 +1,57 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
+
+// pebbleRun is a run of the sequence checker with its state in pebble on
+// a real cluster (worker processes, Redis, MinIO), under a kill -9 of a
+// worker and a rescale of the checker 2 -> 3.
+type pebbleRun struct {
+	keys, perKey int    // events: keys * perKey, each key's perKey events keys apart
+	rate         int    // events a second (0: as fast as it goes)
+	memory       string // state.memory: a pebble store's memory
+	partSize     string // checkpoint.partSize
+	interval     string // checkpoint.interval
+	timeout      time.Duration
+	// killAfter: the worker is killed once the checker has read this
+	// many events and a checkpoint completed after that (0: after the
+	// second checkpoint), so that the state is large by then.
+	killAfter int64
+	// lastOnly keeps only each key's last row and the rows out of
+	// sequence (a filter after the checker), for runs whose every row is
+	// too much to read back: a lost or repeated event still shows, as a
+	// row out of sequence or a last row missing or twice.
+	lastOnly bool
+}
+
+// pebbleResult is what a pebbleRun measured.
+type pebbleResult struct {
+	seconds    float64 // deploy to finish
+	stateBytes int64   // the checker's state in the largest manifest read
+	storeBytes int64   // the largest the pebble directories grew to
+	workerHWM  int64   // the largest peak RSS of a worker that was not killed
+	recoveries []coordinator.Recovery
+}
 
 // TestPebbleStateUnderKills runs the sequence checker over 16,000 keys
 // with its state in pebble stores of 4 MiB (state: {backend: pebble}),
@@ -25,6 +63,45 @@ import (
 // left once the job ended.
 func TestPebbleStateUnderKills(t *testing.T) {
 	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
+	// 2,000 events a second: about what the checker on pebble takes
+	// under -race beside the other tests. At 6,000 its input backed up,
+	// so checkpoints waited ~17 s for their barriers, and the job could
+	// end while the rescale's savepoint waited.
+	runPebbleKills(t, pebbleRun{keys: 16_000, perKey: 4, rate: 2000, memory: "4MiB", partSize: "64KiB", interval: "1s", timeout: 3 * time.Minute})
+}
+
+// BenchmarkPebbleLargeState is the run of issue 14: state several times
+// the memory pebble is given (10M keys by default, PEBBLE_LARGE_KEYS;
+// stores of 32 MiB, PEBBLE_LARGE_MEMORY; parts of 8 MiB), under kill -9
+// and a rescale 2 -> 3, exact. `make bench-pebble-large`; it reports the
+// state's size in checkpoints and on disk, the workers' peak RSS and the
+// recoveries.
+func BenchmarkPebbleLargeState(b *testing.B) {
+	run := pebbleRun{keys: 10_000_000, perKey: 2, rate: 50_000, memory: "32MiB", partSize: "8MiB", interval: "5s", timeout: 60 * time.Minute, lastOnly: true}
+	if s := os.Getenv("PEBBLE_LARGE_KEYS"); s != "" {
+		if _, err := fmt.Sscan(s, &run.keys); err != nil {
+			b.Fatalf("PEBBLE_LARGE_KEYS=%s: %v", s, err)
+		}
+	}
+	if s := os.Getenv("PEBBLE_LARGE_MEMORY"); s != "" {
+		run.memory = s
+	}
+	// Killed once every key is in the state and checkpointed.
+	run.killAfter = int64(run.keys)
+	for range b.N {
+		res := runPebbleKills(b, run)
+		b.ReportMetric(float64(run.keys*run.perKey)/res.seconds, "events/s")
+		b.ReportMetric(float64(res.stateBytes)/(1<<20), "state-MiB")
+		b.ReportMetric(float64(res.storeBytes)/(1<<20), "pebble-dirs-MiB")
+		b.ReportMetric(float64(res.workerHWM)/(1<<20), "worker-peak-rss-MiB")
+		for i, r := range res.recoveries {
+			b.ReportMetric(r.Seconds, fmt.Sprintf("recovery%d-s", i+1))
+		}
+	}
+}
+
+func runPebbleKills(t testing.TB, run pebbleRun) pebbleResult {
+	var res pebbleResult
 	c, port := newCluster(t, nil, "")
 	t.Cleanup(c.stopAll)
 	stateDir := t.TempDir()
@@ -34,33 +111,54 @@ func TestPebbleStateUnderKills(t *testing.T) {
 		c.addWorker(4)
 	}
 	c.waitWorkers(t, 3)
-	// 2,000 events a second: about what the checker on pebble takes
-	// under -race beside the other tests. At 6,000 its input backed up,
-	// so checkpoints waited ~17 s for their barriers, and the job could
-	// end while the rescale's savepoint waited.
-	const keys, events = 16_000, 64_000
+	events := run.keys * run.perKey
+	rate, out, sink := "", "check", ""
+	if run.rate > 0 {
+		rate = fmt.Sprintf(", rate: %d", run.rate)
+	}
+	if run.lastOnly {
+		out = "last"
+		sink = fmt.Sprintf("  - {name: last, input: check, filter: \"n == %d || !ok\"}\n", run.perKey)
+	}
 	specPath := writeSpec(t, fmt.Sprintf(`
 job: pebblekill
 parallelism: 2
-checkpoint: {interval: 1s, timeout: 20s, partSize: 64KiB}
+checkpoint: {interval: %s, timeout: 20m, partSize: %s}
 restart: {attempts: 50, backoff: 200ms, maxBackoff: 2s}
-state: {backend: pebble, memory: 4MiB}
+state: {backend: pebble, memory: %s}
 sources:
-  - {name: rides, type: datagen, parallelism: 1, count: %d, rate: 2000, schema: {ride_id: int64}}
+  - {name: rides, type: datagen, parallelism: 1, count: %d%s, schema: {ride_id: int64}}
 operators:
   - {name: keyed, input: rides, parallelism: 1, select: {k: "ride_id %% %d", seq: ride_id}}
   - {name: check, input: keyed, keyBy: [k], function: sequence-check, config: {stride: %d}}
-sinks:
-  - {name: out, input: check, type: files, path: pebblekill/, format: jsonl}
-`, events, keys, keys))
+%ssinks:
+  - {name: out, input: %s, type: files, path: pebblekill/, format: jsonl}
+`, run.interval, run.partSize, run.memory, events, rate, run.keys, run.keys, sink, out))
+	start := time.Now()
 	id := c.deploy(specPath)
 	c.waitState(id, coordinator.JobRunning, time.Minute)
 	stores := func() []string {
 		m, _ := filepath.Glob(filepath.Join(stateDir, "weir-state-*", "pebble-*"))
 		return m
 	}
-	waitStatus(t, c, id, "a checkpoint with state in pebble", func(st coordinator.JobStatus) error {
-		if st.Checkpoints == nil || st.Checkpoints.Latest < 2 || len(stores()) == 0 {
+	stopDu := sampleDirBytes(stateDir, &res.storeBytes)
+	defer stopDu()
+	after := int64(1) // the checkpoint to wait beyond
+	if run.killAfter > 0 {
+		st := waitStatusWithin(t, c, id, fmt.Sprintf("%d events read by the checker", run.killAfter), run.timeout, func(st coordinator.JobStatus) error {
+			for _, v := range st.Vertices {
+				if v.Name == "check" && v.Totals.RecordsIn >= run.killAfter {
+					return nil
+				}
+			}
+			return fmt.Errorf("checker behind")
+		})
+		if st.Checkpoints != nil {
+			after = st.Checkpoints.Latest
+		}
+	}
+	waitStatusWithin(t, c, id, "a checkpoint with state in pebble", run.timeout, func(st coordinator.JobStatus) error {
+		if st.Checkpoints == nil || st.Checkpoints.Latest <= after || len(stores()) == 0 {
 			return fmt.Errorf("checkpoints %+v, %d stores", st.Checkpoints, len(stores()))
 		}
 		return nil
@@ -81,7 +179,7 @@ sinks:
 		}
 		return nil
 	})
-	waitStatus(t, c, id, "a checkpoint after the recovery", func(st coordinator.JobStatus) error {
+	waitStatusWithin(t, c, id, "a checkpoint after the recovery", run.timeout, func(st coordinator.JobStatus) error {
 		n := len(st.Recoveries)
 		if st.State != coordinator.JobRunning || n == 0 || st.Checkpoints == nil || st.Checkpoints.Latest <= st.Recoveries[n-1].RestoredFrom {
 			return fmt.Errorf("%d recoveries, checkpoints %+v", n, st.Checkpoints)
@@ -111,48 +209,159 @@ sinks:
 				n, _ := layout.StateFileCheckpoint(f.Key)
 				files++
 				captures[fmt.Sprint(s.Index, "/", n)] = true
+				res.stateBytes += f.Size
 			}
 		}
 	}
-	t.Logf("checkpoint %d: %d state files from %d captures", m.Checkpoint, files, len(captures))
-	if files <= len(captures) {
-		t.Errorf("checkpoint %d: %d state files from %d captures: want captures in parts", m.Checkpoint, files, len(captures))
+	t.Logf("checkpoint %d: %d state files (%d bytes) from %d captures", m.Checkpoint, files, res.stateBytes, len(captures))
+	partBytes, err := spec.ParseSize(run.partSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files <= len(captures) && res.stateBytes/int64(len(captures)) >= partBytes {
+		t.Errorf("checkpoint %d: %d state files (%d bytes) from %d captures: want captures of more than %s in parts", m.Checkpoint, files, res.stateBytes, len(captures), run.partSize)
 	}
 	scaleLogged(t, context.Background(), c, id, "check=3")
-	st := c.waitState(id, coordinator.JobFinished, 3*time.Minute)
+	st := c.waitState(id, coordinator.JobFinished, run.timeout)
+	res.seconds = time.Since(start).Seconds()
+	res.recoveries = st.Recoveries
 	for _, r := range st.Recoveries {
 		t.Logf("attempt %d from checkpoint %d: %.2fs (%s)", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
 	}
-	seen := map[[2]int64]int{}
-	bad, dups := 0, 0
-	rows := readOutput(t, c.bucket, "pebblekill/")
-	for _, r := range rows {
-		k, _ := r["k"].(int64)
-		n, _ := r["n"].(int64)
-		if ok, _ := r["ok"].(bool); !ok {
-			bad++
-		}
-		seen[[2]int64{k, n}]++
-		if seen[[2]int64{k, n}] == 2 {
-			dups++
-		}
-	}
-	missing := 0
-	for k := range int64(keys) {
-		for n := int64(1); n <= events/keys; n++ {
-			if seen[[2]int64{k, n}] == 0 {
-				missing++
-			}
-		}
-	}
-	t.Logf("%d rows over %d keys: %d out of sequence, %d duplicated, %d missing", len(rows), keys, bad, dups, missing)
-	if len(rows) != events || bad+dups+missing > 0 {
-		t.Errorf("%d rows for %d events: %d out of sequence, %d duplicated, %d missing", len(rows), events, bad, dups, missing)
-	}
+	res.workerHWM = c.workersPeakRSS(t)
+	stopDu()
+	t.Logf("%d events in %.1fs; pebble directories up to %d MiB; a worker's peak RSS %d MiB", events, res.seconds, res.storeBytes>>20, res.workerHWM>>20)
+	checkSequences(t, c, run, events)
 	poll.UntilNil(t, 10*time.Second, "no store left", func() error {
 		if s := stores(); len(s) > 0 {
 			return fmt.Errorf("stores left: %v", s)
 		}
 		return nil
 	})
+	return res
+}
+
+// checkSequences reads the checker's output and checks that every key's
+// counter took each value once: every (k, n) once with ok (lastOnly: only
+// n = perKey), nothing out of sequence. It reads line by line, so a run of
+// millions of keys fits.
+func checkSequences(t testing.TB, c *cluster, run pebbleRun, events int) {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := c.bucket.List(ctx, "pebblekill/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[[2]int64]uint8, events)
+	rows, bad, dups := 0, 0, 0
+	for _, o := range objs {
+		if strings.Contains(o.Key, "/_staging/") {
+			continue
+		}
+		data, err := c.bucket.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			var r struct {
+				K, N int64
+				OK   bool
+			}
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: %q: %v", o.Key, sc.Text(), err)
+			}
+			rows++
+			if !r.OK {
+				bad++
+			}
+			k := [2]int64{r.K, r.N}
+			if seen[k]++; seen[k] == 2 {
+				dups++
+			}
+		}
+	}
+	first, want := int64(1), events
+	if run.lastOnly {
+		first, want = int64(run.perKey), run.keys
+	}
+	missing := 0
+	for k := range int64(run.keys) {
+		for n := first; n <= int64(run.perKey); n++ {
+			if seen[[2]int64{k, n}] == 0 {
+				missing++
+			}
+		}
+	}
+	t.Logf("%d rows over %d keys: %d out of sequence, %d duplicated, %d missing", rows, run.keys, bad, dups, missing)
+	if rows != want || bad+dups+missing > 0 {
+		t.Errorf("%d rows, want %d: %d out of sequence, %d duplicated, %d missing", rows, want, bad, dups, missing)
+	}
+}
+
+// workersPeakRSS returns the largest peak resident memory (VmHWM) of the
+// worker processes still running.
+func (c *cluster) workersPeakRSS(t testing.TB) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var peak int64
+	for name, p := range c.procs {
+		if !strings.HasPrefix(name, "worker-") {
+			continue
+		}
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					kb, _ := strconv.ParseInt(f[0], 10, 64)
+					peak = max(peak, kb<<10)
+				}
+			}
+		}
+	}
+	return peak
+}
+
+// sampleDirBytes sums the sizes of the files under dir every second into
+// *peak (the largest sum) until stop, which is safe to call twice and
+// waits for the sampler to end.
+func sampleDirBytes(dir string, peak *int64) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			var n int64
+			_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					if info, err := d.Info(); err == nil {
+						n += info.Size()
+					}
+				}
+				return nil
+			})
+			*peak = max(*peak, n) // read after stop
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-ended
+	}
 }

@@ -68,7 +68,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 
 // scaleLogged runs weir jobs scale --wait and logs how long the job took
 // to run again, with the state the scaled vertices held before.
-func scaleLogged(t *testing.T, ctx context.Context, c *cluster, id string, to ...string) {
+func scaleLogged(t testing.TB, ctx context.Context, c *cluster, id string, to ...string) {
 	t.Helper()
 	st, _ := c.status(id)
 	var state int64
@@ -278,10 +278,16 @@ sinks:
 
 // waitStatus polls the job's status until cond accepts it (a minute at
 // most), failing if the job ends meanwhile.
-func waitStatus(t *testing.T, c *cluster, id, what string, cond func(coordinator.JobStatus) error) coordinator.JobStatus {
+func waitStatus(t testing.TB, c *cluster, id, what string, cond func(coordinator.JobStatus) error) coordinator.JobStatus {
+	t.Helper()
+	return waitStatusWithin(t, c, id, what, time.Minute, cond)
+}
+
+// waitStatusWithin is waitStatus for at most timeout.
+func waitStatusWithin(t testing.TB, c *cluster, id, what string, timeout time.Duration, cond func(coordinator.JobStatus) error) coordinator.JobStatus {
 	t.Helper()
 	var st coordinator.JobStatus
-	poll.UntilNil(t, time.Minute, what, func() error {
+	poll.UntilNil(t, timeout, what, func() error {
 		var err error
 		if st, err = c.status(id); err != nil {
 			return err

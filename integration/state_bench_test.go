@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -65,9 +67,11 @@ func BenchmarkProcessState(b *testing.B) {
 			}
 			for i := 0; i < b.N; i++ {
 				debug.FreeOSMemory()
-				stop := sampleRSS()
+				stop := sampleMemory()
 				coord, id := runBenchJob(b, js, events, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
-				b.ReportMetric(float64(stop())/(1<<20), "max-rss-MiB")
+				rss, heap := stop()
+				b.ReportMetric(float64(rss)/(1<<20), "max-rss-MiB")
+				b.ReportMetric(float64(heap)/(1<<20), "max-go-heap-MiB")
 				reportCheckpoints(b, coord, id)
 			}
 		})
@@ -77,10 +81,23 @@ func BenchmarkProcessState(b *testing.B) {
 // sampleRSS samples the process's resident memory every 100 ms until the
 // returned stop, which returns the largest sample in bytes.
 func sampleRSS() (stop func() int64) {
+	stopAll := sampleMemory()
+	return func() int64 {
+		rss, _ := stopAll()
+		return rss
+	}
+}
+
+// sampleMemory samples the process's resident memory and the Go heap's
+// live and free spans (runtime/metrics: what the heap holds, whatever the
+// garbage collector has not returned) every 100 ms until the returned
+// stop, which returns the largest sample of each in bytes.
+func sampleMemory() (stop func() (rss, heap int64)) {
 	var (
-		mu   sync.Mutex
-		peak int64
+		mu         sync.Mutex
+		peak, heap int64
 	)
+	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -88,11 +105,22 @@ func sampleRSS() (stop func() int64) {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if n := residentBytes(); n > 0 {
-				mu.Lock()
-				peak = max(peak, n)
-				mu.Unlock()
+			metrics.Read(samples)
+			var h int64
+			for _, s := range samples {
+				if s.Value.Kind() == metrics.KindUint64 {
+					h += int64(s.Value.Uint64())
+				}
 			}
+			n := residentBytes()
+			mu.Lock()
+			if path := os.Getenv("STATE_BENCH_HEAP_PROFILE"); path != "" && h > heap*11/10 {
+				// A heap profile at each new peak (10% above the last),
+				// to see what the memory is.
+				writeHeapProfile(path)
+			}
+			peak, heap = max(peak, n), max(heap, h)
+			mu.Unlock()
 			select {
 			case <-done:
 				return
@@ -100,13 +128,23 @@ func sampleRSS() (stop func() int64) {
 			}
 		}
 	}()
-	return func() int64 {
+	return func() (int64, int64) {
 		close(done)
 		<-finished
 		mu.Lock()
 		defer mu.Unlock()
-		return peak
+		return peak, heap
 	}
+}
+
+// writeHeapProfile writes the heap profile (pprof) to path.
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("heap").WriteTo(f, 0)
 }
 
 // residentBytes reads VmRSS from /proc/self/status (0 if it cannot).
