@@ -87,10 +87,16 @@ sinks:
 // 3 lists them, and compares it with the state recomputed from the events
 // the checkpoint's source positions say were read.
 func TestStateExport(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { stateExport(t, exportSpec) })
+	// The function's state written by the pebble backend.
+	t.Run("pebble", func(t *testing.T) { stateExport(t, exportSpec+"state: {backend: pebble, memory: 4MiB}\n") })
+}
+
+func stateExport(t *testing.T, jobSpec string) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	specFile := filepath.Join(dir, "job.yaml")
-	if err := os.WriteFile(specFile, []byte(exportSpec), 0o644); err != nil {
+	if err := os.WriteFile(specFile, []byte(jobSpec), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if stdout, _ := weir(t, "run", specFile, "--store", "file://"+store); !strings.Contains(stdout, "FINISHED") {
@@ -101,7 +107,7 @@ func TestStateExport(t *testing.T) {
 		t.Fatalf("jobs in the store: %v %v", jobs, err)
 	}
 	job := jobs[0].Name()
-	js, err := spec.Parse([]byte(exportSpec), "job.yaml")
+	js, err := spec.Parse([]byte(jobSpec), "job.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
