@@ -123,7 +123,7 @@ func runPebbleKills(t testing.TB, run pebbleRun) pebbleResult {
 	specPath := writeSpec(t, fmt.Sprintf(`
 job: pebblekill
 parallelism: 2
-checkpoint: {interval: %s, timeout: 20m, partSize: %s}
+checkpoint: {interval: %s, timeout: 20m, retain: 3, partSize: %s}
 restart: {attempts: 50, backoff: 200ms, maxBackoff: 2s}
 state: {backend: pebble, memory: %s}
 sources:
@@ -186,41 +186,6 @@ operators:
 		}
 		return nil
 	})
-	// The latest checkpoint lists captures of several files each (one
-	// per key group range, checkpoint.partSize).
-	var m *manifest.Manifest
-	poll.UntilNil(t, 30*time.Second, "the latest manifest read", func() error {
-		// Retention deletes a manifest once a newer one completes.
-		st, err := c.status(id)
-		if err != nil || st.Checkpoints == nil {
-			return fmt.Errorf("status: %+v, %v", st, err)
-		}
-		raw, err := c.bucket.Get(context.Background(), layout.ManifestKey(id, st.Checkpoints.Latest))
-		if err != nil {
-			return err
-		}
-		m, err = manifest.Decode(raw)
-		return err
-	})
-	files, captures := 0, map[string]bool{} // per subtask and checkpoint
-	for _, v := range m.Vertices {
-		for _, s := range v.Subtasks {
-			for _, f := range s.State {
-				n, _ := layout.StateFileCheckpoint(f.Key)
-				files++
-				captures[fmt.Sprint(s.Index, "/", n)] = true
-				res.stateBytes += f.Size
-			}
-		}
-	}
-	t.Logf("checkpoint %d: %d state files (%d bytes) from %d captures", m.Checkpoint, files, res.stateBytes, len(captures))
-	partBytes, err := spec.ParseSize(run.partSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files <= len(captures) && res.stateBytes/int64(len(captures)) >= partBytes {
-		t.Errorf("checkpoint %d: %d state files (%d bytes) from %d captures: want captures of more than %s in parts", m.Checkpoint, files, res.stateBytes, len(captures), run.partSize)
-	}
 	scaleLogged(t, context.Background(), c, id, "check=3")
 	st := c.waitState(id, coordinator.JobFinished, run.timeout)
 	res.seconds = time.Since(start).Seconds()
@@ -230,6 +195,7 @@ operators:
 	}
 	res.workerHWM = c.workersPeakRSS(t)
 	stopDu()
+	res.stateBytes = checkParts(t, c, id, run)
 	t.Logf("%d events in %.1fs; pebble directories up to %d MiB; a worker's peak RSS %d MiB", events, res.seconds, res.storeBytes>>20, res.workerHWM>>20)
 	checkSequences(t, c, run, events)
 	poll.UntilNil(t, 10*time.Second, "no store left", func() error {
@@ -239,6 +205,83 @@ operators:
 		return nil
 	})
 	return res
+}
+
+// checkParts reads the newest retained checkpoint that holds state (the
+// job has ended: the newest is the final one, which holds none) and checks
+// that its captures come in several files each (one per key group range)
+// when they are larger than a part. It returns the size of its state.
+func checkParts(t testing.TB, c *cluster, id string, run pebbleRun) int64 {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := c.bucket.List(ctx, layout.CheckpointsPrefix(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *manifest.Manifest
+	for _, o := range objs {
+		if _, n, ok := layout.ParseManifestKey(o.Key); !ok || m != nil && n < m.Checkpoint {
+			continue
+		}
+		raw, err := c.bucket.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mm, err := manifest.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mm.Final && len(mm.Files()) > 0 {
+			m = mm
+		}
+	}
+	if m == nil {
+		t.Fatalf("no retained checkpoint of job %s holds state", id)
+	}
+	type capture struct {
+		files int
+		bytes int64
+	}
+	var stateBytes int64
+	files, captures := 0, map[string]*capture{} // per vertex, subtask and checkpoint
+	for _, v := range m.Vertices {
+		for _, s := range v.Subtasks {
+			for _, f := range s.State {
+				n, _ := layout.StateFileCheckpoint(f.Key)
+				k := fmt.Sprint(v.Name, "/", s.Index, "/", n)
+				if captures[k] == nil {
+					captures[k] = &capture{}
+				}
+				captures[k].files++
+				captures[k].bytes += f.Size
+				files++
+				stateBytes += f.Size
+			}
+		}
+	}
+	partBytes, err := spec.ParseSize(run.partSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A capture of more than a part (compressed: its rows were more) is
+	// in several files.
+	parted, large := 0, 0
+	for k, c := range captures {
+		if c.files > 1 {
+			parted++
+		}
+		if c.bytes >= partBytes {
+			large++
+			if c.files < 2 {
+				t.Errorf("checkpoint %d: capture %s of %d bytes in one file: want parts of %s", m.Checkpoint, k, c.bytes, run.partSize)
+			}
+		}
+	}
+	t.Logf("checkpoint %d: %d state files (%d bytes) from %d captures, %d in parts, %d larger than a part", m.Checkpoint, files, stateBytes, len(captures), parted, large)
+	if parted == 0 {
+		t.Errorf("checkpoint %d: no capture in parts", m.Checkpoint)
+	}
+	return stateBytes
 }
 
 // checkSequences reads the checker's output and checks that every key's
