@@ -274,6 +274,21 @@ func checkContainer(o *objects, where string, c corev1.Container, volumes map[st
 			}
 		}
 	}
+	for _, e := range c.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		n, err := goMemLimit(e.Value)
+		limit := c.Resources.Limits.Memory()
+		switch {
+		case err != nil:
+			bad("env GOMEMLIMIT: %v", err)
+		case limit.IsZero():
+			bad("env GOMEMLIMIT %s: the container has no limits.memory to keep it below", e.Value)
+		case n >= limit.Value():
+			bad("env GOMEMLIMIT %s is not below limits.memory %s: the Go heap would reach the container's limit", e.Value, limit)
+		}
+	}
 	// Kubernetes expands $(VAR) in command and args from the container's
 	// env, and leaves an undefined one as it is.
 	for _, arg := range line {
@@ -301,6 +316,21 @@ func checkContainer(o *objects, where string, c corev1.Container, volumes map[st
 		}
 	}
 	return errs
+}
+
+// goMemLimit parses GOMEMLIMIT as the Go runtime does: a whole number of
+// bytes with an optional unit B, KiB, MiB, GiB or TiB.
+func goMemLimit(s string) (int64, error) {
+	num, unit := s, ""
+	if i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		num, unit = s[:i], s[i:]
+	}
+	shift, ok := map[string]uint{"": 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil || num == "" {
+		return 0, fmt.Errorf("%q: want bytes with an optional B, KiB, MiB, GiB or TiB (Go's syntax)", s)
+	}
+	return n << shift, nil
 }
 
 // checkConfig has weir read a ConfigMap's config file: an unknown key is
@@ -493,6 +523,8 @@ func TestManifestsCheckCatches(t *testing.T) {
 		{"keda.yaml", "weir-coordinator.weir.svc", "weir-coordinator.default.svc", "want a Service's name.namespace and port"},
 		{"coordinator.yaml", "--advertise=http://$(POD_IP):8081", "--advertise=http://$(POD_ADDR):8081", "$(POD_ADDR) is not in the container's env"},
 		{"coordinator.yaml", "targetPort: http", "targetPort: api", `targetPort "api" is no container port`},
+		{"worker.yaml", "value: 3GiB", "value: 4GiB", "env GOMEMLIMIT 4GiB is not below limits.memory 4Gi"},
+		{"worker.yaml", "value: 3GiB", "value: 3GB", `env GOMEMLIMIT: "3GB": want bytes`},
 	} {
 		t.Run(tc.file+" "+tc.new, func(t *testing.T) {
 			broken := map[string][]byte{}
