@@ -206,13 +206,11 @@ func newExporter(p *plan.Plan, n *plan.Node) (*exporter, error) {
 	default:
 		return nil, fmt.Errorf("a %s operator keeps no state", n.Op.Kind())
 	}
-	// The state schema, from an operator that is never opened (windows
+	// The state schema, from an operator that is never opened: windows
 	// and joins know theirs when they are made; a function's is the
-	// backend's).
-	var state *arrow.Schema
-	if x.kind == "function" {
-		state = statestore.SnapshotSchema()
-	} else {
+	// backend's.
+	state := statestore.SnapshotSchema()
+	if x.kind != "function" {
 		op, err := p.NewOperator(n)
 		if err != nil {
 			return nil, err
@@ -221,16 +219,7 @@ func newExporter(p *plan.Plan, n *plan.Node) (*exporter, error) {
 		if !ok {
 			return nil, fmt.Errorf("the %s operator keeps no state", x.kind)
 		}
-		var oerr error
-		if oerr = op.Open(openContext(p, n, 0, 1, 0, 0, memory.DefaultAllocator)); oerr == nil {
-			state = sf.State().Schema()
-		}
-		if err := op.Close(); oerr == nil && err != nil {
-			oerr = err
-		}
-		if oerr != nil {
-			return nil, oerr
-		}
+		state = sf.State().Schema()
 	}
 	var err error
 	switch x.kind {

@@ -315,7 +315,7 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		return nil
 	}
 	r := c.r
-	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
+	kgStart, kgEnd := c.keyGroups()
 	// Progress for the status: bytes of the state files restored so far,
 	// counted file by file (a file is read whole).
 	var total int64
@@ -650,7 +650,8 @@ func (c *checkpointer) queueParts(u *upload, p *captured, wait bool) bool {
 			}
 		}
 		pu := &partUpload{node: p.node, id: u.id, full: p.full, schema: p.schema, part: p.held[0]}
-		pu.last = pu.part.KeyGroupEnd == c.kgEnd()
+		_, end := c.keyGroups()
+		pu.last = pu.part.KeyGroupEnd == end
 		p.held = p.held[1:]
 		if err := c.enqueue(&upload{part: pu}); err != nil {
 			releaseParts([]statestore.Part{pu.part})
@@ -661,10 +662,9 @@ func (c *checkpointer) queueParts(u *upload, p *captured, wait bool) bool {
 	return true
 }
 
-// kgEnd is the end of the subtask's key groups.
-func (c *checkpointer) kgEnd() int {
-	_, end := arrowfmt.KeyGroupRange(c.r.cfg.Subtask, c.r.cfg.MaxParallelism, c.r.cfg.Parallelism)
-	return end
+// keyGroups is the subtask's key groups, [start, end).
+func (c *checkpointer) keyGroups() (start, end int) {
+	return arrowfmt.KeyGroupRange(c.r.cfg.Subtask, c.r.cfg.MaxParallelism, c.r.cfg.Parallelism)
 }
 
 func releaseParts(parts []statestore.Part) {
@@ -745,7 +745,7 @@ func (c *checkpointer) subtask() manifest.Subtask {
 	r := c.r
 	st := manifest.Subtask{Index: r.cfg.Subtask}
 	if len(c.chains) > 0 {
-		st.KeyGroupStart, st.KeyGroupEnd = arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
+		st.KeyGroupStart, st.KeyGroupEnd = c.keyGroups()
 	}
 	return st
 }
@@ -1031,7 +1031,7 @@ func (c *checkpointer) uploadPart(p *partUpload) {
 		if !p.last || len(up.files) > 0 {
 			return
 		}
-		start, _ = arrowfmt.KeyGroupRange(c.r.cfg.Subtask, c.r.cfg.MaxParallelism, c.r.cfg.Parallelism)
+		start, _ = c.keyGroups()
 	}
 	f, err := c.writeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, start, end)
 	if err != nil {
@@ -1050,7 +1050,7 @@ func kindOf(full bool) string {
 
 func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	r := c.r
-	kgStart, kgEnd := arrowfmt.KeyGroupRange(r.cfg.Subtask, r.cfg.MaxParallelism, r.cfg.Parallelism)
+	kgStart, kgEnd := c.keyGroups()
 	var errs []error
 	for _, p := range u.parts {
 		ch := c.chains[p.node]
