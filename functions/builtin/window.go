@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/offheap"
 	"github.com/weirstream/weir/statestore/rows"
 )
 
@@ -241,42 +242,22 @@ type windowState struct {
 	emitted, pending bool
 }
 
-// windowKey is the state of one key. Its typed key values are not kept:
-// they are decoded from key when a result or a snapshot row is written
-// (arrowfmt.AppendKeyValues), which keeps a key's state small.
-//
-// The struct is 64 bytes: a key whose hash collides with another key's
-// lives in windowOperator.collided rather than behind a chain pointer.
-type windowKey struct {
-	key  string // arrowfmt key encoding
-	hash uint64 // arrowfmt key hash
-	// wins is sorted by start. Session windows are disjoint and do not
-	// touch, so their ends are sorted too. A key whose state is dropped
-	// has none.
-	wins  []windowState
-	group uint16 // key group (at most 32768 of them)
-	// fresh: the key was created in the epoch changed names, so no
-	// snapshot before has it and a delta need not clear it once it is
-	// dropped.
-	fresh bool
-	// changed is the epoch of the key's latest change (see
-	// windowOperator.snaps), 0 for none since it was created or
-	// restored: the key is in the change list of that epoch.
-	changed uint32
-	// captured is the sequence number of the last capture that holds
-	// the key's state or needs none of it (the key was created after its
-	// barrier); see windowCapture.
-	captured uint32
-}
-
 // timer is a pending fire or cleanup of window [start, end) of key, kept
 // in the bucket of its time. A window whose bounds changed (session
 // merge) or that is gone leaves stale timers behind; they are recognised
-// by the bounds and skipped.
+// by the bounds and skipped. No timer outlives its key: a key is dropped
+// at the cleanup of its last window, and every timer of its windows is
+// due by then.
 type windowTimer struct {
 	key        *windowKey
 	start, end int64
-	cleanup    bool // drop the window's state (after firing it if due)
+}
+
+// timerBucket is the timers of one time: fire the window, or fire it if
+// due and drop its state (cleanup). Its lists are outside the Go heap
+// once they are large (a tumbling period's bucket holds a timer per key).
+type timerBucket struct {
+	fire, cleanup offheap.Vec[windowTimer]
 }
 
 // windowTimers holds timers in buckets by time, with a min-heap of the
@@ -284,30 +265,38 @@ type windowTimer struct {
 // period ends together), so registering a timer is a map lookup and an
 // append, and the heap only orders distinct times.
 type windowTimers struct {
+	arena   *offheap.Arena
 	times   timeHeap
-	buckets map[int64][]windowTimer
-	spare   [][]windowTimer // emptied buckets, reused
+	buckets map[int64]*timerBucket
+	spare   []*timerBucket // emptied buckets, reused
 }
 
-func (q *windowTimers) push(at int64, t windowTimer) {
-	if b, ok := q.buckets[at]; ok {
-		q.buckets[at] = append(b, t)
-		return
+func (q *windowTimers) push(at int64, t windowTimer, cleanup bool) {
+	b, ok := q.buckets[at]
+	if !ok {
+		if q.buckets == nil {
+			q.buckets = map[int64]*timerBucket{}
+		}
+		if k := len(q.spare); k > 0 {
+			b, q.spare = q.spare[k-1], q.spare[:k-1]
+		} else {
+			b = &timerBucket{}
+			b.fire.Init(q.arena)
+			b.cleanup.Init(q.arena)
+		}
+		q.buckets[at] = b
+		q.times.push(at)
 	}
-	if q.buckets == nil {
-		q.buckets = map[int64][]windowTimer{}
+	if cleanup {
+		b.cleanup.Append(t)
+	} else {
+		b.fire.Append(t)
 	}
-	var b []windowTimer
-	if k := len(q.spare); k > 0 {
-		b, q.spare = q.spare[k-1], q.spare[:k-1]
-	}
-	q.buckets[at] = append(b, t)
-	q.times.push(at)
 }
 
 // popDue removes and returns the timers of the earliest time if it is at
-// or before wm. The caller gives the slice back with recycle.
-func (q *windowTimers) popDue(wm int64) ([]windowTimer, bool) {
+// or before wm. The caller gives the bucket back with recycle.
+func (q *windowTimers) popDue(wm int64) (*timerBucket, bool) {
 	at, ok := q.times.popDue(wm)
 	if !ok {
 		return nil, false
@@ -317,9 +306,22 @@ func (q *windowTimers) popDue(wm int64) ([]windowTimer, bool) {
 	return b, true
 }
 
-func (q *windowTimers) recycle(b []windowTimer) {
-	clear(b) // drop the key pointers
-	q.spare = append(q.spare, b[:0])
+func (q *windowTimers) recycle(b *timerBucket) {
+	b.fire.Reset()
+	b.cleanup.Reset()
+	q.spare = append(q.spare, b)
+}
+
+// release frees every timer.
+func (q *windowTimers) release() {
+	for _, b := range q.buckets {
+		q.recycle(b)
+	}
+	for _, b := range q.spare {
+		b.fire.Release()
+		b.cleanup.Release()
+	}
+	*q = windowTimers{}
 }
 
 // windowFiring is one window result to emit.
@@ -341,15 +343,21 @@ type windowOperator struct {
 	maxPar   int
 	kgStart  int
 	acc      *accumulators
-	// groups holds the keys of each key group (index: key group - kgStart)
-	// by key hash. A key whose 64-bit hash another key of its group holds
-	// already is in collided, by its encoding.
-	groups   []map[uint64]*windowKey
-	collided map[string]*windowKey
-	timers   windowTimers
-	wm       int64
-	out      *array.RecordBuilder
-	lateOut  *array.RecordBuilder
+	// Keys (window_keys.go): groups holds the keys of each key group
+	// (index: key group - kgStart), the records are in keys, and both
+	// are in arena with the timers. dead holds keys dropped whose records
+	// are not freed yet.
+	arena     offheap.Arena
+	keys      offheap.Slab[windowKey]
+	groups    []keyTable
+	longKeys  map[*windowKey]string
+	spill     [][]windowState // the windows of keys with more than one
+	spillFree []int32         // indexes of spill free
+	dead      []*windowKey
+	timers    windowTimers
+	wm        int64
+	out       *array.RecordBuilder
+	lateOut   *array.RecordBuilder
 
 	// Checkpoints (window_state.go). state describes the state batches.
 	// Once on (from the first snapshot or Restore of State on), changes
@@ -384,7 +392,7 @@ type windowOperator struct {
 	fireSlot    []int32
 	fireKeys    []*windowKey
 	keyBuilders []array.Builder
-	cleanups    []windowTimer
+	popped      []*timerBucket // due, their cleanups not done yet
 }
 
 var _ task.Operator = (*windowOperator)(nil)
@@ -418,7 +426,9 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 		start, end = 0, w.maxPar
 	}
 	w.kgStart = start
-	w.groups = make([]map[uint64]*windowKey, end-start)
+	w.groups = make([]keyTable, end-start)
+	w.keys.Init(&w.arena)
+	w.timers.arena = &w.arena
 	w.acc = newAccumulators(w.cfg.aggs)
 	w.fwd = map[int32]int32{}
 	w.out = array.NewRecordBuilder(mem, w.cfg.out.Schema)
@@ -437,8 +447,15 @@ func (w *windowOperator) Close() error {
 	if w.capture != nil {
 		w.capture.Release()
 	}
-	w.groups, w.collided, w.timers, w.acc = nil, nil, windowTimers{}, nil
+	w.timers.release()
+	for i := range w.groups {
+		w.groups[i].free(&w.arena)
+	}
+	w.keys.Release()
+	w.arena.Close()
+	w.groups, w.longKeys, w.spill, w.spillFree, w.dead, w.acc = nil, nil, nil, nil, nil, nil
 	w.changes = rows.ChangeLog[*windowKey]{}
+	w.spareKeys = nil
 	return nil
 }
 
@@ -505,7 +522,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 		g := kg - w.kgStart
 		w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], b, w.cfg.keyCols, r)
 		ks := last
-		if ks == nil || ks.hash != w.hashes[r] || ks.key != string(w.keyBuf) {
+		if ks == nil || ks.hash != w.hashes[r] || w.keyOf(ks) != string(w.keyBuf) {
 			if ks = w.lookup(g, w.hashes[r]); ks != nil {
 				w.touch(ks)
 			} else {
@@ -531,7 +548,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 		if !taken && satAdd(ts, w.cfg.lateness) <= w.wm {
 			w.lateRows = append(w.lateRows, int32(r))
 		}
-		if len(ks.wins) == 0 { // a new key whose only row was late
+		if ks.nwin == 0 { // a new key whose only row was late
 			w.removeKey(ks)
 			last = nil
 		}
@@ -559,7 +576,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 	if len(w.refire) > 0 {
 		w.fire = w.fire[:0]
 		for _, t := range w.refire {
-			if i, ok := t.key.find(t.start, t.end); ok && t.key.wins[i].pending {
+			if i, ok := w.find(t.key, t.start, t.end); ok && w.winsOf(t.key)[i].pending {
 				w.fire = w.takeFiring(w.fire, t.key, i)
 			}
 		}
@@ -578,35 +595,14 @@ func floorMod(a, b int64) int64 {
 	return m
 }
 
-// lookup returns the state of the key whose encoding w.keyBuf holds, of
-// key group kgStart+g and hash hash, or nil.
-func (w *windowOperator) lookup(g int, hash uint64) *windowKey {
-	if ks := w.groups[g][hash]; ks != nil && ks.key == string(w.keyBuf) {
-		return ks
-	}
-	if len(w.collided) > 0 {
-		return w.collided[string(w.keyBuf)]
-	}
-	return nil
-}
-
 // newKey adds the state of the key whose encoding w.keyBuf holds. A
 // tracked key is a change: a new key is in the next delta. Restored keys
 // are not tracked.
 func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
-	ks := &windowKey{key: string(w.keyBuf), hash: hash, group: uint16(kg), captured: w.snaps}
-	g := kg - w.kgStart
-	if w.groups[g] == nil {
-		w.groups[g] = map[uint64]*windowKey{}
-	}
-	if _, taken := w.groups[g][hash]; taken {
-		if w.collided == nil {
-			w.collided = map[string]*windowKey{}
-		}
-		w.collided[ks.key] = ks
-	} else {
-		w.groups[g][hash] = ks
-	}
+	ks := w.keys.New()
+	ks.hash, ks.group, ks.captured = hash, uint16(kg), w.snaps
+	w.setKey(ks, w.keyBuf)
+	w.insert(&w.groups[kg-w.kgStart], ks)
 	if tracked && w.changes.On() {
 		ks.changed, ks.fresh = w.snaps+1, true
 		w.changes.Add(ks)
@@ -630,38 +626,41 @@ func (w *windowOperator) touch(ks *windowKey) {
 	}
 }
 
-// removeKey drops the state of ks, which has no windows left.
+// removeKey drops the state of ks, which has no windows left. Its record
+// is freed at once unless a change list or a capture may hold it: once
+// changes are listed (from the first snapshot or restore on), it waits in
+// dead for the next snapshot to begin, which frees it when its capture
+// ends.
 func (w *windowOperator) removeKey(ks *windowKey) {
-	m := w.groups[int(ks.group)-w.kgStart]
-	if m[ks.hash] == ks {
-		delete(m, ks.hash)
+	w.groups[int(ks.group)-w.kgStart].remove(ks)
+	if w.changes.On() {
+		w.dead = append(w.dead, ks)
 	} else {
-		delete(w.collided, ks.key)
+		w.freeKey(ks)
 	}
 }
 
 // eachKey calls fn with every key.
 func (w *windowOperator) eachKey(fn func(*windowKey)) {
-	for _, m := range w.groups {
-		for _, ks := range m {
-			fn(ks)
+	for g := range w.groups {
+		for _, ks := range w.groups[g].slots {
+			if ks != nil {
+				fn(ks)
+			}
 		}
-	}
-	for _, ks := range w.collided {
-		fn(ks)
 	}
 }
 
 // find returns the index of window [start, end) of ks.
-func (ks *windowKey) find(start, end int64) (int, bool) {
-	i, ok := ks.search(start)
-	return i, ok && ks.wins[i].end == end
+func (w *windowOperator) find(ks *windowKey, start, end int64) (int, bool) {
+	wins := w.winsOf(ks)
+	i, ok := searchWins(wins, start)
+	return i, ok && wins[i].end == end
 }
 
-// search returns the index of the first window starting at or after start,
-// and whether it starts at start.
-func (ks *windowKey) search(start int64) (int, bool) {
-	wins := ks.wins
+// searchWins returns the index of the first window of wins starting at
+// or after start, and whether it starts at start.
+func searchWins(wins []windowState, start int64) (int, bool) {
 	n := len(wins)
 	// Most rows go to the newest window.
 	if n == 0 || wins[n-1].start < start {
@@ -685,12 +684,12 @@ func (ks *windowKey) search(start int64) (int, bool) {
 // addToWindow adds row r to the (tumbling or sliding) window [start, end)
 // of ks, creating it if needed. It returns false if the window is late.
 func (w *windowOperator) addToWindow(ks *windowKey, r int32, start, end int64) bool {
-	i, ok := ks.search(start)
+	i, ok := searchWins(w.winsOf(ks), start)
 	if !ok {
 		if w.windowLate(end) {
 			return false
 		}
-		ks.wins = slices.Insert(ks.wins, i, windowState{start: start, end: end, slot: w.acc.alloc()})
+		w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{start: start, end: end, slot: w.acc.alloc()}))
 		w.addTimers(ks, start, end)
 	}
 	w.addRow(ks, i, r, false)
@@ -702,7 +701,7 @@ func (w *windowOperator) addToWindow(ks *windowKey, r int32, start, end int64) b
 // session is late.
 func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 	start, end := ts, satAdd(ts, w.cfg.gap)
-	wins := ks.wins
+	wins := w.winsOf(ks)
 	// Windows [s, e) that intersect [start, end), bounds included: e >=
 	// start and s <= end. They are contiguous from the first with e >= start.
 	lo, hi := 0, len(wins)
@@ -724,7 +723,7 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 		if w.windowLate(end) {
 			return false
 		}
-		ks.wins = slices.Insert(ks.wins, i, windowState{start: start, end: end, slot: w.acc.alloc()})
+		w.setWins(ks, slices.Insert(wins, i, windowState{start: start, end: end, slot: w.acc.alloc()}))
 		w.addTimers(ks, start, end)
 	case j == i+1 && wins[i].start <= start && end <= wins[i].end:
 		// Inside an existing session.
@@ -742,8 +741,9 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 			t.emitted = t.emitted || m.emitted
 			t.pending = t.pending || m.pending
 		}
-		ks.wins = slices.Delete(wins, i+1, j)
-		w.addTimers(ks, ks.wins[i].start, ks.wins[i].end)
+		wins = slices.Delete(wins, i+1, j)
+		w.setWins(ks, wins)
+		w.addTimers(ks, wins[i].start, wins[i].end)
 		merged = true
 	}
 	w.addRow(ks, i, r, merged)
@@ -755,7 +755,7 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 // batch; force queues it even if it had pending rows (its bounds changed,
 // so an earlier queue entry no longer finds it).
 func (w *windowOperator) addRow(ks *windowKey, i int, r int32, force bool) {
-	win := &ks.wins[i]
+	win := &w.winsOf(ks)[i]
 	w.markDirty(ks)
 	w.rows = append(w.rows, r)
 	w.slots = append(w.slots, win.slot)
@@ -770,14 +770,14 @@ func (w *windowOperator) addRow(ks *windowKey, i int, r int32, force bool) {
 func (w *windowOperator) addTimers(ks *windowKey, start, end int64) {
 	fireAt, cleanAt := end-1, satAdd(end-1, w.cfg.lateness)
 	if fireAt > w.wm && fireAt != cleanAt {
-		w.timers.push(fireAt, windowTimer{key: ks, start: start, end: end})
+		w.timers.push(fireAt, windowTimer{key: ks, start: start, end: end}, false)
 	}
-	w.timers.push(cleanAt, windowTimer{key: ks, start: start, end: end, cleanup: true})
+	w.timers.push(cleanAt, windowTimer{key: ks, start: start, end: end}, true)
 }
 
 // takeFiring appends window i of ks to fs and marks it emitted.
 func (w *windowOperator) takeFiring(fs []windowFiring, ks *windowKey, i int) []windowFiring {
-	win := &ks.wins[i]
+	win := &w.winsOf(ks)[i]
 	fs = append(fs, windowFiring{key: ks, start: win.start, end: win.end, slot: win.slot, refire: win.emitted})
 	win.pending, win.emitted = false, true
 	w.markDirty(ks)
@@ -796,45 +796,68 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 		return nil
 	}
 	w.wm = wm
-	w.fire, w.cleanups = w.fire[:0], w.cleanups[:0]
+	w.fire = w.fire[:0]
 	for {
 		due, ok := w.timers.popDue(wm)
 		if !ok {
 			break
 		}
-		for _, t := range due {
-			i, ok := t.key.find(t.start, t.end)
-			if !ok {
-				continue // stale: merged into another session, or gone
+		for _, c := range due.fire.Chunks() {
+			for _, t := range c {
+				w.fireDue(t)
 			}
-			if t.key.wins[i].pending {
-				w.touch(t.key)
-				w.fire = w.takeFiring(w.fire, t.key, i)
+		}
+		for _, c := range due.cleanup.Chunks() {
+			for _, t := range c {
+				w.fireDue(t)
 			}
-			if t.cleanup {
-				w.cleanups = append(w.cleanups, t)
+		}
+		w.popped = append(w.popped, due)
+	}
+	err := w.emit(w.fire)
+	for _, due := range w.popped {
+		if err == nil {
+			for _, c := range due.cleanup.Chunks() {
+				for _, t := range c {
+					w.cleanup(t)
+				}
 			}
 		}
 		w.timers.recycle(due)
 	}
-	if err := w.emit(w.fire); err != nil {
-		return err
+	clear(w.popped)
+	w.popped = w.popped[:0]
+	return err
+}
+
+// fireDue queues the window of timer t if it has rows pending.
+func (w *windowOperator) fireDue(t windowTimer) {
+	i, ok := w.find(t.key, t.start, t.end)
+	if !ok {
+		return // stale: merged into another session, or gone
 	}
-	for _, t := range w.cleanups {
-		ks := t.key
-		i, ok := ks.find(t.start, t.end)
-		if !ok {
-			continue
-		}
-		w.touch(ks)
-		w.acc.release(ks.wins[i].slot)
-		ks.wins = slices.Delete(ks.wins, i, i+1)
-		w.markDirty(ks)
-		if len(ks.wins) == 0 {
-			w.removeKey(ks)
-		}
+	if w.winsOf(t.key)[i].pending {
+		w.touch(t.key)
+		w.fire = w.takeFiring(w.fire, t.key, i)
 	}
-	return nil
+}
+
+// cleanup drops the window of timer t, and its key if it has no windows
+// left.
+func (w *windowOperator) cleanup(t windowTimer) {
+	ks := t.key
+	i, ok := w.find(ks, t.start, t.end)
+	if !ok {
+		return
+	}
+	w.touch(ks)
+	wins := w.winsOf(ks)
+	w.acc.release(wins[i].slot)
+	w.setWins(ks, slices.Delete(wins, i, i+1))
+	w.markDirty(ks)
+	if ks.nwin == 0 {
+		w.removeKey(ks)
+	}
 }
 
 // Finish fires what is left. The runtime has already called
@@ -853,7 +876,7 @@ func (w *windowOperator) emit(fs []windowFiring) error {
 		if c := cmp.Compare(a.end, b.end); c != 0 {
 			return c
 		}
-		if c := strings.Compare(a.key.key, b.key.key); c != 0 {
+		if c := strings.Compare(w.keyOf(a.key), w.keyOf(b.key)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.start, b.start)
@@ -908,7 +931,7 @@ func (w *windowOperator) emitBatch(fs []windowFiring) error {
 // key column builders bs, decoded from the keys' encodings.
 func (w *windowOperator) appendKeyColumns(bs []array.Builder, keys []*windowKey) {
 	for _, ks := range keys {
-		if err := arrowfmt.AppendKeyValues(bs, ks.key, w.cfg.keyTypes); err != nil {
+		if err := arrowfmt.AppendKeyValues(bs, w.keyOf(ks), w.cfg.keyTypes); err != nil {
 			panic(fmt.Sprintf("window %s: a key the operator encoded does not decode: %v", w.cfg.name, err))
 		}
 	}

@@ -145,6 +145,7 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 	full = full || !w.changes.On()
 	w.snaps++
 	c := &windowCapture{w: w, seq: w.snaps, full: full, walk: newCaptureRows(w, mem, false), cow: newCaptureRows(w, mem, true)}
+	c.dead, w.dead = w.dead, nil // the keys dropped in the change list
 	changed := w.changes.Take(w.spareKeys)
 	w.spareKeys = nil
 	if full {
@@ -187,7 +188,8 @@ type windowCapture struct {
 	walk, cow *captureRows
 	keys      []*windowKey // the keys to walk: a key group's, or the delta's
 	next      int          // the next index of keys
-	group     int          // the next key group to list; len(groups): the collided keys
+	group     int          // the next key group to list
+	dead      []*windowKey // keys dropped before the barrier, freed when the capture ends
 	done      bool
 	batches   []arrow.RecordBatch
 }
@@ -247,10 +249,11 @@ func newCaptureRows(w *windowOperator, mem memory.Allocator, copied bool) *captu
 // add adds the rows of ks: a clear row if it has no windows, else a
 // replace row and a window row per further window.
 func (cr *captureRows) add(ks *windowKey) {
-	if len(ks.wins) == 0 {
+	wins := cr.w.winsOf(ks)
+	if len(wins) == 0 {
 		cr.pend = append(cr.pend, windowStateRow{ks, windowState{slot: -1}, windowRowClear})
 	}
-	for i, win := range ks.wins {
+	for i, win := range wins {
 		kind := windowRowWindow
 		if i == 0 {
 			kind = windowRowReplace
@@ -357,7 +360,7 @@ func (cr *captureRows) release() {
 // taken yet: a base every key, a delta a key of its change list unless
 // the key came and went since the previous snapshot.
 func (c *windowCapture) wants(ks *windowKey) bool {
-	return c.full || ks.changed == c.seq && (len(ks.wins) > 0 || !ks.fresh)
+	return c.full || ks.changed == c.seq && (ks.nwin > 0 || !ks.fresh)
 }
 
 // copyKey takes ks, which is about to change, if the capture needs it.
@@ -399,28 +402,24 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 	}
 }
 
-// list lists the keys of the next key group that has any (a base), then
-// the collided keys, and reports whether it found any.
+// list lists the keys of the next key group that has any (a base), and
+// reports whether it found any.
 func (c *windowCapture) list() bool {
 	w := c.w
 	c.keys, c.next = c.keys[:0], 0
 	for c.group < len(w.groups) {
-		m := w.groups[c.group]
+		t := &w.groups[c.group]
 		c.group++
-		for _, ks := range m {
-			c.keys = append(c.keys, ks)
+		for _, ks := range t.slots {
+			if ks != nil {
+				c.keys = append(c.keys, ks)
+			}
 		}
 		if len(c.keys) > 0 {
 			return true
 		}
 	}
-	if c.group == len(w.groups) {
-		c.group++
-		for _, ks := range w.collided {
-			c.keys = append(c.keys, ks)
-		}
-	}
-	return len(c.keys) > 0
+	return false
 }
 
 // finish builds the batches and detaches the capture.
@@ -456,6 +455,8 @@ func (c *windowCapture) detach() {
 		}
 	}
 	c.keys = nil
+	w.freeDead(c.dead)
+	c.dead = nil
 	if c.walk != nil {
 		c.walk.release()
 		c.cow.release()
@@ -489,6 +490,8 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 	// Restored state counts as unchanged: the changes so far are
 	// forgotten, and a new epoch begins, which no restored key is in.
 	w.spareKeys = w.changes.Take(w.spareKeys)
+	w.freeDead(w.dead)
+	w.dead = w.dead[:0]
 	w.snaps++
 	w.rearm = true
 	n := int(b.NumRows())
@@ -571,25 +574,26 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 	}
 	i := 0
 	if ks != nil {
+		wins := w.winsOf(ks)
 		var dup bool
-		i, dup = ks.search(start)
+		i, dup = searchWins(wins, start)
 		switch {
 		case dup:
-			return fmt.Errorf("the key already has window [%d, %d): the state repeats it, or a delta was applied without its base", start, ks.wins[i].end)
-		case w.cfg.kind == kindSession && i > 0 && ks.wins[i-1].end >= start:
-			return fmt.Errorf("session [%d, %d) overlaps or touches the key's session [%d, %d)", start, end, ks.wins[i-1].start, ks.wins[i-1].end)
-		case w.cfg.kind == kindSession && i < len(ks.wins) && ks.wins[i].start <= end:
-			return fmt.Errorf("session [%d, %d) overlaps or touches the key's session [%d, %d)", start, end, ks.wins[i].start, ks.wins[i].end)
+			return fmt.Errorf("the key already has window [%d, %d): the state repeats it, or a delta was applied without its base", start, wins[i].end)
+		case w.cfg.kind == kindSession && i > 0 && wins[i-1].end >= start:
+			return fmt.Errorf("session [%d, %d) overlaps or touches the key's session [%d, %d)", start, end, wins[i-1].start, wins[i-1].end)
+		case w.cfg.kind == kindSession && i < len(wins) && wins[i].start <= end:
+			return fmt.Errorf("session [%d, %d) overlaps or touches the key's session [%d, %d)", start, end, wins[i].start, wins[i].end)
 		}
 	} else {
 		ks = w.newKey(kg, hash, false)
 	}
 	slot := w.acc.alloc()
 	w.acc.setState(slot, rs.accs, r)
-	ks.wins = slices.Insert(ks.wins, i, windowState{
+	w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{
 		start: start, end: end, slot: slot,
 		emitted: rs.emitted.Value(r), pending: rs.pending.Value(r),
-	})
+	}))
 	return nil
 }
 
@@ -616,10 +620,10 @@ func (w *windowOperator) checkBounds(start, end int64) error {
 
 // dropKey drops ks and every window of it.
 func (w *windowOperator) dropKey(ks *windowKey) {
-	for _, win := range ks.wins {
+	for _, win := range w.winsOf(ks) {
 		w.acc.release(win.slot)
 	}
-	ks.wins = nil
+	w.setWins(ks, nil)
 	w.removeKey(ks)
 }
 
@@ -630,7 +634,7 @@ func (w *windowOperator) dropKey(ks *windowKey) {
 func (w *windowOperator) armRestoredTimers() {
 	w.rearm = false
 	w.eachKey(func(ks *windowKey) {
-		for _, win := range ks.wins {
+		for _, win := range w.winsOf(ks) {
 			w.addTimers(ks, win.start, win.end)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1138,3 +1139,65 @@ func benchBids(mem memory.Allocator, schema *arrow.Schema, n int, bid func(i int
 type winDiscard struct{}
 
 func (winDiscard) Emit(arrow.RecordBatch) error { return nil }
+
+// BenchmarkWindowStateMemory keeps one open window of a keyed count for
+// each of 1M int64 keys (fed in batches of 8192 rows, a row per key) and
+// reports the memory the state holds per key: live Go heap after a
+// collection (heap-B/key), memory the operator keeps outside the Go heap
+// (offheap-B/key), and the peak of the Go heap's goal while the keys came
+// (goal-B/key: what the heap may grow to before the garbage collector
+// runs, so what the process needs on top of the rest).
+func BenchmarkWindowStateMemory(b *testing.B) {
+	const keys, batchRows = 1_000_000, 8192
+	schema := benchBidSchema(b)
+	mem := memory.NewGoAllocator()
+	var batches []arrow.RecordBatch
+	for i := 0; i < keys; i += batchRows {
+		n := min(batchRows, keys-i)
+		batches = append(batches, benchBids(mem, schema, n, func(j int) (ts, auction, price int64) {
+			return int64(i + j), int64((i + j) * 7919 % keys), 1
+		}))
+	}
+	defer func() {
+		for _, rec := range batches {
+			rec.Release()
+		}
+	}()
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(86_400_000)}, []string{"auction"}, "bids", "count()")
+	var heap, off, goal float64
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		o, err := NewWindow(op, Stream{Schema: schema, TimeColumn: 0})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Open(&task.Context{MaxParallelism: 128, KeyGroupStart: 0, KeyGroupEnd: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+			b.Fatal(err)
+		}
+		var peakGoal uint64
+		for i, rec := range batches {
+			if err := o.ProcessBatch(rec); err != nil {
+				b.Fatal(err)
+			}
+			if i%16 == 0 {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				peakGoal = max(peakGoal, ms.NextGC)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap = float64(after.HeapAlloc-before.HeapAlloc) / keys
+		goal = float64(peakGoal-before.HeapAlloc) / keys
+		off = float64(offHeapBytes(o)) / keys
+		o.Close()
+	}
+	b.ReportMetric(heap, "heap-B/key")
+	b.ReportMetric(off, "offheap-B/key")
+	b.ReportMetric(goal, "goal-B/key")
+}
+
+// offHeapBytes is the memory operator o holds outside the Go heap.
+func offHeapBytes(o task.Operator) int { return o.(*windowOperator).arena.Mapped() }

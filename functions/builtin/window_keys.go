@@ -1,0 +1,247 @@
+package builtin
+
+import (
+	"unsafe"
+
+	"github.com/weirstream/weir/statestore/offheap"
+)
+
+// How a window operator keeps its keys.
+//
+// A key's state is a windowKey of 64 bytes with no pointer in it: its
+// encoding (up to keyInline bytes) and its window (when it has one) are
+// inside it. The records live in a slab outside the Go heap
+// (statestore/offheap), indexed per key group by an open-addressing table
+// of pointers to them, also outside the heap once it is large; so are the
+// timers. A keyed count then costs about 64 bytes for the record, 11 to 16
+// for its slot in the table, 24 for its timer and 8 for its accumulator,
+// and the garbage collector neither scans it nor lets it double.
+//
+// The rarer cases spill to the heap: a key whose encoding is longer than
+// keyInline (longKeys), and a key with more than one window (sliding
+// windows, sessions, a tumbling window while the one before waits for
+// the watermark or for allowed lateness), whose windows are in spill.
+//
+// A record is freed when its key is dropped, unless a change list or a
+// capture in flight may still hold it (windowOperator.dead): a delta
+// writes a clear row for a key dropped since the previous snapshot, and
+// reads its encoding then.
+
+// keyInline is how many bytes of a key's encoding its record holds.
+const keyInline = 19
+
+// windowKey is the state of one key. Its typed key values are not kept:
+// they are decoded from the encoding when a result or a snapshot row is
+// written (arrowfmt.AppendKeyValues).
+type windowKey struct {
+	hash uint64 // arrowfmt key hash
+	// win holds the key's window when nwin is 1; with manyWins,
+	// win[0].slot is the index of its windows in windowOperator.spill.
+	// Windows are sorted by start. Session windows are disjoint and do not touch, so their ends
+	// are sorted too. A key whose state is dropped has none.
+	win [1]windowState
+	// changed is the epoch of the key's latest change (see
+	// windowOperator.snaps), 0 for none since it was created or
+	// restored: the key is in the change list of that epoch.
+	changed uint32
+	// captured is the sequence number of the last capture that holds
+	// the key's state or needs none of it (the key was created after its
+	// barrier); see windowCapture.
+	captured uint32
+	group    uint16 // key group (at most 32768 of them)
+	// fresh: the key was created in the epoch changed names, so no
+	// snapshot before has it and a delta need not clear it once it is
+	// dropped.
+	fresh  bool
+	nwin   uint8 // windows in win (0 or 1), or manyWins
+	keyLen uint8 // bytes of key used, or longKey
+	key    [keyInline]byte
+}
+
+const (
+	manyWins = 2   // nwin: the windows are in windowOperator.spill
+	longKey  = 255 // keyLen: the encoding is in windowOperator.longKeys
+)
+
+// keyOf returns the encoding of ks. The string may alias the record: it
+// is for comparing and decoding, valid until the key is freed.
+func (w *windowOperator) keyOf(ks *windowKey) string {
+	if ks.keyLen == longKey {
+		return w.longKeys[ks]
+	}
+	return unsafe.String(&ks.key[0], int(ks.keyLen))
+}
+
+// setKey sets the encoding of ks, a new key.
+func (w *windowOperator) setKey(ks *windowKey, key []byte) {
+	if len(key) <= keyInline {
+		ks.keyLen = uint8(len(key))
+		copy(ks.key[:], key)
+		return
+	}
+	if w.longKeys == nil {
+		w.longKeys = map[*windowKey]string{}
+	}
+	ks.keyLen = longKey
+	w.longKeys[ks] = string(key)
+}
+
+// winsOf returns the windows of ks. Changing a window through the slice
+// changes the key's; adding or removing one takes setWins.
+func (w *windowOperator) winsOf(ks *windowKey) []windowState {
+	if ks.nwin == manyWins {
+		return w.spill[ks.win[0].slot]
+	}
+	return ks.win[:ks.nwin]
+}
+
+// setWins makes wins the windows of ks. wins may alias what winsOf
+// returned.
+func (w *windowOperator) setWins(ks *windowKey, wins []windowState) {
+	if len(wins) <= 1 {
+		if ks.nwin == manyWins {
+			w.unspill(ks)
+		}
+		copy(ks.win[:], wins)
+		ks.nwin = uint8(len(wins))
+		return
+	}
+	if ks.nwin == manyWins {
+		w.spill[ks.win[0].slot] = wins
+		return
+	}
+	var i int32
+	if k := len(w.spillFree); k > 0 {
+		i, w.spillFree = w.spillFree[k-1], w.spillFree[:k-1]
+	} else {
+		i = int32(len(w.spill))
+		w.spill = append(w.spill, nil)
+	}
+	w.spill[i] = wins
+	ks.win[0], ks.nwin = windowState{slot: i}, manyWins
+}
+
+// unspill frees the spilled windows of ks.
+func (w *windowOperator) unspill(ks *windowKey) {
+	i := ks.win[0].slot
+	w.spill[i] = nil
+	w.spillFree = append(w.spillFree, i)
+	ks.win[0], ks.nwin = windowState{}, 0
+}
+
+// freeKey gives the record of ks back to the slab.
+func (w *windowOperator) freeKey(ks *windowKey) {
+	if ks.keyLen == longKey {
+		delete(w.longKeys, ks)
+	}
+	if ks.nwin == manyWins {
+		w.unspill(ks)
+	}
+	w.keys.Free(ks)
+}
+
+// freeDead frees the records of dead, keys dropped that no change list
+// or capture holds any more.
+func (w *windowOperator) freeDead(dead []*windowKey) {
+	for _, ks := range dead {
+		w.freeKey(ks)
+	}
+	clear(dead)
+}
+
+// keyTable is the keys of one key group: an open-addressing table with
+// linear probing, keyed by the key hash.
+type keyTable struct {
+	slots []*windowKey // nil: free; a power of two long, or empty
+	n     int
+	shift uint8 // 64 - log2(len(slots))
+}
+
+// home is the slot where a key of hash hash is looked for first. The key
+// group is hash modulo the number of groups, so this takes the high bits
+// of a multiplicative hash.
+func (t *keyTable) home(hash uint64) int {
+	return int((hash * 0x9e3779b97f4a7c15) >> t.shift)
+}
+
+// lookup returns the key of key group kgStart+g whose hash is hash and
+// whose encoding w.keyBuf holds, or nil.
+func (w *windowOperator) lookup(g int, hash uint64) *windowKey {
+	t := &w.groups[g]
+	if t.n == 0 {
+		return nil
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(hash); ; i = (i + 1) & mask {
+		ks := t.slots[i]
+		if ks == nil {
+			return nil
+		}
+		if ks.hash == hash && w.keyOf(ks) == string(w.keyBuf) {
+			return ks
+		}
+	}
+}
+
+// insert adds ks, which the table does not hold, growing it to keep it at
+// most three quarters full.
+func (w *windowOperator) insert(t *keyTable, ks *windowKey) {
+	if (t.n+1)*4 > len(t.slots)*3 {
+		old := t.slots
+		size := max(8, 2*len(old))
+		t.slots = offheap.Make[*windowKey](&w.arena, size)
+		t.shift = uint8(64 - log2(size))
+		for _, k := range old {
+			if k != nil {
+				t.place(k)
+			}
+		}
+		offheap.Free(&w.arena, old)
+	}
+	t.place(ks)
+	t.n++
+}
+
+func (t *keyTable) place(ks *windowKey) {
+	mask := len(t.slots) - 1
+	i := t.home(ks.hash)
+	for t.slots[i] != nil {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = ks
+}
+
+// remove removes ks, which the table holds, shifting back the keys after
+// it whose probe passed its slot, so no probe stops short.
+func (t *keyTable) remove(ks *windowKey) {
+	mask := len(t.slots) - 1
+	i := t.home(ks.hash)
+	for t.slots[i] != ks {
+		i = (i + 1) & mask
+	}
+	for j := (i + 1) & mask; t.slots[j] != nil; j = (j + 1) & mask {
+		// The key at j may move to i if its home is not in (i, j],
+		// cyclically.
+		h := t.home(t.slots[j].hash)
+		if i <= j && (h <= i || h > j) || i > j && h <= i && h > j {
+			t.slots[i] = t.slots[j]
+			i = j
+		}
+	}
+	t.slots[i] = nil
+	t.n--
+}
+
+// free frees the table's slots.
+func (t *keyTable) free(a *offheap.Arena) {
+	offheap.Free(a, t.slots)
+	*t = keyTable{}
+}
+
+func log2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}

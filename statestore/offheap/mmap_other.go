@@ -1,0 +1,12 @@
+//go:build !unix
+
+package offheap
+
+import "errors"
+
+// mapAnon is not supported here: Make allocates on the heap.
+func mapAnon(int) ([]byte, error) {
+	return nil, errors.New("offheap: no anonymous mappings on this platform")
+}
+
+func unmap([]byte) {}

@@ -1,0 +1,254 @@
+// Package offheap keeps large, long-lived, pointer-free state outside the
+// Go heap, as Flink keeps its managed memory outside the JVM's.
+//
+// Why: the garbage collector lets the heap grow to about twice what is
+// live before it collects (GOGC=100), so a state of N bytes on the heap
+// costs a process up to 2N, and more while a slice doubles. Memory mapped
+// here is not counted in the heap, not scanned and not collected: it costs
+// what it holds.
+//
+// What may live here: values whose types hold no string, slice, map,
+// channel, function or interface (Make refuses them). Pointers are allowed
+// only to memory of the same Arena, which the garbage collector neither
+// sees nor needs to: an Arena's owner frees it, and must not use a value
+// after freeing it. Small allocations (below MinMapped bytes) come from
+// the Go heap as usual, so that a small state does not map a page per
+// slice.
+//
+// An Arena and what it hands out belong to one goroutine.
+package offheap
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"unsafe"
+)
+
+// MinMapped is the smallest allocation that is mapped outside the heap.
+const MinMapped = 64 << 10
+
+// maxChunk is the largest chunk a Slab or a Vec maps at once.
+const maxChunk = 4 << 20
+
+// Arena hands out slices, mapping the large ones outside the Go heap, and
+// unmaps what is still mapped when it is closed. Its zero value is ready.
+type Arena struct {
+	maps   map[*byte][]byte // mapped memory by its first byte
+	mapped int
+}
+
+// Mapped returns the bytes mapped outside the Go heap and not freed.
+func (a *Arena) Mapped() int { return a.mapped }
+
+// Close unmaps everything the arena still has mapped. What it handed out
+// must not be used after.
+func (a *Arena) Close() {
+	for p, b := range a.maps {
+		unmap(b)
+		delete(a.maps, p)
+	}
+	a.mapped = 0
+}
+
+// Make returns a zeroed slice of n values of T, mapped outside the Go heap
+// if it takes at least MinMapped bytes. It panics if T may hold a
+// reference to the Go heap other than a pointer (see the package comment).
+func Make[T any](a *Arena, n int) []T {
+	checkType(reflect.TypeFor[T]())
+	size := int(reflect.TypeFor[T]().Size()) * n
+	if size < MinMapped || size == 0 {
+		return make([]T, n)
+	}
+	b, err := mapAnon(size)
+	if err != nil { // not supported here, or out of address space: the heap
+		return make([]T, n)
+	}
+	if a.maps == nil {
+		a.maps = map[*byte][]byte{}
+	}
+	a.maps[unsafe.SliceData(b)] = b
+	a.mapped += len(b)
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// isMapped reports whether s, which Make returned, is mapped outside the
+// heap.
+func isMapped[T any](a *Arena, s []T) bool {
+	if cap(s) == 0 {
+		return false
+	}
+	_, ok := a.maps[(*byte)(unsafe.Pointer(unsafe.SliceData(s)))]
+	return ok
+}
+
+// Free gives back s, which Make returned (any slice of it that starts at
+// its first value). s must not be used after.
+func Free[T any](a *Arena, s []T) {
+	if cap(s) == 0 {
+		return
+	}
+	p := (*byte)(unsafe.Pointer(unsafe.SliceData(s)))
+	if b, ok := a.maps[p]; ok { // else on the heap: the collector frees it
+		delete(a.maps, p)
+		a.mapped -= len(b)
+		unmap(b)
+	}
+}
+
+// checked holds the types checkType accepted.
+var checked sync.Map // reflect.Type -> struct{}
+
+// checkType panics if a value of t may refer to the Go heap other than by
+// a pointer.
+func checkType(t reflect.Type) {
+	if _, ok := checked.Load(t); ok {
+		return
+	}
+	if what := heapRef(t); what != "" {
+		panic(fmt.Sprintf("offheap: %v holds a %s, which the garbage collector would not see outside the heap", t, what))
+	}
+	checked.Store(t, struct{}{})
+}
+
+func heapRef(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.UnsafePointer:
+		return t.Kind().String()
+	case reflect.Array:
+		return heapRef(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if what := heapRef(t.Field(i).Type); what != "" {
+				return what
+			}
+		}
+	}
+	return ""
+}
+
+// chunkLen is the length of a Slab's or Vec's chunk number k of values of
+// size bytes: 64 values, doubling up to maxChunk bytes.
+func chunkLen(k, size int) int {
+	n := 64
+	for ; k > 0 && n*size < maxChunk; k-- {
+		n *= 2
+	}
+	return max(n, 1)
+}
+
+// Slab hands out values of T one at a time from chunks of an Arena, and
+// reuses the ones freed. A value stays where it is until it is freed, so
+// a pointer to it is valid until then. Its zero value is not ready: call
+// Init.
+type Slab[T any] struct {
+	a      *Arena
+	chunks [][]T
+	used   int // values handed out of the last chunk
+	free   []*T
+	live   int
+}
+
+// Init makes the slab allocate from a.
+func (s *Slab[T]) Init(a *Arena) { s.a = a }
+
+// New returns a zeroed value.
+func (s *Slab[T]) New() *T {
+	s.live++
+	if k := len(s.free); k > 0 {
+		p := s.free[k-1]
+		s.free[k-1] = nil
+		s.free = s.free[:k-1]
+		return p
+	}
+	if k := len(s.chunks); k == 0 || s.used == len(s.chunks[k-1]) {
+		s.chunks = append(s.chunks, Make[T](s.a, chunkLen(k, int(reflect.TypeFor[T]().Size()))))
+		s.used = 0
+	}
+	p := &s.chunks[len(s.chunks)-1][s.used]
+	s.used++
+	return p
+}
+
+// Free zeroes *p, which New returned, and keeps it for a later New.
+func (s *Slab[T]) Free(p *T) {
+	var zero T
+	*p = zero
+	s.free = append(s.free, p)
+	s.live--
+}
+
+// Len returns the values handed out and not freed.
+func (s *Slab[T]) Len() int { return s.live }
+
+// Release frees every chunk: no value of the slab may be used after.
+func (s *Slab[T]) Release() {
+	for _, c := range s.chunks {
+		Free(s.a, c)
+	}
+	s.chunks, s.free, s.used, s.live = nil, nil, 0, 0
+}
+
+// Vec is a list of values of T that grows by chunks of an Arena: it never
+// copies what it holds. Its zero value is not ready: call Init.
+type Vec[T any] struct {
+	a      *Arena
+	chunks [][]T // their lengths are what they hold: each full up to cur
+	cur    int   // the chunk being filled, if any
+	n      int
+}
+
+// Init makes the list allocate from a.
+func (v *Vec[T]) Init(a *Arena) { v.a = a }
+
+// Append adds x at the end.
+func (v *Vec[T]) Append(x T) {
+	if len(v.chunks) == 0 || len(v.chunks[v.cur]) == cap(v.chunks[v.cur]) {
+		if len(v.chunks) > 0 {
+			v.cur++
+		}
+		if v.cur == len(v.chunks) {
+			v.chunks = append(v.chunks, Make[T](v.a, chunkLen(v.cur, int(reflect.TypeFor[T]().Size())))[:0])
+		}
+	}
+	v.chunks[v.cur] = append(v.chunks[v.cur], x)
+	v.n++
+}
+
+// Len returns how many values the list holds.
+func (v *Vec[T]) Len() int { return v.n }
+
+// Chunks returns the list's values, in order, in the slices that hold
+// them. The slices alias the list: they are valid until it is reset or
+// released.
+func (v *Vec[T]) Chunks() [][]T {
+	if v.n == 0 {
+		return nil
+	}
+	return v.chunks[:v.cur+1]
+}
+
+// Reset empties the list. It keeps its chunks on the Go heap for the
+// values to come, and frees the mapped ones.
+func (v *Vec[T]) Reset() {
+	keep := 0
+	for _, c := range v.chunks {
+		if isMapped(v.a, c) {
+			Free(v.a, c[:cap(c)])
+			continue
+		}
+		v.chunks[keep] = c[:0]
+		keep++
+	}
+	clear(v.chunks[keep:])
+	v.chunks, v.cur, v.n = v.chunks[:keep], 0, 0
+}
+
+// Release empties the list and frees its chunks.
+func (v *Vec[T]) Release() {
+	for _, c := range v.chunks {
+		Free(v.a, c[:cap(c)])
+	}
+	clear(v.chunks)
+	v.chunks, v.cur, v.n = v.chunks[:0], 0, 0
+}

@@ -1,0 +1,182 @@
+package offheap
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+type rec struct {
+	id   int64
+	next *rec // to memory of the same arena
+	tag  [3]byte
+}
+
+func TestMakeMapsLargeSlices(t *testing.T) {
+	var a Arena
+	small := Make[int64](&a, 100)
+	if a.Mapped() != 0 {
+		t.Fatalf("a slice of 800 bytes mapped %d bytes, want it on the heap", a.Mapped())
+	}
+	big := Make[int64](&a, MinMapped/8)
+	if a.Mapped() != MinMapped {
+		t.Fatalf("mapped %d bytes for a slice of %d, want %d", a.Mapped(), MinMapped, MinMapped)
+	}
+	for i := range big {
+		if big[i] != 0 {
+			t.Fatalf("value %d of a new slice is %d, want 0", i, big[i])
+		}
+		big[i] = int64(i)
+	}
+	odd := Make[rec](&a, 5000) // 5000 × 32 B: rounded up to whole pages
+	if got := a.Mapped() - MinMapped; got < 5000*int(unsafe.Sizeof(rec{})) {
+		t.Fatalf("mapped %d bytes for 5000 records", got)
+	}
+	odd[4999].next = &odd[0]
+	Free(&a, big)
+	Free(&a, small)
+	Free(&a, odd[:10]) // a slice of it that starts at its first value
+	if a.Mapped() != 0 {
+		t.Fatalf("%d bytes mapped after every slice was freed", a.Mapped())
+	}
+	Make[int64](&a, MinMapped)
+	a.Close()
+	if a.Mapped() != 0 || len(a.maps) != 0 {
+		t.Fatalf("after Close: %d bytes, %d mappings", a.Mapped(), len(a.maps))
+	}
+}
+
+func TestMakeRefusesHeapReferences(t *testing.T) {
+	for name, mk := range map[string]func(*Arena){
+		"string":    func(a *Arena) { Make[struct{ s string }](a, 1) },
+		"slice":     func(a *Arena) { Make[[2]struct{ b []byte }](a, 1) },
+		"map":       func(a *Arena) { Make[map[int]int](a, 1) },
+		"interface": func(a *Arena) { Make[any](a, 1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if s, _ := r.(string); !strings.Contains(s, name) {
+					t.Fatalf("panic %v, want one naming a %s", r, name)
+				}
+			}()
+			var a Arena
+			mk(&a)
+		})
+	}
+}
+
+func TestSlabReusesFreedValues(t *testing.T) {
+	var a Arena
+	defer a.Close()
+	var s Slab[rec]
+	s.Init(&a)
+	const n = 100_000 // several chunks, the later ones mapped
+	ps := make([]*rec, n)
+	for i := range ps {
+		ps[i] = s.New()
+		if ps[i].id != 0 || ps[i].next != nil {
+			t.Fatalf("value %d is not zeroed: %+v", i, *ps[i])
+		}
+		ps[i].id = int64(i)
+		if i > 0 {
+			ps[i].next = ps[i-1]
+		}
+	}
+	if a.Mapped() == 0 {
+		t.Fatal("nothing mapped for 100,000 records")
+	}
+	for i, p := range ps { // values stay where they are
+		if p.id != int64(i) || i > 0 && p.next.id != int64(i-1) {
+			t.Fatalf("value %d moved: %+v", i, *p)
+		}
+	}
+	s.Free(ps[7])
+	s.Free(ps[n-1])
+	if s.Len() != n-2 {
+		t.Fatalf("Len %d, want %d", s.Len(), n-2)
+	}
+	mapped := a.Mapped()
+	for range 2 {
+		if p := s.New(); p != ps[7] && p != ps[n-1] || p.id != 0 {
+			t.Fatalf("New after Free gave %p (%+v), want a freed value, zeroed", p, *p)
+		}
+	}
+	if a.Mapped() != mapped {
+		t.Fatal("New mapped more memory with freed values to reuse")
+	}
+	s.Release()
+	if a.Mapped() != 0 {
+		t.Fatalf("%d bytes mapped after Release", a.Mapped())
+	}
+}
+
+func TestVecKeepsOrderAcrossChunks(t *testing.T) {
+	var a Arena
+	defer a.Close()
+	var v Vec[int64]
+	v.Init(&a)
+	for round := range 2 { // a released list is used again
+		const n = 1_000_000
+		for i := range n {
+			v.Append(int64(i + round))
+		}
+		if v.Len() != n || len(v.Chunks()) < 3 {
+			t.Fatalf("Len %d in %d chunks, want %d in several", v.Len(), len(v.Chunks()), n)
+		}
+		i := 0
+		for _, c := range v.Chunks() {
+			for _, x := range c {
+				if x != int64(i+round) {
+					t.Fatalf("value %d is %d, want %d", i, x, i+round)
+				}
+				i++
+			}
+		}
+		if i != n {
+			t.Fatalf("the chunks hold %d values, want %d", i, n)
+		}
+		if a.Mapped() < n*8 {
+			t.Fatalf("%d bytes mapped for %d values of 8 bytes", a.Mapped(), n)
+		}
+		v.Release()
+		if v.Len() != 0 || a.Mapped() != 0 {
+			t.Fatalf("after Release: Len %d, %d bytes mapped", v.Len(), a.Mapped())
+		}
+	}
+}
+
+func TestVecResetKeepsHeapChunks(t *testing.T) {
+	var a Arena
+	defer a.Close()
+	var v Vec[int64]
+	v.Init(&a)
+	for round := range 3 {
+		n := []int{1000, 100_000, 10}[round]
+		for i := range n {
+			v.Append(int64(i))
+		}
+		got := 0
+		for _, c := range v.Chunks() {
+			for _, x := range c {
+				if x != int64(got) {
+					t.Fatalf("round %d: value %d is %d", round, got, x)
+				}
+				got++
+			}
+		}
+		if got != n || v.Len() != n {
+			t.Fatalf("round %d: %d values, Len %d, want %d", round, got, v.Len(), n)
+		}
+		v.Reset()
+		if a.Mapped() != 0 {
+			t.Fatalf("round %d: %d bytes mapped after Reset", round, a.Mapped())
+		}
+		if len(v.Chunks()) != 0 {
+			t.Fatalf("round %d: a list reset has %d chunks of values", round, len(v.Chunks()))
+		}
+	}
+	if len(v.chunks) == 0 {
+		t.Fatal("Reset dropped the chunks on the heap")
+	}
+}
