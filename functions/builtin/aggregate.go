@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 // AggFunc is an aggregate function of a window.
@@ -165,9 +166,13 @@ func parseAggregate(name, expr string, in *arrow.Schema) (Aggregate, error) {
 type accumulators struct {
 	aggs []Aggregate
 	cols []accColumn
-	size int32   // slots the slices hold
-	free []int32 // released slots, reused before the slices grow
-	used int     // slots handed out and not released
+	// arena, if set, holds the columns once they are large (see
+	// statestore/offheap): the window operator's accumulators are a slot
+	// per window of every key.
+	arena *offheap.Arena
+	size  int32   // slots the slices hold
+	free  []int32 // released slots, reused before the slices grow
+	used  int     // slots handed out and not released
 }
 
 type accColumn struct {
@@ -197,16 +202,28 @@ func (acc *accumulators) alloc() int32 {
 		acc.size++
 		for i := range acc.cols {
 			c := &acc.cols[i]
-			c.n = append(c.n, 0)
+			c.n = appendZero(acc.arena, c.n)
 			if acc.aggs[i].float() {
-				c.f = append(c.f, 0)
+				c.f = appendZero(acc.arena, c.f)
 			} else if acc.aggs[i].ints() {
-				c.i = append(c.i, 0)
+				c.i = appendZero(acc.arena, c.i)
 			}
 		}
 	}
 	acc.reset(s)
 	return s
+}
+
+// appendZero appends a zero to s, growing it in a (if not nil) when it
+// is full.
+func appendZero[T int64 | float64](a *offheap.Arena, s []T) []T {
+	if a == nil || len(s) < cap(s) {
+		return append(s, 0)
+	}
+	grown := offheap.Make[T](a, max(64, 2*cap(s)))[:len(s)+1]
+	copy(grown, s)
+	offheap.Free(a, s)
+	return grown
 }
 
 // reset sets slot s to the empty state: zero sums and counts, and the

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -430,6 +431,7 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 	w.keys.Init(&w.arena)
 	w.timers.arena = &w.arena
 	w.acc = newAccumulators(w.cfg.aggs)
+	w.acc.arena = &w.arena
 	w.fwd = map[int32]int32{}
 	w.out = array.NewRecordBuilder(mem, w.cfg.out.Schema)
 	return nil
@@ -796,12 +798,28 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 		return nil
 	}
 	w.wm = wm
-	w.fire = w.fire[:0]
+	n := 0 // at most this many windows fire
 	for {
 		due, ok := w.timers.popDue(wm)
 		if !ok {
 			break
 		}
+		w.popped = append(w.popped, due)
+		n += due.fire.Len() + due.cleanup.Len()
+	}
+	// A list of many firings (a tumbling period's end: every key's) is
+	// made outside the heap, at its full size at once (each timer fires
+	// a window at most once), and freed after.
+	w.fire = w.fire[:0]
+	if n > cap(w.fire) && n*int(unsafe.Sizeof(windowFiring{})) >= offheap.MinMapped {
+		heap := w.fire
+		w.fire = offheap.Make[windowFiring](&w.arena, n)[:0]
+		defer func() {
+			offheap.Free(&w.arena, w.fire)
+			w.fire = heap
+		}()
+	}
+	for _, due := range w.popped {
 		for _, c := range due.fire.Chunks() {
 			for _, t := range c {
 				w.fireDue(t)
@@ -812,7 +830,6 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 				w.fireDue(t)
 			}
 		}
-		w.popped = append(w.popped, due)
 	}
 	err := w.emit(w.fire)
 	for _, due := range w.popped {

@@ -3,8 +3,13 @@ package builtin
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
 )
 
 func TestWindowKeyRecordSize(t *testing.T) {
@@ -78,5 +83,57 @@ func TestKeyTable(t *testing.T) {
 				t.Fatalf("%d long keys kept, want %d (and some)", len(w.longKeys), long)
 			}
 		})
+	}
+}
+
+// TestWindowManyKeysFireTogether fires the windows of 20,000 keys at one
+// watermark, so the list of firings is made outside the heap, and checks
+// every result and its order; then drops every key. Half the keys are
+// longer than a record holds.
+func TestWindowManyKeysFireTogether(t *testing.T) {
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()", "vs", "sum(v)")
+	h := newWinHarness(t, op, winStream(t))
+	const keys = 20_000
+	name := func(i int) string {
+		if i%2 == 1 {
+			return fmt.Sprintf("key-%05d-longer-than-a-record-holds", i)
+		}
+		return fmt.Sprintf("key-%05d", i)
+	}
+	type result struct{ enc, row string }
+	var rows [][]any
+	var first, second []result
+	for i := range keys {
+		enc := string(arrowfmt.AppendKey(nil, name(i)))
+		rows = append(rows, []any{i % 10, name(i), 0, i, 0.0}, []any{9, name(i), 0, 1, 0.0})
+		first = append(first, result{enc, fmt.Sprintf("0 10 %s 2 %d", name(i), i+1)})
+		if i%3 == 0 {
+			rows = append(rows, []any{15, name(i), 0, 7, 0.0})
+			second = append(second, result{enc, fmt.Sprintf("10 20 %s 1 7", name(i))})
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	h.batch(rows...)
+	for _, c := range []struct {
+		wm   int64
+		want []result
+	}{{9, first}, {19, second}} {
+		// Results of one end come in the order of the keys' encodings.
+		slices.SortFunc(c.want, func(a, b result) int { return strings.Compare(a.enc, b.enc) })
+		h.watermark(c.wm)
+		got := h.out.take()
+		if len(got) != len(c.want) {
+			t.Fatalf("watermark %d: %d results, want %d", c.wm, len(got), len(c.want))
+		}
+		for i := range got {
+			if got[i] != c.want[i].row {
+				t.Fatalf("watermark %d: result %d is %q, want %q", c.wm, i, got[i], c.want[i].row)
+			}
+		}
+	}
+	w := h.op.(*windowOperator)
+	if w.keys.Len() != 0 || len(w.longKeys) != 0 {
+		t.Fatalf("after every window was cleaned up: %d keys, %d long keys kept", w.keys.Len(), len(w.longKeys))
 	}
 }
