@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -111,33 +110,7 @@ func chaosRunSpec(t *testing.T, c *cluster, specPath string, fault func(ctx cont
 	if err != nil || keys != "" {
 		t.Errorf("channel keys left in Redis after the job: %q %v", keys, err)
 	}
-	logStateFiles(t, c, id, "perride")
 	return st
-}
-
-// logStateFiles logs how vertex's state is split into files in the
-// newest retained checkpoint with state: a capture of more than a part
-// is in several.
-func logStateFiles(t *testing.T, c *cluster, id, vertex string) {
-	t.Helper()
-	m := newestWithState(t, c, id)
-	files, most := 0, 0
-	captures := map[string]int{} // files per subtask and checkpoint
-	for _, v := range m.Vertices {
-		if v.Name != vertex {
-			continue
-		}
-		for _, s := range v.Subtasks {
-			for _, f := range s.State {
-				n, _ := layout.StateFileCheckpoint(f.Key)
-				k := fmt.Sprint(s.Index, "/", n)
-				captures[k]++
-				files++
-				most = max(most, captures[k])
-			}
-		}
-	}
-	t.Logf("checkpoint %d: %s: %d state files from %d captures, at most %d files a capture", m.Checkpoint, vertex, files, len(captures), most)
 }
 
 // checkChaosOutput compares the committed output of chaos.yaml with the

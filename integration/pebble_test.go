@@ -213,7 +213,31 @@ operators:
 // when they are larger than a part. It returns the size of its state.
 func checkParts(t testing.TB, c *cluster, id string, run pebbleRun) int64 {
 	t.Helper()
-	m := newestWithState(t, c, id)
+	ctx := context.Background()
+	objs, err := c.bucket.List(ctx, layout.CheckpointsPrefix(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *manifest.Manifest
+	for _, o := range objs {
+		if _, n, ok := layout.ParseManifestKey(o.Key); !ok || m != nil && n < m.Checkpoint {
+			continue
+		}
+		raw, err := c.bucket.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mm, err := manifest.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mm.Final && len(mm.Files()) > 0 {
+			m = mm
+		}
+	}
+	if m == nil {
+		t.Fatalf("no retained checkpoint of job %s holds state", id)
+	}
 	type capture struct {
 		files int
 		bytes int64
@@ -383,37 +407,4 @@ func sampleDirBytes(dir string, peak *int64) (stop func()) {
 		once.Do(func() { close(done) })
 		<-ended
 	}
-}
-
-// newestWithState reads the newest retained checkpoint of job id that
-// holds state (once the job has ended, the newest is the final one,
-// which holds none).
-func newestWithState(t testing.TB, c *cluster, id string) *manifest.Manifest {
-	t.Helper()
-	ctx := context.Background()
-	objs, err := c.bucket.List(ctx, layout.CheckpointsPrefix(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m *manifest.Manifest
-	for _, o := range objs {
-		if _, n, ok := layout.ParseManifestKey(o.Key); !ok || m != nil && n < m.Checkpoint {
-			continue
-		}
-		raw, err := c.bucket.Get(ctx, o.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mm, err := manifest.Decode(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !mm.Final && len(mm.Files()) > 0 {
-			m = mm
-		}
-	}
-	if m == nil {
-		t.Fatalf("no retained checkpoint of job %s holds state", id)
-	}
-	return m
 }

@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"fmt"
-	"iter"
 	"slices"
 	"time"
 
@@ -193,63 +192,6 @@ type windowCapture struct {
 	dead      []*windowKey // keys dropped before the barrier, freed when the capture ends
 	done      bool
 	batches   []arrow.RecordBatch
-
-	// Parts (statestore.PartedCapture). partBytes is where a part ends
-	// (0: one part, handed out by Batches); a delta, which walks its
-	// change list, is one part. A base ends a part at the first key group
-	// boundary after partBytes: partStart is the first key group (index of
-	// groups) of the part being written, cut the bytes written before it,
-	// parts those ended and not taken. A part holds the rows of its key
-	// groups only, so a base in parts keeps the copies of keys whose key
-	// group the walk has not reached in held (by key group; their slots
-	// in heldAcc) and writes them when it reaches it.
-	partBytes int
-	partStart int
-	cut       int
-	parts     []statestore.Part
-	held      [][]windowStateRow
-	heldAcc   *accumulators
-}
-
-var _ statestore.PartedCapture = (*windowCapture)(nil)
-
-// SplitParts makes a base end a part at a key group boundary once it
-// holds bytes (statestore.PartedCapture); a delta is one part.
-func (c *windowCapture) SplitParts(bytes int) {
-	c.partBytes = max(bytes, 0)
-	if c.full && c.partBytes > 0 && c.held == nil {
-		c.held = make([][]windowStateRow, len(c.w.groups))
-		c.heldAcc = newAccumulators(c.w.cfg.aggs)
-	}
-}
-
-// TakeParts hands out the parts ended so far (statestore.PartedCapture).
-func (c *windowCapture) TakeParts() []statestore.Part {
-	p := c.parts
-	c.parts = nil
-	return p
-}
-
-// endPart ends the part being written at key group index end.
-func (c *windowCapture) endPart(end int) {
-	w := c.w
-	batches := append(c.walk.finish(), c.cow.finish()...)
-	c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: w.kgStart + c.partStart, KeyGroupEnd: w.kgStart + end})
-	c.partStart, c.cut = end, c.walk.bytes+c.cow.bytes
-}
-
-// writeHeld writes the copies held for key group index g.
-func (c *windowCapture) writeHeld(g int) {
-	for _, r := range c.held[g] {
-		if r.win.slot >= 0 {
-			s := r.win.slot
-			r.win.slot = c.cow.acc.copySlot(c.heldAcc, s)
-			c.heldAcc.release(s)
-		}
-		c.cow.addRow(r)
-	}
-	clear(c.held[g])
-	c.held[g] = nil
 }
 
 // captureBuildRows is how many rows a capture gathers before it builds
@@ -269,7 +211,6 @@ type captureRows struct {
 	w      *windowOperator
 	rb     *array.RecordBuilder
 	n      int // rows built into rb
-	bytes  int // about how many bytes the rows added take
 	out    []arrow.RecordBatch
 	pend   []windowStateRow
 	copied bool
@@ -308,46 +249,24 @@ func newCaptureRows(w *windowOperator, mem memory.Allocator, copied bool) *captu
 // add adds the rows of ks: a clear row if it has no windows, else a
 // replace row and a window row per further window.
 func (cr *captureRows) add(ks *windowKey) {
-	for r := range stateRows(ks, cr.w.winsOf(ks)) {
+	wins := cr.w.winsOf(ks)
+	if len(wins) == 0 {
+		cr.pend = append(cr.pend, windowStateRow{ks, windowState{slot: -1}, windowRowClear})
+	}
+	for i, win := range wins {
+		kind := windowRowWindow
+		if i == 0 {
+			kind = windowRowReplace
+		}
 		if cr.copied {
-			r.win.slot = cr.acc.copySlot(cr.w.acc, r.win.slot)
+			win.slot = cr.acc.copySlot(cr.w.acc, win.slot)
 		}
-		cr.addRow(r)
+		cr.pend = append(cr.pend, windowStateRow{ks, win, kind})
 	}
-}
-
-// stateRows returns the rows of key ks with windows wins: a clear row if
-// it has none, else a replace row and a window row per further window.
-func stateRows(ks *windowKey, wins []windowState) iter.Seq[windowStateRow] {
-	return func(yield func(windowStateRow) bool) {
-		if len(wins) == 0 {
-			yield(windowStateRow{ks, windowState{slot: -1}, windowRowClear})
-			return
-		}
-		for i, win := range wins {
-			kind := windowRowWindow
-			if i == 0 {
-				kind = windowRowReplace
-			}
-			if !yield(windowStateRow{ks, win, kind}) {
-				return
-			}
-		}
-	}
-}
-
-// addRow adds row r, whose slot is in the accumulators the rows refer to.
-func (cr *captureRows) addRow(r windowStateRow) {
-	cr.pend = append(cr.pend, r)
-	cr.bytes += windowRowBytes + len(cr.accBuilders)*8 + int(r.ks.keyLen)
 	if len(cr.pend) >= captureBuildRows {
 		cr.build()
 	}
 }
-
-// windowRowBytes is about how many bytes a state row takes besides its
-// key and accumulators (key group, kind, bounds, flags).
-const windowRowBytes = 4 + 4 + 7 + 8 + 8 + 1
 
 // build builds the gathered rows.
 func (cr *captureRows) build() {
@@ -447,15 +366,7 @@ func (c *windowCapture) wants(ks *windowKey) bool {
 // copyKey takes ks, which is about to change, if the capture needs it.
 func (c *windowCapture) copyKey(ks *windowKey) {
 	ks.captured = c.seq
-	switch {
-	case !c.wants(ks):
-	case c.held != nil: // a base in parts: held until the walk reaches its key group
-		g := int(ks.group) - c.w.kgStart
-		for r := range stateRows(ks, c.w.winsOf(ks)) {
-			r.win.slot = c.heldAcc.copySlot(c.w.acc, r.win.slot)
-			c.held[g] = append(c.held[g], r)
-		}
-	default:
+	if c.wants(ks) {
 		c.cow.add(ks)
 	}
 }
@@ -471,14 +382,9 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 		chunk = 256
 	}
 	for n := 1; ; n++ {
-		if c.next == len(c.keys) {
-			if c.held != nil && c.partStart < c.group && c.group < len(c.w.groups) && c.walk.bytes+c.cow.bytes-c.cut >= c.partBytes {
-				c.endPart(c.group)
-			}
-			if !c.list() {
-				c.finish()
-				return true, nil
-			}
+		if c.next == len(c.keys) && !c.list() {
+			c.finish()
+			return true, nil
 		}
 		ks := c.keys[c.next]
 		c.keys[c.next] = nil
@@ -502,9 +408,6 @@ func (c *windowCapture) list() bool {
 	w := c.w
 	c.keys, c.next = c.keys[:0], 0
 	for c.group < len(w.groups) {
-		if c.held != nil {
-			c.writeHeld(c.group)
-		}
 		t := &w.groups[c.group]
 		c.group++
 		for _, ks := range t.slots {
@@ -522,15 +425,7 @@ func (c *windowCapture) list() bool {
 // finish builds the batches and detaches the capture.
 func (c *windowCapture) finish() {
 	c.done = true
-	switch {
-	case c.held != nil:
-		c.endPart(len(c.w.groups))
-	case c.partBytes > 0:
-		c.partStart = 0
-		c.endPart(len(c.w.groups))
-	default:
-		c.batches = append(c.walk.finish(), c.cow.finish()...)
-	}
+	c.batches = append(c.walk.finish(), c.cow.finish()...)
 	c.detach()
 }
 
@@ -548,12 +443,6 @@ func (c *windowCapture) Release() {
 		b.Release()
 	}
 	c.batches = nil
-	for _, p := range c.parts {
-		for _, b := range p.Batches {
-			b.Release()
-		}
-	}
-	c.parts = nil
 }
 
 // detach stops the copying on write and drops the capture's builders.
@@ -568,7 +457,6 @@ func (c *windowCapture) detach() {
 	c.keys = nil
 	w.freeDead(c.dead)
 	c.dead = nil
-	c.held, c.heldAcc = nil, nil
 	if c.walk != nil {
 		c.walk.release()
 		c.cow.release()

@@ -287,14 +287,10 @@ type winSnap struct {
 // state at its barrier all the same.
 func TestWindowStateRestore(t *testing.T) {
 	for _, w := range winStateCases {
-		for seed := range uint64(6) {
-			// Seeds 2-5 capture in steps, 4 and 5 in parts.
-			stepped, parted := seed >= 2, seed >= 4
+		for seed := range uint64(4) {
+			stepped := seed >= 2
 			t.Run(fmt.Sprintf("%s/%d", winStateName(w), seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 11))
-				if parted { // (seeds 4 and 5 cut few snapshots)
-					rng = rand.New(rand.NewPCG(seed, 12))
-				}
 				events := winGenerate(rng, 1500, 120)
 				if seed%2 == 1 {
 					// Many keys: most are untouched between snapshots, so
@@ -326,8 +322,6 @@ func TestWindowStateRestore(t *testing.T) {
 					snaps   []winSnap
 					capture statestore.Capture // stepped: the snapshot being captured
 					steps1  int                // steps it took
-					parts   []statestore.Part  // parted: the parts it ended
-					split   int                // bases written in more than one part
 				)
 				// collect adds the captured snapshot once its last step is done.
 				collect := func(deadline time.Time) {
@@ -336,25 +330,10 @@ func TestWindowStateRestore(t *testing.T) {
 						t.Fatal(err)
 					}
 					steps1++
-					if parted {
-						parts = append(parts, capture.(statestore.PartedCapture).TakeParts()...)
-					}
 					if !done {
 						return
 					}
-					batches := capture.Batches()
-					if parted {
-						if len(batches) > 0 {
-							t.Fatalf("a capture in parts handed out %d batches besides its parts", len(batches))
-						}
-						// The first snapshot is a base, as nothing was tracked before.
-						batches = winCheckParts(t, parts, 0, 128, snaps[len(snaps)-1].full || len(snaps) == 1)
-						if len(parts) > 1 {
-							split++
-						}
-						parts = nil
-					}
-					file, rows := h.snapshotFile(batches)
+					file, rows := h.snapshotFile(capture.Batches())
 					snap := &snaps[len(snaps)-1]
 					snap.file, snap.rows = file, len(rows)
 					capture = nil
@@ -390,9 +369,6 @@ func TestWindowStateRestore(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if parted {
-							capture.(statestore.PartedCapture).SplitParts(256)
-						}
 						steps1 = 0
 					} else {
 						var rows []string
@@ -411,9 +387,6 @@ func TestWindowStateRestore(t *testing.T) {
 					if slices.Max(stepsTaken) < 10 {
 						t.Fatalf("captures took %v steps: they did not go on beside the input", stepsTaken)
 					}
-				}
-				if parted && split == 0 {
-					t.Fatal("no base was written in more than one part")
 				}
 				if got := h.out.rows; !slices.Equal(got, want) {
 					t.Fatalf("snapshots changed the output:\n%s", winDiff(got, want))
@@ -813,35 +786,4 @@ func TestWindowStateLowerWatermark(t *testing.T) {
 	}
 	r.watermark(19)
 	r.expect("10 20 a 1")
-}
-
-// winCheckParts checks that parts, a capture's, cover key groups [start,
-// end) in order, one part for a delta, and that each part holds rows of
-// its key groups only; it returns their batches in order.
-func winCheckParts(t *testing.T, parts []statestore.Part, start, end int, full bool) []arrow.RecordBatch {
-	t.Helper()
-	if !full && len(parts) != 1 {
-		t.Fatalf("a delta in %d parts, want one", len(parts))
-	}
-	var batches []arrow.RecordBatch
-	next := start
-	for i, p := range parts {
-		if p.KeyGroupStart != next || p.KeyGroupEnd <= p.KeyGroupStart {
-			t.Fatalf("part %d of %d covers key groups [%d, %d), want a range from %d", i, len(parts), p.KeyGroupStart, p.KeyGroupEnd, next)
-		}
-		next = p.KeyGroupEnd
-		for _, b := range p.Batches {
-			kgs := b.Column(0).(*array.Int32)
-			for r := range kgs.Len() {
-				if kg := int(kgs.Value(r)); kg < p.KeyGroupStart || kg >= p.KeyGroupEnd {
-					t.Fatalf("part %d of key groups [%d, %d) has a row of key group %d", i, p.KeyGroupStart, p.KeyGroupEnd, kg)
-				}
-			}
-		}
-		batches = append(batches, p.Batches...)
-	}
-	if next != end {
-		t.Fatalf("the parts end at key group %d, want %d", next, end)
-	}
-	return batches
 }
