@@ -28,11 +28,15 @@ func TestMakeMapsLargeSlices(t *testing.T) {
 		}
 		big[i] = int64(i)
 	}
-	odd := Make[rec](&a, 5000) // 5000 × 32 B: rounded up to whole pages
+	odd := Make[rec](&a, 5000) // 5000 × 24 B: rounded up to whole pages
 	if got := a.Mapped() - MinMapped; got < 5000*int(unsafe.Sizeof(rec{})) {
 		t.Fatalf("mapped %d bytes for 5000 records", got)
 	}
 	odd[4999].next = &odd[0]
+	odd[0].tag = [3]byte{'a', 'b', 'c'}
+	if got := odd[4999].next.tag; got != [3]byte{'a', 'b', 'c'} {
+		t.Fatalf("a pointer within mapped memory reads %q", got[:])
+	}
 	Free(&a, big)
 	Free(&a, small)
 	Free(&a, odd[:10]) // a slice of it that starts at its first value
