@@ -10,3 +10,6 @@ func mapAnon(int) ([]byte, error) {
 }
 
 func unmap([]byte) {}
+
+// hugePage is 0: no mappings, so no huge pages.
+const hugePage = 0

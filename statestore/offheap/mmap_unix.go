@@ -2,15 +2,53 @@
 
 package offheap
 
-import "syscall"
+import (
+	"os"
+	"unsafe"
 
-// mapAnon maps size bytes of zeroed memory outside the Go heap.
+	"golang.org/x/sys/unix"
+)
+
+// mapAnon maps size bytes of zeroed memory outside the Go heap. A mapping
+// of a huge page or more starts on a huge page boundary and is offered
+// huge pages (adviseHuge), so that random reads over gigabytes of keyed
+// state miss the TLB less: with 4 KiB pages, 10M keys' records span 160,000
+// pages and almost every lookup walks the page table.
 func mapAnon(size int) ([]byte, error) {
-	return syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	align := 0
+	if hugePage > 0 && size >= hugePage {
+		align = hugePage
+	}
+	length := uintptr(size + align)
+	p, err := unix.MmapPtr(-1, 0, nil, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, err
+	}
+	if align > 0 {
+		// Keep [start, start+size) and give back the rest on both sides.
+		skip := alignUp(uintptr(p), uintptr(align)) - uintptr(p)
+		if skip > 0 {
+			if err := unix.MunmapPtr(p, skip); err != nil {
+				return nil, err
+			}
+		}
+		start := unsafe.Add(p, skip)
+		end := alignUp(uintptr(size), uintptr(os.Getpagesize()))
+		if tail := length - skip - end; tail > 0 {
+			if err := unix.MunmapPtr(unsafe.Add(start, end), tail); err != nil {
+				return nil, err
+			}
+		}
+		p = start
+		adviseHuge(p, size)
+	}
+	return unsafe.Slice((*byte)(p), size), nil
 }
 
 func unmap(b []byte) {
-	if err := syscall.Munmap(b); err != nil {
+	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b))); err != nil {
 		panic("offheap: unmap: " + err.Error())
 	}
 }
+
+func alignUp(n, to uintptr) uintptr { return (n + to - 1) &^ (to - 1) }
