@@ -277,12 +277,13 @@ func TestRescaleAfterSubtasksFinished(t *testing.T) {
 // state in pebble stores (state: {backend: pebble}, 4 MiB each): a worker
 // stops mid-run (the job restores on the other), the checker rescales
 // 2 -> 3 and back to 1, and the output equals the in-memory reference.
-// Every store's directory is gone once the job ended.
+// Every store's directory is gone once the job ended, and the process's
+// directory once its workers stopped.
 func TestPebbleStateExactlyOnce(t *testing.T) {
 	e := newEnv(t)
 	base := t.TempDir()
 	stop1 := e.startWorker("w1", 8, workerOpts{stateDir: base})
-	e.startWorker("w2", 8, workerOpts{stateDir: base})
+	stop2 := e.startWorker("w2", 8, workerOpts{stateDir: base})
 	dir := filepath.Join(base, "weir-state-"+strconv.Itoa(os.Getpid())) // this process's stores
 	wantW, wantS := e.reference()
 	id := e.submitSpec(eoSpec("out", 1500)+"state: {backend: pebble, memory: 4MiB}\n", coordinator.SubmitOptions{})
@@ -297,7 +298,7 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 		n := len(st.Recoveries)
 		return st.Restarts == 1 && st.State == coordinator.JobRunning && n > 0 && st.Checkpoints != nil && st.Checkpoints.Latest > st.Recoveries[n-1].RestoredFrom
 	})
-	e.startWorker("w3", 8, workerOpts{stateDir: base})
+	stop3 := e.startWorker("w3", 8, workerOpts{stateDir: base})
 	if _, err := e.c.Scale(e.ctx, id, map[string]int{"seqcheck": 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -323,4 +324,9 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 		}
 		return nil
 	})
+	stop2()
+	stop3()
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the process's state directory %s is still there after its workers stopped: %v", dir, err)
+	}
 }

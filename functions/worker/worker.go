@@ -149,6 +149,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		w.cancelAll()
 		w.wg.Wait()
+		// Each store deleted its own directory as its task ended; the
+		// process's goes too once empty. While another worker of this
+		// process still has stores there, Remove fails and leaves it (a
+		// store opened later makes it again).
+		if w.stateDir != "" {
+			_ = os.Remove(w.stateDir)
+		}
 		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = w.cfg.Plane.Deregister(dctx, w.cfg.ID)
