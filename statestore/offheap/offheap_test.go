@@ -201,7 +201,7 @@ func TestMakeAlignsHugeMappings(t *testing.T) {
 		if p := uintptr(unsafe.Pointer(unsafe.SliceData(b))); hugePage > 0 && p%huge != 0 {
 			t.Fatalf("a mapping of %d bytes starts at %#x, not on a %d-byte boundary", size, p, hugePage)
 		}
-		if a.Mapped() < size {
+		if hugePage > 0 && a.Mapped() < size {
 			t.Fatalf("mapped %d bytes after a slice of %d", a.Mapped(), size)
 		}
 		for i := range b {
