@@ -40,6 +40,10 @@ type ObjectInfo struct {
 type BucketReader interface {
 	// Get returns the whole object, or ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)
+	// GetRange returns n bytes of the object from offset off: fewer if the
+	// object ends first, none if it ends before off. ErrNotFound if it is
+	// missing. A state object holding several state files is read so.
+	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
 	// Open streams the object; the caller closes it. ErrNotFound if missing.
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	// Stat returns the object's info, or ErrNotFound.

@@ -142,6 +142,24 @@ func (d *dirBucket) Get(ctx context.Context, key string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// GetRange returns n bytes of the object from off (fewer where it ends).
+func (d *dirBucket) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("get range %q: offset %d, length %d: want both >= 0", key, off, n)
+	}
+	f, st, err := d.openRegular(ctx, "get range", key)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n = max(0, min(n, st.Size()-off))
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, off); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
+		return nil, d.errorf("get range", key, err)
+	}
+	return buf, nil
+}
+
 // Open streams the object, or returns ErrNotFound. The file stays readable
 // (and whole) even if the object is replaced or deleted meanwhile.
 func (d *dirBucket) Open(ctx context.Context, key string) (io.ReadCloser, error) {

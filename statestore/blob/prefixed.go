@@ -58,6 +58,14 @@ func (p *prefixed) Get(ctx context.Context, key string) ([]byte, error) {
 	return p.b.Get(ctx, k)
 }
 
+func (p *prefixed) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	k, err := p.full(key)
+	if err != nil {
+		return nil, fmt.Errorf("get range: %w", err)
+	}
+	return p.b.GetRange(ctx, k, off, n)
+}
+
 func (p *prefixed) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	k, err := p.full(key)
 	if err != nil {

@@ -298,6 +298,46 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// GetRange returns n bytes of the object from off (fewer where it ends)
+// with a ranged GET.
+func (s *S3) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 {
+		return nil, fmt.Errorf("get range %q: offset %d, length %d: want both >= 0", key, off, n)
+	}
+	if n == 0 {
+		// A range cannot be empty; the object must still exist.
+		if _, err := s.Stat(ctx, key); err != nil {
+			return nil, err
+		}
+		return []byte{}, nil
+	}
+	k, err := s.key("get range", key)
+	if err != nil {
+		return nil, err
+	}
+	rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: k, Range: &rng})
+	if err != nil {
+		switch {
+		case isNoSuchKey(err):
+			err = ErrNotFound
+		case isCode(err, "InvalidRange"):
+			// The object ends before off.
+			if _, serr := s.Stat(ctx, key); serr != nil {
+				return nil, serr
+			}
+			return []byte{}, nil
+		}
+		return nil, s.errorf("get range", key, err)
+	}
+	defer out.Body.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(out.Body, n)); err != nil {
+		return nil, s.errorf("get range", key, err)
+	}
+	return buf.Bytes(), nil
+}
+
 // Open streams the object, or returns ErrNotFound.
 func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	out, err := s.getObject(ctx, "open", key)

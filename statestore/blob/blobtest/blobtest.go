@@ -36,6 +36,7 @@ func TestBucket(t *testing.T, newBucket func(t *testing.T) blob.Bucket) {
 		{"ListManyPages", testListManyPages},
 		{"Delete", testDelete},
 		{"Copy", testCopy},
+		{"GetRange", testGetRange},
 		{"PutIfAbsent", testPutIfAbsent},
 		{"PutIfAbsentConcurrent", testPutIfAbsentConcurrent},
 		{"PutAtomic", testPutAtomic},
@@ -201,6 +202,35 @@ func testCopy(t *testing.T, b blob.Bucket) {
 	wantErr(t, "what a failed copy left", err, blob.ErrNotFound)
 	wantErr(t, "copy from an invalid key", b.Copy(ctx, "../x", "y"), blob.ErrInvalidKey)
 	wantErr(t, "copy to an invalid key", b.Copy(ctx, "big", "a//b"), blob.ErrInvalidKey)
+}
+
+// testGetRange: a range is the object's bytes from the offset, cut where
+// the object ends; a missing object is ErrNotFound, an invalid key or a
+// negative offset or length an error.
+func testGetRange(t *testing.T, b blob.Bucket) {
+	ctx := t.Context()
+	data := randomBytes(3, 1<<20+17)
+	put(t, b, "packed/obj.arrow", data)
+	n := int64(len(data))
+	for _, c := range []struct{ off, n int64 }{
+		{0, n}, {0, 1}, {5, 100}, {n - 1, 1}, {1 << 19, 1 << 19}, {n - 10, 100}, {n, 4}, {n + 100, 4}, {7, 0},
+	} {
+		got, err := b.GetRange(ctx, "packed/obj.arrow", c.off, c.n)
+		if err != nil {
+			t.Fatalf("get range [%d, +%d): %v", c.off, c.n, err)
+		}
+		lo, hi := min(c.off, n), min(c.off+c.n, n)
+		equal(t, fmt.Sprintf("get range [%d, +%d)", c.off, c.n), got, data[lo:hi])
+	}
+	_, err := b.GetRange(ctx, "missing", 0, 10)
+	wantErr(t, "get range of a missing object", err, blob.ErrNotFound)
+	_, err = b.GetRange(ctx, "missing", 0, 0)
+	wantErr(t, "empty range of a missing object", err, blob.ErrNotFound)
+	_, err = b.GetRange(ctx, "a//b", 0, 10)
+	wantErr(t, "get range of an invalid key", err, blob.ErrInvalidKey)
+	if _, err := b.GetRange(ctx, "packed/obj.arrow", -1, 10); err == nil {
+		t.Fatal("get range at offset -1: no error")
+	}
 }
 
 func testOverwrite(t *testing.T, b blob.Bucket) {
