@@ -20,6 +20,8 @@
 //	      <operator>/                                OperatorStatePrefix
 //	        <kgStart>-<kgEnd>/
 //	          <n>-a<attempt>-<base|delta>.arrow      StateFileKey: written by checkpoint n
+//	      _workers/<worker>/
+//	        <n>-a<attempt>-<seq>.arrow               StateObjectKey: the state files a worker's subtasks wrote at checkpoint n, packed
 //	    savepoints/                                  SavepointsPrefix: never deleted by retention or Delete
 //	      <name>/                                    SavepointPrefix
 //	        manifest.json                            SavepointManifestKey

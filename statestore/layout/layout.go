@@ -158,8 +158,36 @@ func StateFileKey(job, operator string, kgStart, kgEnd int, checkpoint int64, at
 	return OperatorStatePrefix(job, operator) + fmt.Sprintf("%d-%d/%d-a%d-%s.arrow", kgStart, kgEnd, checkpoint, attempt, kind)
 }
 
+// StateObjectKey is where a worker writes the state files its subtasks of
+// one job attempt took at one checkpoint, packed into one object (package
+// statepack): jobs/<job>/state/_workers/<worker>/<n>-a<attempt>-<seq>.arrow,
+// seq numbering the worker's objects of the attempt. Characters of the
+// worker's id other than letters, digits, '.', '_' and '-' become '_'.
+// Operator names start with a letter, so _workers is no operator's.
+func StateObjectKey(job, worker string, checkpoint int64, attempt, seq int) string {
+	return StatePrefix(job) + "_workers/" + keySegment(worker) + fmt.Sprintf("/%d-a%d-%d.arrow", checkpoint, attempt, seq)
+}
+
+// keySegment makes s one key segment: no '/', nothing a key refuses.
+func keySegment(s string) string {
+	b := []byte(s)
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' && i > 0
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
+}
+
 // StateFileCheckpoint returns the checkpoint that wrote a state file key
-// (StateFileKey), ok=false for a key of another shape. It reads only the
+// (StateFileKey) or state object (StateObjectKey), ok=false for a key of another shape. It reads only the
 // last segment, so it also parses the state files a savepoint copied
 // (SavepointStateKey).
 func StateFileCheckpoint(key string) (int64, bool) {

@@ -29,6 +29,9 @@ func TestKeys(t *testing.T) {
 		{"OperatorStatePrefix", layout.OperatorStatePrefix(job, "window"), "jobs/rides-0a1b2c3d/state/window/"},
 		{"StateFileKey base", layout.StateFileKey(job, "window", 0, 64, 40, 2, "base"), "jobs/rides-0a1b2c3d/state/window/0-64/40-a2-base.arrow"},
 		{"StateFileKey delta", layout.StateFileKey("j-1", "win", 0, 64, 12, 3, "delta"), "jobs/j-1/state/win/0-64/12-a3-delta.arrow"},
+		{"StateObjectKey", layout.StateObjectKey("j-1", "host-1.local-4242", 12, 3, 5), "jobs/j-1/state/_workers/host-1.local-4242/12-a3-5.arrow"},
+		{"StateObjectKey odd worker", layout.StateObjectKey("j-1", ".w/x y:ü", 1, 0, 1), "jobs/j-1/state/_workers/_w_x_y___/1-a0-1.arrow"},
+		{"StateObjectKey empty worker", layout.StateObjectKey("j-1", "", 1, 0, 1), "jobs/j-1/state/_workers/_/1-a0-1.arrow"},
 		{"SavepointsPrefix", layout.SavepointsPrefix(job), "jobs/rides-0a1b2c3d/savepoints/"},
 		{"SavepointPrefix", layout.SavepointPrefix(job, "before-upgrade"), "jobs/rides-0a1b2c3d/savepoints/before-upgrade/"},
 		{"SavepointManifestKey", layout.SavepointManifestKey(job, "before-upgrade"), "jobs/rides-0a1b2c3d/savepoints/before-upgrade/manifest.json"},
@@ -111,6 +114,8 @@ func TestStateFileCheckpoint(t *testing.T) {
 		{layout.StateFileKey("j-1", "win", 0, 64, 12, 3, "delta"), 12},
 		{layout.StateFileKey(job, "window", 64, 128, 1<<40, 1, "base"), 1 << 40},
 		{layout.SavepointStateKey(job, "sp-7-x", layout.StateFileKey(job, "window", 0, 64, 7, 2, "base")), 7},
+		{layout.StateObjectKey(job, "w-1", 9, 2, 3), 9},
+		{layout.SavepointStateKey(job, "sp-7-x", layout.StateObjectKey(job, "w-1", 8, 2, 3)), 8},
 	} {
 		if id, ok := layout.StateFileCheckpoint(tc.key); !ok || id != tc.want {
 			t.Errorf("StateFileCheckpoint(%s) = %d, %v; want %d", tc.key, id, ok, tc.want)

@@ -121,6 +121,21 @@ type File struct {
 	// (the reader keeps its own groups). [0, 0) in a vertex that is not keyed.
 	KeyGroupStart int `json:"keyGroupStart"`
 	KeyGroupEnd   int `json:"keyGroupEnd"`
+	// Packed says the file is one of several in the object Key (a state
+	// object: layout.StateObjectKey, the files a worker's subtasks wrote
+	// at one checkpoint): its Size bytes from Offset. Otherwise the
+	// object is the file.
+	Packed bool  `json:"packed,omitempty"`
+	Offset int64 `json:"offset,omitempty"`
+}
+
+// Segment names the bytes of a state file: its object and, for a packed
+// file, where in it.
+func (f File) Segment() string {
+	if !f.Packed {
+		return f.Key
+	}
+	return fmt.Sprintf("%s@%d", f.Key, f.Offset)
 }
 
 // Txn is a sink transaction pre-committed at the barrier.
@@ -546,16 +561,19 @@ func (m *Manifest) Validate() error {
 				ff := fmt.Sprintf("%s.state[%d]", sf, k)
 				if err := blob.ValidateKey(f.Key); err != nil {
 					add(ff+".key", "%q: want a relative bucket key (%s)", f.Key, strings.TrimPrefix(strings.TrimSuffix(err.Error(), ": "+blob.ErrInvalidKey.Error()), fmt.Sprintf("key %q: ", f.Key)))
-				} else if inSubtask[f.Key] {
-					add(ff+".key", "%q: listed twice in one subtask", f.Key)
-				} else if first, ok := files[f.Key]; ok && (first.Size != f.Size || first.SHA256 != f.SHA256) {
-					add(ff+".key", "%q: size %d and sha256 %s differ from %s (size %d, sha256 %s)", f.Key, f.Size, f.SHA256, fileField[f.Key], first.Size, first.SHA256)
+				} else if seg := f.Segment(); inSubtask[seg] {
+					add(ff+".key", "%q: listed twice in one subtask", seg)
+				} else if first, ok := files[seg]; ok && (first.Size != f.Size || first.SHA256 != f.SHA256) {
+					add(ff+".key", "%q: size %d and sha256 %s differ from %s (size %d, sha256 %s)", seg, f.Size, f.SHA256, fileField[seg], first.Size, first.SHA256)
 				} else if !ok {
-					files[f.Key], fileField[f.Key] = f, ff
+					files[seg], fileField[seg] = f, ff
 				}
-				inSubtask[f.Key] = true
+				inSubtask[f.Segment()] = true
 				if f.Size < 0 {
 					add(ff+".size", "%d: want >= 0", f.Size)
+				}
+				if f.Offset < 0 || (f.Offset != 0 && !f.Packed) {
+					add(ff+".offset", "%d: want >= 0, and 0 in a file that is not packed", f.Offset)
 				}
 				if !sha256RE.MatchString(f.SHA256) {
 					add(ff+".sha256", "%q: want 64 lowercase hex digits", f.SHA256)

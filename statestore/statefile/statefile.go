@@ -68,10 +68,10 @@ func (e *MismatchError) Error() string {
 // *MismatchError.
 func Verify(f manifest.File, data []byte) error {
 	if int64(len(data)) != f.Size {
-		return &MismatchError{Key: f.Key, WantSize: f.Size, GotSize: int64(len(data))}
+		return &MismatchError{Key: f.Segment(), WantSize: f.Size, GotSize: int64(len(data))}
 	}
 	if got := sum(data); got != f.SHA256 {
-		return &MismatchError{Key: f.Key, WantSize: f.Size, GotSize: f.Size, WantSHA256: f.SHA256, GotSHA256: got}
+		return &MismatchError{Key: f.Segment(), WantSize: f.Size, GotSize: f.Size, WantSHA256: f.SHA256, GotSHA256: got}
 	}
 	return nil
 }
@@ -79,9 +79,15 @@ func Verify(f manifest.File, data []byte) error {
 // Read gets state file f from b and verifies it (Verify). An error reading
 // it names the key and wraps the store's (blob.ErrNotFound, ...).
 func Read(ctx context.Context, b blob.BucketReader, f manifest.File) ([]byte, error) {
-	data, err := b.Get(ctx, f.Key)
+	var data []byte
+	var err error
+	if f.Packed {
+		data, err = b.GetRange(ctx, f.Key, f.Offset, f.Size)
+	} else {
+		data, err = b.Get(ctx, f.Key)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read state file %s: %w", f.Key, err)
+		return nil, fmt.Errorf("read state file %s: %w", f.Segment(), err)
 	}
 	if err := Verify(f, data); err != nil {
 		return nil, err
