@@ -398,7 +398,7 @@ func (a *app) printManifest(ctx context.Context, m *manifest.Manifest, tc *txnCh
 					if v.Keyed {
 						fkg = fmt.Sprintf("[%d, %d)", f.KeyGroupStart, f.KeyGroupEnd)
 					}
-					fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\t%s\n", f.Key, f.Kind, f.Operator, fkg, humanBytes(f.Size))
+					fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\t%s\n", f.Segment(), f.Kind, f.Operator, fkg, humanBytes(f.Size))
 				}
 				if err := tw.Flush(); err != nil {
 					return err

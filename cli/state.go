@@ -148,7 +148,7 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 				if filter && (!ok || k != key) {
 					continue
 				}
-				if err := out.row(f.Key, rec, r, kc); err != nil {
+				if err := out.row(f.Segment(), rec, r, kc); err != nil {
 					return false, err
 				}
 				if rows++; limit > 0 && rows >= limit {
@@ -158,7 +158,7 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 			return true, nil
 		})
 		if err != nil {
-			return fmt.Errorf("state file %s: %w", f.Key, err)
+			return fmt.Errorf("state file %s: %w", f.Segment(), err)
 		}
 	}
 	if err := out.flush(); err != nil {
@@ -182,8 +182,8 @@ func operatorFiles(m *manifest.Manifest, operator string) ([]manifest.File, erro
 					seen["op:"+f.Operator] = true
 					ops = append(ops, f.Operator)
 				}
-				if f.Operator == operator && !seen[f.Key] {
-					seen[f.Key] = true
+				if f.Operator == operator && !seen[f.Segment()] {
+					seen[f.Segment()] = true
 					files = append(files, f)
 				}
 			}

@@ -165,6 +165,7 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest, c
 	sp.Savepoint = true
 	sp.Vertices = make([]manifest.Vertex, len(m.Vertices))
 	copied := map[string]string{}
+	objects := stateObjects(m)
 	for i, v := range m.Vertices {
 		nv := v
 		nv.Subtasks = make([]manifest.Subtask, len(v.Subtasks))
@@ -186,7 +187,7 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest, c
 					copied[file.Key] = to
 					if cp != nil {
 						cp.files.Add(1)
-						cp.bytes.Add(int64(len(data)))
+						cp.bytes.Add(objects[file.Key])
 					}
 				}
 				file.Key = to
@@ -220,19 +221,29 @@ type savepointCopy struct {
 // copySavepoint copies them.
 func newSavepointCopy(m *manifest.Manifest) *savepointCopy {
 	cp := &savepointCopy{checkpoint: m.Checkpoint}
+	for _, n := range stateObjects(m) {
+		cp.filesTotal++
+		cp.bytesTotal += n
+	}
+	return cp
+}
+
+// stateObjects is the bytes of m's state in each object it lists: the
+// sizes of the distinct state files in it (a packed object holds several).
+func stateObjects(m *manifest.Manifest) map[string]int64 {
 	seen := map[string]bool{}
+	bytes := map[string]int64{}
 	for _, v := range m.Vertices {
 		for _, st := range v.Subtasks {
 			for _, f := range st.State {
-				if !seen[f.Key] {
-					seen[f.Key] = true
-					cp.filesTotal++
-					cp.bytesTotal += f.Size
+				if seg := f.Segment(); !seen[seg] {
+					seen[seg] = true
+					bytes[f.Key] += f.Size
 				}
 			}
 		}
 	}
-	return cp
+	return bytes
 }
 
 // SavepointProgress is how far the copy of a savepoint's state files is.

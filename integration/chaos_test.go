@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
+	"github.com/weirstream/weir/statestore/manifest"
 )
 
 const chaosSpec = "testdata/chaos.yaml"
@@ -100,6 +101,7 @@ func chaosRunSpec(t *testing.T, c *cluster, specPath string, fault func(ctx cont
 	cancel()
 	<-faultDone
 	checkChaosOutput(t, c.bucket, specPath, st)
+	checkStatePacked(t, c.bucket, id)
 	for _, r := range st.Recoveries {
 		t.Logf("recovery to attempt %d from checkpoint %d: %.2fs (%s)", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
 	}
@@ -111,6 +113,46 @@ func chaosRunSpec(t *testing.T, c *cluster, specPath string, fault func(ctx cont
 		t.Errorf("channel keys left in Redis after the job: %q %v", keys, err)
 	}
 	return st
+}
+
+// checkStatePacked checks that the retained checkpoints' state files are
+// packed, a worker's of a checkpoint into one object (the chaos job's are
+// all small), and logs how many objects each checkpoint wrote.
+func checkStatePacked(t *testing.T, b blob.BucketReader, id string) {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := b.List(ctx, layout.CheckpointsPrefix(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if _, _, ok := layout.ParseManifestKey(o.Key); !ok {
+			continue
+		}
+		raw, err := b.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := manifest.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, written := 0, map[string]bool{}
+		for _, v := range m.Vertices {
+			for _, s := range v.Subtasks {
+				for _, f := range s.State {
+					if !f.Packed {
+						t.Errorf("checkpoint %d: %s[%d]'s state file %s is not packed", m.Checkpoint, v.Name, s.Index, f.Key)
+					}
+					if n, _ := layout.StateFileCheckpoint(f.Key); n == m.Checkpoint {
+						files++
+						written[f.Key] = true
+					}
+				}
+			}
+		}
+		t.Logf("checkpoint %d wrote %d state files in %d objects", m.Checkpoint, files, len(written))
+	}
 }
 
 // checkChaosOutput compares the committed output of chaos.yaml with the

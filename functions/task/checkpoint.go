@@ -22,6 +22,7 @@ import (
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/statefile"
+	"github.com/weirstream/weir/statestore/statepack"
 )
 
 // Checkpointing is a task's part in the job's checkpoints (DESIGN.md,
@@ -46,7 +47,17 @@ type Checkpointing struct {
 	// range, while the capture goes on, so that a large base is never in
 	// memory whole (default DefaultPartBytes).
 	PartBytes int
+	// Pack, if set, is the task's job attempt on its worker: the task
+	// joins it, and its state files of a checkpoint up to MaxPackedFile
+	// bytes go into one object with those of the worker's other tasks
+	// (package statepack). Nil uploads each file as its own object.
+	Pack *statepack.Group
 }
+
+// MaxPackedFile is the largest state file a task packs with others (see
+// Checkpointing.Pack); a larger one is its own object, where a request
+// costs little beside its bytes.
+const MaxPackedFile = 8 << 20
 
 // DefaultPartBytes is Checkpointing.PartBytes by default.
 const DefaultPartBytes = 32 << 20
@@ -252,6 +263,9 @@ type uploadedParts struct {
 	id    int64
 	files []manifest.File
 	err   error
+	// packed is the capture's only part, small enough to go into the
+	// checkpoint's packed object instead of its own (Checkpointing.Pack).
+	packed *statepack.File
 }
 
 // upload is one checkpoint of the task waiting for its files to upload,
@@ -286,6 +300,9 @@ type checkpointer struct {
 	upParts map[int]*uploadedParts
 	fatal   atomic.Pointer[error] // see failure
 	closed  bool                  // queue closed (task goroutine only)
+	// member is the task in its state group (Checkpointing.Pack), nil
+	// when not packing or stateless; the uploader writes through it.
+	member *statepack.Member
 }
 
 func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
@@ -303,6 +320,9 @@ func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
 		if _, ok := n.Op.(Stateful); ok {
 			c.chains[i] = &chain{}
 		}
+	}
+	if cfg.Pack != nil && len(c.chains) > 0 {
+		c.member = cfg.Pack.Join()
 	}
 	go c.uploader()
 	return c
@@ -379,7 +399,7 @@ func RestoreStateFile(ctx context.Context, b blob.BucketReader, state statestore
 	}
 	_, batches, err := statefile.Decode(data, state.Schema(), mem)
 	if err != nil {
-		return fmt.Errorf("%w: state file %s: %w", ErrCorruptState, f.Key, err)
+		return fmt.Errorf("%w: state file %s: %w", ErrCorruptState, f.Segment(), err)
 	}
 	defer func() {
 		for _, b := range batches {
@@ -389,7 +409,7 @@ func RestoreStateFile(ctx context.Context, b blob.BucketReader, state statestore
 	for _, rec := range batches {
 		kept, err := keepKeyGroups(rec, kgStart, kgEnd, mem)
 		if err != nil {
-			return fmt.Errorf("state file %s: %w", f.Key, err)
+			return fmt.Errorf("state file %s: %w", f.Segment(), err)
 		}
 		if kept == nil {
 			continue
@@ -397,7 +417,7 @@ func RestoreStateFile(ctx context.Context, b blob.BucketReader, state statestore
 		err = state.Restore(kept)
 		kept.Release()
 		if err != nil {
-			return fmt.Errorf("state file %s: %w", f.Key, err)
+			return fmt.Errorf("state file %s: %w", f.Segment(), err)
 		}
 	}
 	return nil
@@ -971,6 +991,9 @@ func (u *upload) release() {
 // acknowledges each checkpoint once its files are in the bucket.
 func (c *checkpointer) uploader() {
 	defer close(c.done)
+	if c.member != nil {
+		defer c.member.Leave()
+	}
 	for u := range c.queue {
 		if u.part != nil {
 			c.uploadPart(u.part)
@@ -1001,6 +1024,10 @@ func (c *checkpointer) uploader() {
 			err = errors.New(u.decline)
 		default:
 			err = c.uploadParts(u, &st)
+		}
+		if err != nil && !u.final && c.member != nil {
+			// No files: the other tasks' files need not wait for ours.
+			_, _ = c.member.Write(c.r.ctx, u.id, nil)
 		}
 		u.release()
 		ack := Ack{Checkpoint: u.id, Final: u.final, Subtask: st}
@@ -1033,7 +1060,16 @@ func (c *checkpointer) uploadPart(p *partUpload) {
 		}
 		start, _ = c.keyGroups()
 	}
-	f, err := c.writeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, start, end)
+	f, data, err := c.encodeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, start, end)
+	if err == nil && c.member != nil && p.last && len(up.files) == 0 && len(data) <= MaxPackedFile {
+		// The whole capture in one small part: packed with the
+		// checkpoint's other files.
+		up.packed = &statepack.File{Entry: f, Data: data}
+		return
+	}
+	if err == nil {
+		err = c.put(f.Key, data)
+	}
 	if err != nil {
 		up.err = err
 		return
@@ -1051,8 +1087,22 @@ func kindOf(full bool) string {
 func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	r := c.r
 	kgStart, kgEnd := c.keyGroups()
+	// Each operator's files of this checkpoint: uploaded already (parts),
+	// uploaded now, or packed with the worker's other tasks' below.
+	type result struct {
+		skip  bool // nothing to add to its chain
+		files []manifest.File
+		err   error
+	}
+	results := make([]result, len(u.parts))
+	var packed []statepack.File
+	var owners []int // the result each packed file belongs to
+	pack := func(i int, f statepack.File) {
+		packed = append(packed, f)
+		owners = append(owners, i)
+	}
 	var errs []error
-	for _, p := range u.parts {
+	for i, p := range u.parts {
 		ch := c.chains[p.node]
 		n := r.cfg.Nodes[p.node]
 		ch.mu.Lock()
@@ -1061,37 +1111,67 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 		up := c.upParts[p.node]
 		delete(c.upParts, p.node)
 		if stale {
+			results[i].skip = true
 			errs = append(errs, fmt.Errorf("operator %s: an earlier state upload failed; the next checkpoint takes a base", n.Name))
 			continue
 		}
-		var files []manifest.File
-		var err error
+		res := &results[i]
 		switch {
 		case !p.parted:
-			var f manifest.File
-			f, err = c.writeFile(n.Name, u.id, kindOf(p.full), p.schema, p.batches, kgStart, kgEnd)
-			files = []manifest.File{f}
+			f, data, err := c.encodeFile(n.Name, u.id, kindOf(p.full), p.schema, p.batches, kgStart, kgEnd)
+			switch {
+			case err != nil:
+				res.err = err
+			case c.member != nil && len(data) <= MaxPackedFile:
+				pack(i, statepack.File{Entry: f, Data: data})
+			default:
+				res.err = c.put(f.Key, data)
+				res.files = []manifest.File{f}
+			}
 		case up == nil || up.id != u.id:
-			err = fmt.Errorf("the parts of snapshot %d were not uploaded", u.id)
+			res.err = fmt.Errorf("the parts of snapshot %d were not uploaded", u.id)
 		default:
-			files, err = up.files, up.err
+			res.files, res.err = up.files, up.err
+			if up.packed != nil && up.err == nil {
+				pack(i, *up.packed)
+			}
 		}
+	}
+	if c.member != nil {
+		// Every checkpoint is reported, with files or none, so that the
+		// other tasks' files do not wait for ours.
+		entries, err := c.member.Write(r.ctx, u.id, packed)
+		for j, i := range owners {
+			if err != nil {
+				results[i].err = err
+			} else {
+				results[i].files = append(results[i].files, entries[j])
+			}
+		}
+	}
+	for i, p := range u.parts {
+		res := results[i]
+		if res.skip {
+			continue
+		}
+		ch := c.chains[p.node]
+		n := r.cfg.Nodes[p.node]
 		var size int64
-		for _, f := range files {
+		for _, f := range res.files {
 			size += f.Size
 		}
 		ch.mu.Lock()
-		if err != nil {
+		if res.err != nil {
 			ch.broken, ch.failed = true, p.gen
 			ch.mu.Unlock()
-			errs = append(errs, fmt.Errorf("operator %s: %w", n.Name, err))
+			errs = append(errs, fmt.Errorf("operator %s: %w", n.Name, res.err))
 			continue
 		}
 		if p.full {
-			ch.files = files
+			ch.files = res.files
 			ch.baseBytes, ch.deltaB, ch.upGen = size, 0, p.gen
 		} else {
-			ch.files = append(ch.files, files...)
+			ch.files = append(ch.files, res.files...)
 			ch.deltaB += size
 		}
 		st.Metrics.UploadedBytes += size
@@ -1117,17 +1197,18 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	return nil
 }
 
-// writeFile encodes batches, the rows of key groups [kgStart, kgEnd), as
-// one Arrow IPC file and uploads it.
-func (c *checkpointer) writeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, kgStart, kgEnd int) (manifest.File, error) {
+// encodeFile encodes batches, the rows of key groups [kgStart, kgEnd), as
+// one Arrow IPC state file, named for its own object.
+func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, kgStart, kgEnd int) (manifest.File, []byte, error) {
 	r := c.r
 	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
-	f, data, err := statefile.Encode(manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem)
-	if err != nil {
-		return manifest.File{}, err
+	return statefile.Encode(manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem)
+}
+
+// put uploads an encoded state file as its own object.
+func (c *checkpointer) put(key string, data []byte) error {
+	if err := c.r.cfg.Bucket.Put(c.r.ctx, key, data); err != nil {
+		return fmt.Errorf("upload %s: %w", key, err)
 	}
-	if err := r.cfg.Bucket.Put(r.ctx, key, data); err != nil {
-		return manifest.File{}, fmt.Errorf("upload %s: %w", key, err)
-	}
-	return f, nil
+	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/pebblestate"
+	"github.com/weirstream/weir/statestore/statepack"
 )
 
 // Config configures a worker.
@@ -73,6 +74,9 @@ type Worker struct {
 	mu  struct {
 		sync.Mutex
 		tasks map[control.TaskID]*running
+		// packs are the state groups of the job attempts running here
+		// (task.Checkpointing.Pack), while any of their tasks runs.
+		packs map[packKey]*packRef
 	}
 	wg sync.WaitGroup
 	// wasm runs the tasks' deployed Wasm functions; Run makes it and closes
@@ -81,6 +85,42 @@ type Worker struct {
 	// stateDir is where this process's tasks open pebble stores (Run
 	// sets it from Config.StateDir).
 	stateDir string
+}
+
+type packKey struct {
+	job     string
+	attempt int
+}
+
+type packRef struct {
+	group *statepack.Group
+	tasks int
+}
+
+// pack returns the state group of a job attempt for one more task of it;
+// unpack gives it back when the task has ended.
+func (w *Worker) pack(job string, attempt int) *statepack.Group {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := packKey{job, attempt}
+	ref := w.mu.packs[k]
+	if ref == nil {
+		ref = &packRef{group: statepack.New(statepack.Config{Bucket: w.cfg.Bucket, Job: job, Attempt: attempt, Worker: w.cfg.ID})}
+		w.mu.packs[k] = ref
+	}
+	ref.tasks++
+	return ref.group
+}
+
+func (w *Worker) unpack(job string, attempt int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := packKey{job, attempt}
+	if ref := w.mu.packs[k]; ref != nil {
+		if ref.tasks--; ref.tasks <= 0 {
+			delete(w.mu.packs, k)
+		}
+	}
 }
 
 type running struct {
@@ -112,6 +152,7 @@ func New(cfg Config) *Worker {
 	}
 	w := &Worker{cfg: cfg}
 	w.mu.tasks = map[control.TaskID]*running{}
+	w.mu.packs = map[packKey]*packRef{}
 	return w
 }
 
@@ -321,6 +362,11 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 			restoring = rs.Checkpoint
 		}
 	}
+	if cfg.Checkpoints != nil {
+		// The task's state files go into one object per checkpoint
+		// with those of the attempt's other tasks here.
+		cfg.Checkpoints.Pack = w.pack(c.Task.Job, c.Task.Attempt)
+	}
 	t := task.New(cfg)
 	tctx, cancel := context.WithCancel(ctx)
 	r := &running{cancel: cancel, task: t, done: make(chan struct{})}
@@ -328,6 +374,9 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	if _, dup := w.mu.tasks[c.Task]; dup {
 		w.mu.Unlock()
 		cancel()
+		if cfg.Checkpoints != nil {
+			w.unpack(c.Task.Job, c.Task.Attempt)
+		}
 		return fmt.Errorf("task %v is already running here", c.Task)
 	}
 	w.mu.tasks[c.Task] = r
@@ -352,6 +401,9 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 			cfg.Logger.Error("task failed", "err", err)
 		}
 		cancel()
+		if cfg.Checkpoints != nil {
+			w.unpack(c.Task.Job, c.Task.Attempt)
+		}
 		w.mu.Lock()
 		delete(w.mu.tasks, c.Task)
 		w.mu.Unlock()

@@ -163,6 +163,36 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+// TestPackedFiles: files packed into one object, at their offsets, are
+// valid in one subtask and across subtasks, and the object is listed once
+// for garbage collection; one file at an offset must be the same
+// everywhere.
+func TestPackedFiles(t *testing.T) {
+	m := golden()
+	const obj = "jobs/rides-0a1b2c3d/state/_workers/w-1/42-a2-1.arrow"
+	var at int64
+	for i := range m.Vertices[2].Subtasks {
+		s := &m.Vertices[2].Subtasks[i]
+		for j := range s.State {
+			f := &s.State[j]
+			f.Key, f.Packed, f.Offset = obj, true, at
+			at += max(f.Size, 1) // an encoded file is never empty
+		}
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Files(); !reflect.DeepEqual(got, []string{obj}) {
+		t.Errorf("Files() = %q, want the object once", got)
+	}
+	checkRoundTrip(t, m)
+	s0, s1 := &m.Vertices[2].Subtasks[0], &m.Vertices[2].Subtasks[1]
+	s1.State[0].Offset = s0.State[0].Offset // the same file, another size
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "differ from") {
+		t.Errorf("two sizes at one offset: %v", err)
+	}
+}
+
 // TestValidateBaseInParts: a base uploaded in parts (one file per key
 // group range) is followed by deltas of any range its parts cover
 // together, also in parts.
@@ -242,6 +272,12 @@ func TestValidate(t *testing.T) {
 		{"file twice in a subtask", func(m *manifest.Manifest) { file(m, 0, 1).Key = file(m, 0, 0).Key }, "vertices[2].subtasks[0].state[1].key", "listed twice"},
 		{"file shared with another size", func(m *manifest.Manifest) { file(m, 1, 0).Key = file(m, 0, 0).Key },
 			"vertices[2].subtasks[1].state[0].key", "differ from vertices[2].subtasks[0].state[0]"},
+		{"packed file twice in a subtask", func(m *manifest.Manifest) {
+			a, b := file(m, 0, 0), file(m, 0, 1)
+			b.Key, a.Packed, b.Packed, a.Offset, b.Offset = a.Key, true, true, 100, 100
+		}, "vertices[2].subtasks[0].state[1].key", `@100": listed twice`},
+		{"offset of a file not packed", func(m *manifest.Manifest) { file(m, 0, 0).Offset = 8 }, "vertices[2].subtasks[0].state[0].offset", "8: want >= 0, and 0 in a file that is not packed"},
+		{"negative offset", func(m *manifest.Manifest) { f := file(m, 0, 0); f.Packed, f.Offset = true, -1 }, "vertices[2].subtasks[0].state[0].offset", "-1"},
 		{"file size", func(m *manifest.Manifest) { file(m, 0, 0).Size = -1 }, "vertices[2].subtasks[0].state[0].size", "-1: want >= 0"},
 		{"file sha", func(m *manifest.Manifest) { file(m, 1, 0).SHA256 = strings.Repeat("g", 64) }, "vertices[2].subtasks[1].state[0].sha256", "64 lowercase hex"},
 		{"file sha short", func(m *manifest.Manifest) { file(m, 1, 0).SHA256 = "" }, "vertices[2].subtasks[1].state[0].sha256", `""`},
