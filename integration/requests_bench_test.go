@@ -61,6 +61,7 @@ type requestWindow struct {
 	workers     map[string]float64 // every worker's, summed, by op
 	checkpoints int                // completed within the window
 	subtasks    int
+	workerProcs int // worker processes scraped
 	elapsed     time.Duration
 }
 
@@ -190,6 +191,7 @@ func (c *cluster) requestWindow(b *testing.B, urls map[string]string, src string
 	for _, v := range st1.Vertices {
 		w.subtasks += v.Parallelism
 	}
+	w.workerProcs = len(after) - 1
 	for proc, ops := range after {
 		for op, n := range ops {
 			delta := n - before[proc][op]
@@ -253,6 +255,9 @@ func reportRequests(b *testing.B, p int, on, off requestWindow) {
 	lines = append(lines, fmt.Sprintf("all      %43s  %9.2f  %12.2f", "", jobTotal, subTotal))
 	b.ReportMetric(jobTotal, "job-all/ckpt")
 	b.ReportMetric(subTotal, "subtask-all/ckpt")
+	// The state objects: per worker, what grows with workers.
+	perWorker := (on.workers["put"] - off.workers["put"]*scale) / n / float64(on.workerProcs)
+	b.ReportMetric(perWorker, "worker-put/ckpt")
 	b.ReportMetric(n, "checkpoints")
 	b.Log("\n" + strings.Join(slices.Clip(lines), "\n"))
 }
