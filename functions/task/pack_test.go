@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
+	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/statepack"
 )
 
@@ -97,26 +98,13 @@ func TestStatePackedPerWorker(t *testing.T) {
 				if op != r.procs {
 					name = "plain"
 				}
-				restored := statestore.NewMemory(0, 128)
+				var files []manifest.File
 				for _, f := range ack.Subtask.State {
-					if f.Operator != name {
-						continue
-					}
-					if err := RestoreStateFile(t.Context(), b, restored, f, 0, 128, mem); err != nil {
-						t.Fatal(err)
+					if f.Operator == name {
+						files = append(files, f)
 					}
 				}
-				counts, err := statestore.OpenTable[int64](restored, "n", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				have := map[string]int64{}
-				for kg := range 128 {
-					counts.Range(kg, func(key, _ string, n int64) bool {
-						have[fmt.Sprint(kg, "/", key)] = n
-						return true
-					})
-				}
+				have := restoreCounts(t, b, files, mem)
 				if want := op.at[c-1]; !maps.Equal(have, want) || len(want) == 0 {
 					t.Errorf("task %d, %s, checkpoint %d: restored %d keys, want the %d at its barrier", i, name, c, len(have), len(want))
 				}

@@ -72,6 +72,30 @@ func (s countState) BeginSnapshot(mem memory.Allocator, full bool) (statestore.C
 	return s.o.b.BeginSnapshot(mem, full)
 }
 
+// restoreCounts restores a countOp's state files as a task does and
+// returns its counts by "kg/key".
+func restoreCounts(t *testing.T, b blob.BucketReader, files []manifest.File, mem memory.Allocator) map[string]int64 {
+	t.Helper()
+	restored := statestore.NewMemory(0, 128)
+	for _, f := range files {
+		if err := RestoreStateFile(t.Context(), b, restored, f, 0, 128, mem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts, err := statestore.OpenTable[int64](restored, "n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]int64{}
+	for kg := range 128 {
+		counts.Range(kg, func(key, _ string, n int64) bool {
+			have[fmt.Sprint(kg, "/", key)] = n
+			return true
+		})
+	}
+	return have
+}
+
 // TestCaptureUploadedInParts: a backend's capture is uploaded in state
 // files of about Checkpointing.PartBytes, one per key group range, while
 // it goes on; together they tile the subtask's key groups, the deltas
@@ -146,23 +170,7 @@ func captureInParts(t *testing.T, atOnce bool) {
 			parted++
 		}
 		t.Logf("checkpoint %d: %d keys in %d files, %d of its own", ack.Checkpoint, len(op.at[i]), len(files), own)
-		restored := statestore.NewMemory(0, 128)
-		for _, f := range files {
-			if err := RestoreStateFile(t.Context(), b, restored, f, 0, 128, mem); err != nil {
-				t.Fatal(err)
-			}
-		}
-		counts, err := statestore.OpenTable[int64](restored, "n", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		have := map[string]int64{}
-		for kg := range 128 {
-			counts.Range(kg, func(key, _ string, n int64) bool {
-				have[fmt.Sprint(kg, "/", key)] = n
-				return true
-			})
-		}
+		have := restoreCounts(t, b, files, mem)
 		if !maps.Equal(have, op.at[i]) {
 			t.Errorf("checkpoint %d (%d files): restored %d keys, want the %d at its barrier", ack.Checkpoint, len(files), len(have), len(op.at[i]))
 		}
