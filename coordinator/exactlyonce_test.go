@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 
@@ -163,6 +164,25 @@ func TestRestartExactlyOnce(t *testing.T) {
 	if s := e.staged("out/"); len(s) > 0 {
 		t.Errorf("staged objects left: %v", s)
 	}
+	// The checkpoints retained before the restart are dropped like any
+	// other once newer ones complete: besides the final manifest, no
+	// more than retain (2) are left.
+	poll.UntilNil(t, 10*time.Second, "at most 2 manifests and the final left", func() error {
+		objs, err := e.bucket.List(e.ctx, layout.CheckpointsPrefix(id))
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for _, o := range objs {
+			if _, n, ok := layout.ParseManifestKey(o.Key); ok {
+				ids = append(ids, n)
+			}
+		}
+		if len(ids) > 3 {
+			return fmt.Errorf("manifests of checkpoints %v left", ids)
+		}
+		return nil
+	})
 }
 
 // TestCommitCrashPoints kills the coordinator at each point of the commit

@@ -24,7 +24,7 @@ func (c *Coordinator) recoverLocked(j *job, d lifecycle.Decision) {
 	k := j.ck
 	old, bad, origin, fences := d.Attempt, d.Bad, k.origin, slices.Clone(j.fences)
 	c.goAsync(2*time.Minute, func(ctx context.Context) func(context.Context) {
-		key, m, maxID, err := c.latestManifest(ctx, j.id, bad, fences)
+		key, m, maxID, older, err := c.findManifests(ctx, j.id, bad, fences, true)
 		if err == nil && c.cfg.Epoch > 0 {
 			// This leader's fence: it has listed up to maxID.
 			c.mu.Lock()
@@ -91,6 +91,12 @@ func (c *Coordinator) recoverLocked(j *job, d lifecycle.Decision) {
 				restored = m.Checkpoint
 				k.latest, k.restoreKey = m.Checkpoint, key
 				k.retained[m.Checkpoint] = m
+				// The checkpoints retained before stay until newer
+				// ones complete: they go then, as this attempt's do
+				// (the checkpoint state machine retains only m).
+				for _, om := range older {
+					k.retained[om.Checkpoint] = om
+				}
 				// The restored checkpoint's transactions commit with the
 				// new attempt's first checkpoint (or its final one): by
 				// then every task has restored, so the checkpoint is
@@ -161,9 +167,45 @@ func (e *fatalRestoreError) Error() string { return e.msg }
 // whose every checkpoint is unusable (starting over would repeat output
 // already committed).
 func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[int64]bool, fences []Fence) (string, *manifest.Manifest, int64, error) {
+	key, m, maxID, _, err := c.findManifests(ctx, jobID, bad, fences, false)
+	return key, m, maxID, err
+}
+
+// findManifests is latestManifest, and with older also every manifest
+// before the newest usable one that decodes and is the job's: the
+// checkpoints retained before a restart, which the new attempt retains
+// until newer ones complete, and then drops (with their state files) as
+// it drops its own. One it cannot read is left where it is.
+func (c *Coordinator) findManifests(ctx context.Context, jobID string, bad map[int64]bool, fences []Fence, older bool) (string, *manifest.Manifest, int64, []*manifest.Manifest, error) {
+	key, m, maxID, rest, err := c.newestManifest(ctx, jobID, bad, fences)
+	if err != nil || m == nil || !older {
+		return key, m, maxID, nil, err
+	}
+	var olderMs []*manifest.Manifest
+	for _, k := range rest {
+		raw, err := c.cfg.Bucket.Get(ctx, k)
+		if err != nil {
+			c.cfg.Logger.Warn("an older checkpoint manifest could not be read", "key", k, "err", err)
+			continue
+		}
+		om, err := manifest.Decode(raw)
+		if err != nil || om.Job != jobID {
+			continue
+		}
+		if _, out := fencedOut(fences, om); out {
+			continue
+		}
+		olderMs = append(olderMs, om)
+	}
+	return key, m, maxID, olderMs, nil
+}
+
+// newestManifest is latestManifest, also returning the keys of the
+// manifests older than the one it returns, newest first.
+func (c *Coordinator) newestManifest(ctx context.Context, jobID string, bad map[int64]bool, fences []Fence) (string, *manifest.Manifest, int64, []string, error) {
 	infos, err := c.cfg.Bucket.List(ctx, layout.CheckpointsPrefix(jobID))
 	if err != nil {
-		return "", nil, 0, fmt.Errorf("list checkpoints: %w", err)
+		return "", nil, 0, nil, fmt.Errorf("list checkpoints: %w", err)
 	}
 	type cand struct {
 		key string
@@ -179,18 +221,18 @@ func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[
 	}
 	sort.Slice(cands, func(a, b int) bool { return cands[a].id > cands[b].id })
 	var skipped []string
-	for _, cd := range cands {
+	for i, cd := range cands {
 		if bad[cd.id] {
 			skipped = append(skipped, fmt.Sprintf("checkpoint %d: its state could not be restored", cd.id))
 			continue
 		}
 		raw, err := c.cfg.Bucket.Get(ctx, cd.key)
 		if err != nil {
-			return "", nil, 0, fmt.Errorf("read %s: %w", cd.key, err)
+			return "", nil, 0, nil, fmt.Errorf("read %s: %w", cd.key, err)
 		}
 		m, err := manifest.Decode(raw)
 		if errors.Is(err, manifest.ErrUnsupportedVersion) {
-			return "", nil, 0, &fatalRestoreError{fmt.Sprintf("restore from %s: %v", cd.key, err)}
+			return "", nil, 0, nil, &fatalRestoreError{fmt.Sprintf("restore from %s: %v", cd.key, err)}
 		}
 		if err != nil {
 			c.cfg.Logger.Error("skipping corrupt checkpoint manifest", "key", cd.key, "err", err)
@@ -207,12 +249,18 @@ func (c *Coordinator) latestManifest(ctx context.Context, jobID string, bad map[
 			c.cfg.Logger.Warn("skipping a checkpoint a deposed leader wrote", "key", cd.key, "epoch", m.Epoch, "takeover", f.Epoch, "listed", f.Checkpoint)
 			continue
 		}
-		return cd.key, m, maxID, nil
+		var rest []string
+		for _, o := range cands[i+1:] {
+			if !bad[o.id] {
+				rest = append(rest, o.key)
+			}
+		}
+		return cd.key, m, maxID, rest, nil
 	}
 	if len(skipped) > 0 {
-		return "", nil, 0, &fatalRestoreError{fmt.Sprintf("no usable checkpoint to restore (keep more with checkpoint.retain): %s", strings.Join(skipped, "; "))}
+		return "", nil, 0, nil, &fatalRestoreError{fmt.Sprintf("no usable checkpoint to restore (keep more with checkpoint.retain): %s", strings.Join(skipped, "; "))}
 	}
-	return "", nil, maxID, nil
+	return "", nil, maxID, nil, nil
 }
 
 // putStatus records the job's attempt in the bucket, so that a restarted

@@ -125,10 +125,12 @@ func checkStatePacked(t *testing.T, b blob.BucketReader, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	manifests := 0
 	for _, o := range objs {
 		if _, _, ok := layout.ParseManifestKey(o.Key); !ok {
 			continue
 		}
+		manifests++
 		raw, err := b.Get(ctx, o.Key)
 		if err != nil {
 			t.Fatal(err)
@@ -153,6 +155,7 @@ func checkStatePacked(t *testing.T, b blob.BucketReader, id string) {
 		}
 		t.Logf("checkpoint %d wrote %d state files in %d objects", m.Checkpoint, files, len(written))
 	}
+	t.Logf("%d manifests left in the bucket", manifests)
 }
 
 // checkChaosOutput compares the committed output of chaos.yaml with the
