@@ -176,12 +176,10 @@ func (c *Coordinator) copySavepoint(ctx context.Context, m *manifest.Manifest, c
 			for f, file := range st.State {
 				to, ok := copied[file.Key]
 				if !ok {
+					// On the store's side (S3's CopyObject): the state
+					// does not pass through the coordinator.
 					to = layout.SavepointStateKey(m.Job, name, file.Key)
-					data, err := c.cfg.Bucket.Get(ctx, file.Key)
-					if err != nil {
-						return "", fmt.Errorf("copy %s: %w", file.Key, err)
-					}
-					if err := c.cfg.Bucket.Put(ctx, to, data); err != nil {
+					if err := c.cfg.Bucket.Copy(ctx, file.Key, to); err != nil {
 						return "", fmt.Errorf("copy %s to %s: %w", file.Key, to, err)
 					}
 					copied[file.Key] = to
