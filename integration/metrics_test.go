@@ -159,6 +159,17 @@ func TestMetricsWhileAJobRuns(t *testing.T) {
 	if len(of(second, "weir_worker_slots", `worker="worker-m"`)) != 1 {
 		t.Errorf("worker: no weir_worker_slots")
 	}
+	// The state files of a checkpoint go into one object: the job's
+	// windows, checker and joins are more stateful subtasks than objects.
+	poll.UntilNil(t, 30*time.Second, "state objects with several files each", func() error {
+		s := scrape(t, workerMetrics)
+		objects := sum(of(s, "weir_worker_state_objects_total", `worker="worker-m"`))
+		files := sum(of(s, "weir_worker_state_files_packed_total", `worker="worker-m"`))
+		if objects == 0 || files < 2*objects {
+			return fmt.Errorf("%v state files in %v objects", files, objects)
+		}
+		return nil
+	})
 	// The worker's store requests: the state files it uploaded, and the
 	// files sink's staged objects.
 	if v := sum(of(scrape(t, workerMetrics), "weir_store_requests_total", `op="put"`)); v == 0 {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -85,6 +86,9 @@ type Worker struct {
 	// stateDir is where this process's tasks open pebble stores (Run
 	// sets it from Config.StateDir).
 	stateDir string
+	// stateObjects and stateFiles count the state objects the worker's
+	// tasks wrote and the state files packed into them (metrics).
+	stateObjects, stateFiles atomic.Int64
 }
 
 type packKey struct {
@@ -105,7 +109,11 @@ func (w *Worker) pack(job string, attempt int) *statepack.Group {
 	k := packKey{job, attempt}
 	ref := w.mu.packs[k]
 	if ref == nil {
-		ref = &packRef{group: statepack.New(statepack.Config{Bucket: w.cfg.Bucket, Job: job, Attempt: attempt, Worker: w.cfg.ID})}
+		ref = &packRef{group: statepack.New(statepack.Config{Bucket: w.cfg.Bucket, Job: job, Attempt: attempt, Worker: w.cfg.ID,
+			Written: func(files int) {
+				w.stateObjects.Add(1)
+				w.stateFiles.Add(int64(files))
+			}})}
 		w.mu.packs[k] = ref
 	}
 	ref.tasks++

@@ -46,6 +46,9 @@ type Config struct {
 	// is far behind, or stuck, from holding the others' files.
 	Linger time.Duration
 	Now    func() time.Time // default time.Now
+	// Written, if set, is called after each object is written with the
+	// number of state files in it (the worker's metrics count them).
+	Written func(files int)
 }
 
 // File is one encoded state file (statefile.Encode): its manifest entry
@@ -264,6 +267,9 @@ func (g *Group) upload(ctx context.Context, b *batch) {
 	if err != nil {
 		err = fmt.Errorf("upload state object %s: %w", key, err)
 		entries = nil
+	}
+	if err == nil && g.cfg.Written != nil {
+		g.cfg.Written(n)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -50,7 +50,23 @@ func newGroup(t *testing.T, linger time.Duration) (*statepack.Group, blob.Bucket
 	if err != nil {
 		t.Fatal(err)
 	}
-	return statepack.New(statepack.Config{Bucket: b, Job: "j-1", Attempt: 2, Worker: "w-1", Linger: linger}), b
+	var mu sync.Mutex
+	var written statepack.Stats // as Written reports it
+	g := statepack.New(statepack.Config{Bucket: b, Job: "j-1", Attempt: 2, Worker: "w-1", Linger: linger,
+		Written: func(files int) {
+			mu.Lock()
+			defer mu.Unlock()
+			written.Objects++
+			written.Files += files
+		}})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if st := g.Stats(); written != st {
+			t.Errorf("Written reported %+v, the group wrote %+v", written, st)
+		}
+	})
+	return g, b
 }
 
 type result struct {
