@@ -88,8 +88,11 @@ staticcheck: $(GOBIN)/staticcheck
 #                                            kill -9 of the leader)
 #   TestCoordinatorSplitBrain (SIGSTOP)    - TestPartitionedLeader (a leader
 #                                            cut off from Redis)
+#   TestPartitionedWorker (a worker cut    - TestChaosWorkerKills (workers
+#   off from Redis, healed, rejoining)       lost, exact output),
+#                                            TestPartitionedLeader (the cut)
 # `go test ./...` by hand runs them all.
-CHAOS_ONLY := TestWorkerCrashDetection|TestChaosRedisRestart|TestChaosCoordinatorRestart|TestCoordinatorSplitBrain|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestCalmUnderLoad|TestClustersShareARedis|TestAutoscalerSteadyLoadStays|TestRedisClusterWorkerKills|TestRedisClusterMasterCrash|TestRedisClusterControlMasterCrash
+CHAOS_ONLY := TestWorkerCrashDetection|TestChaosRedisRestart|TestChaosCoordinatorRestart|TestCoordinatorSplitBrain|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestCalmUnderLoad|TestClustersShareARedis|TestAutoscalerSteadyLoadStays|TestRedisClusterWorkerKills|TestRedisClusterMasterCrash|TestRedisClusterControlMasterCrash|TestPartitionedWorker
 
 # The longest packages are listed first so that go test builds and starts
 # them first: integration takes about as long as every other package
@@ -112,7 +115,7 @@ test: deps vet staticcheck unit
 # for 3 minutes. make test runs the embedded calm test for 20 s and leaves
 # the rest of these to this target (CHAOS_ONLY above).
 chaos: deps
-	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestCoordinatorSplitBrain|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestClustersShareARedis|TestRedisCluster' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery|jobs scale|rescale)'
+	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 60m -run 'TestChaos|TestCoordinatorSplitBrain|TestPartitionedWorker|TestWorkerCrashDetection|TestCalmUnderLoad|TestWasmZoneStatsUnderKills|TestRescaleUnderLoad|TestAutoscaleLoadStep|TestClustersShareARedis|TestRedisCluster' -v ./integration/ | tee .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|: (kill|detected|[0-9]+ kills|8 jobs|recovery|jobs scale|rescale)'
 	set -o pipefail; WEIR_SOAK_SECONDS=180 $(GO) test -race -count=1 -timeout 10m -run 'TestAutoscalerSteadyLoadStays' -v ./coordinator/ | tee -a .chaos.txt | grep -E '^(=== RUN|--- |ok|FAIL)|utilization'
 
 # Benchmarks write their results to docs/benchmarks.md by hand; see there.
