@@ -1020,14 +1020,12 @@ func (c *checkpointer) uploader() {
 		}
 		switch {
 		case err != nil:
+			c.reportNoFiles(u)
 		case u.decline != "":
 			err = errors.New(u.decline)
+			c.reportNoFiles(u)
 		default:
 			err = c.uploadParts(u, &st)
-		}
-		if err != nil && !u.final && c.member != nil {
-			// No files: the other tasks' files need not wait for ours.
-			_, _ = c.member.Write(c.r.ctx, u.id, nil)
 		}
 		u.release()
 		ack := Ack{Checkpoint: u.id, Final: u.final, Subtask: st}
@@ -1037,6 +1035,15 @@ func (c *checkpointer) uploader() {
 		}
 		ack.Subtask.Metrics.AsyncMs = time.Since(t0).Milliseconds()
 		c.cfg.Ack(ack)
+	}
+}
+
+// reportNoFiles tells the task's state group that it writes no files
+// for checkpoint u (it failed before its upload), so that the worker's
+// other tasks' files do not wait for its.
+func (c *checkpointer) reportNoFiles(u *upload) {
+	if c.member != nil && !u.final {
+		_, _ = c.member.Write(c.r.ctx, u.id, nil)
 	}
 }
 

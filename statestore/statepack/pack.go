@@ -158,12 +158,7 @@ func (m *Member) Write(ctx context.Context, checkpoint int64, files []File) ([]m
 	g.notify()
 	for {
 		if p.done {
-			entries, err := p.entries[m.id], p.err
-			delete(p.entries, m.id)
-			delete(p.files, m.id)
-			if len(p.files) == 0 {
-				delete(g.batches, seq)
-			}
+			entries, err := m.take(p, seq)
 			g.mu.Unlock()
 			return entries, err
 		}
@@ -226,11 +221,17 @@ func (m *Member) await(p *pending, seq int) ([]manifest.File, error) {
 		<-changed
 		g.mu.Lock()
 	}
+	return m.take(p, seq)
+}
+
+// take returns the member's result of uploaded batch seq and forgets it;
+// the last writer to take its result forgets the batch (g.mu held).
+func (m *Member) take(p *pending, seq int) ([]manifest.File, error) {
 	entries, err := p.entries[m.id], p.err
 	delete(p.entries, m.id)
 	delete(p.files, m.id)
 	if len(p.files) == 0 {
-		delete(g.batches, seq)
+		delete(m.grp.batches, seq)
 	}
 	return entries, err
 }
