@@ -458,7 +458,9 @@ func TestWasmStateRescales(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _, _ := functionsEnv(t)
-	if _, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{}, time.Now()); err != nil {
+	// Through the coordinator, whose engine then has the module compiled
+	// when the job is submitted (registry.Deploy alone compiles it anew).
+	if _, err := e.c.DeployFunction(e.ctx, "echo", mod, wasm.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	id := e.submitSpec(echoSpec("first", 6000, "echo"), coordinator.SubmitOptions{})
@@ -532,12 +534,14 @@ func TestWasmUpgradeKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _, _ := functionsEnv(t)
-	if _, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{}, time.Now()); err != nil {
+	// Through the coordinator, whose engine then has the module compiled
+	// when the job is submitted (registry.Deploy alone compiles it anew).
+	if _, err := e.c.DeployFunction(e.ctx, "echo", mod, wasm.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	// Version 2: the same code with a larger memory limit, deployed before
 	// the job (on echo@1) starts, so no compile delays the upgrade.
-	v2, err := registry.Deploy(e.ctx, e.bucket, "echo", mod, wasm.Limits{Memory: 128 << 20}, time.Now())
+	v2, err := e.c.DeployFunction(e.ctx, "echo", mod, wasm.Limits{Memory: 128 << 20})
 	if err != nil || v2.Version != 2 {
 		t.Fatalf("deploy version 2: %+v %v", v2, err)
 	}
