@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -173,6 +174,16 @@ type accumulators struct {
 	size  int32   // slots the slices hold
 	free  []int32 // released slots, reused before the slices grow
 	used  int     // slots handed out and not released
+
+	scratch stateScratch // appendState's
+}
+
+// stateScratch is what appendState gathers a column into.
+type stateScratch struct {
+	ints, ints2   []int64
+	floats        []float64
+	valid, values []bool
+	someNull      bool
 }
 
 type accColumn struct {
@@ -482,53 +493,80 @@ func (a *Aggregate) stateFields() []arrow.Field {
 
 // appendState appends the state of each of slots to bs, the builders of
 // the state columns of every aggregate in order; a negative slot appends
-// nulls.
+// nulls. Each column is gathered into scratch and then appended at once:
+// the loads of many slots then overlap, where an Append per slot waited
+// for each (the slots of a snapshot are spread over memory).
 func (acc *accumulators) appendState(bs []array.Builder, slots []int32) {
+	sc := &acc.scratch
+	sc.valid, sc.someNull = sc.valid[:0], false
+	for _, s := range slots {
+		sc.valid = append(sc.valid, s >= 0)
+		sc.someNull = sc.someNull || s < 0
+	}
+	valid := sc.valid
+	if !sc.someNull {
+		valid = nil
+	}
 	k := 0
 	for i := range acc.aggs {
 		a, c := &acc.aggs[i], &acc.cols[i]
-		nb := bs[k].(*array.Int64Builder)
-		k++
+		ns := sc.ints[:0]
 		for _, s := range slots {
-			if s < 0 {
-				nb.AppendNull()
-			} else {
-				nb.Append(c.n[s])
+			var v int64
+			if s >= 0 {
+				v = c.n[s]
 			}
+			ns = append(ns, v)
 		}
+		sc.ints = ns
+		bs[k].(*array.Int64Builder).AppendValues(ns, valid)
+		k++
 		if a.Func == AggCount {
 			continue
 		}
+		// A value is null where the slot is, or holds no row yet.
+		vv := sc.values[:0]
+		for j, s := range slots {
+			vv = append(vv, s >= 0 && ns[j] != 0)
+		}
+		sc.values = vv
 		switch b := bs[k].(type) {
 		case *array.Int64Builder:
-			for _, s := range slots {
-				if s < 0 || c.n[s] == 0 {
-					b.AppendNull()
-				} else {
-					b.Append(c.i[s])
-				}
-			}
+			b.AppendValues(gatherInts(&sc.ints2, c.i, slots, vv), vv)
 		case *array.TimestampBuilder:
-			for _, s := range slots {
-				if s < 0 || c.n[s] == 0 {
-					b.AppendNull()
-				} else {
-					b.Append(arrow.Timestamp(c.i[s]))
-				}
-			}
+			is := gatherInts(&sc.ints2, c.i, slots, vv)
+			b.AppendValues(unsafe.Slice((*arrow.Timestamp)(unsafe.Pointer(unsafe.SliceData(is))), len(is)), vv)
 		case *array.Float64Builder:
-			for _, s := range slots {
-				if s < 0 || c.n[s] == 0 {
-					b.AppendNull()
-				} else {
-					b.Append(c.f[s])
+			fs := sc.floats[:0]
+			for j, s := range slots {
+				var v float64
+				if vv[j] {
+					v = c.f[s]
 				}
+				fs = append(fs, v)
 			}
+			sc.floats = fs
+			b.AppendValues(fs, vv)
 		default:
 			panic(fmt.Sprintf("builtin: state of aggregate %s into a %T", a.Name, b))
 		}
 		k++
 	}
+}
+
+// gatherInts gathers col[slots[j]] where valid[j] (0 elsewhere) into
+// *buf, and returns it.
+func gatherInts(buf *[]int64, col []int64, slots []int32, valid []bool) []int64 {
+	out := (*buf)[:0]
+	for j, s := range slots {
+		var v int64
+		if valid[j] {
+			v = col[s]
+		}
+		out = append(out, v)
+	}
+	*buf = out
+	return out
 }
 
 // checkState reports whether row r of cols, the state columns of every

@@ -1056,16 +1056,34 @@ func BenchmarkWindowTumbling(b *testing.B) {
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
 
-// BenchmarkWindowSnapshot takes a base snapshot of a window operator
-// holding one open window for each of 200,000 keys (four state batches),
-// and reports state rows per second: the cost a checkpoint adds at the
-// barrier.
+// BenchmarkWindowSnapshot captures the state of a window operator
+// holding one open window for each of 200,000 and of 2,000,000 keys (the
+// keys and their accumulators then fit a cache, and do not): a base of
+// every key, and a delta after a batch that changed a fifth of the keys,
+// drawn at random. It reports state rows per second of the capture.
 func BenchmarkWindowSnapshot(b *testing.B) {
-	const keys = 200_000
+	for _, keys := range []int{200_000, 2_000_000} {
+		for _, full := range []bool{true, false} {
+			name := fmt.Sprintf("keys=%d/delta", keys)
+			if full {
+				name = fmt.Sprintf("keys=%d/base", keys)
+			}
+			b.Run(name, func(b *testing.B) { benchWindowSnapshot(b, keys, full) })
+		}
+	}
+}
+
+func benchWindowSnapshot(b *testing.B, keys int, full bool) {
 	schema := benchBidSchema(b)
 	mem := memory.NewGoAllocator()
 	rec := benchBids(mem, schema, keys, func(i int) (ts, auction, price int64) { return int64(i % 1000), int64(i), int64(i % 10000) })
 	defer rec.Release()
+	// A fifth of the keys, at random (the same draws each time).
+	rng := rand.New(rand.NewPCG(1, 2))
+	changes := benchBids(mem, schema, keys/5, func(i int) (ts, auction, price int64) {
+		return int64(i % 1000), rng.Int64N(int64(keys)), int64(i % 10000)
+	})
+	defer changes.Release()
 
 	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"auction"},
 		"bids", "count()", "total", "sum(price)", "top", "max(price)")
@@ -1081,9 +1099,8 @@ func BenchmarkWindowSnapshot(b *testing.B) {
 		b.Fatal(err)
 	}
 	st := o.(task.Stateful).State()
-	b.ResetTimer()
-	for range b.N {
-		batches, err := st.Snapshot(mem, true)
+	snapshot := func(full bool) int {
+		batches, err := st.Snapshot(mem, full)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -1092,11 +1109,26 @@ func BenchmarkWindowSnapshot(b *testing.B) {
 			n += int(s.NumRows())
 			s.Release()
 		}
-		if n != keys {
-			b.Fatalf("%d state rows, want %d", n, keys)
-		}
+		return n
 	}
-	b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	snapshot(true) // changes are listed from the first snapshot on
+	rows := 0
+	b.ResetTimer()
+	for range b.N {
+		if !full {
+			b.StopTimer()
+			if err := o.ProcessBatch(changes); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		n := snapshot(full)
+		if full && n != keys || !full && (n == 0 || n > keys/5) {
+			b.Fatalf("%d state rows of %d keys", n, keys)
+		}
+		rows += n
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }
 
 // benchBidSchema is the schema of the window benchmarks' input: bids of
