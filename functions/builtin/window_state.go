@@ -190,6 +190,7 @@ type windowCapture struct {
 	next      int          // the next index of keys
 	group     int          // the next key group to list
 	dead      []*windowKey // keys dropped before the barrier, freed when the capture ends
+	marks     []uint32     // scratch: the captured marks of a step's keys
 	done      bool
 	batches   []arrow.RecordBatch
 }
@@ -216,9 +217,14 @@ type captureRows struct {
 	copied bool
 	acc    *accumulators // the copies of slots, if copied
 
-	// Scratch.
+	// Scratch: buildRows gathers each column here and appends it at once.
 	keys                     []*windowKey
 	slots                    []int32
+	groups                   []int32
+	kinds                    []string
+	bounds                   [2][]arrow.Timestamp
+	flags                    [2][]bool
+	valid                    []bool
 	keyBuilders, accBuilders []array.Builder
 }
 
@@ -286,45 +292,60 @@ func (cr *captureRows) build() {
 	}
 }
 
-// buildRows appends rs to the builder's columns.
+// buildRows appends rs to the builder's columns. Each column is gathered
+// first and appended at once, not row by row: a builder's Append checks
+// its room and sets a validity bit for each value.
 func (cr *captureRows) buildRows(rs []windowStateRow) {
 	w, rb, l := cr.w, cr.rb, cr.w.state
-	rb.Reserve(len(rs))
-	groups := rb.Field(0).(*array.Int32Builder)
-	cr.keys = cr.keys[:0]
-	for _, r := range rs {
-		groups.Append(int32(r.ks.group))
-		cr.keys = append(cr.keys, r.ks)
-	}
-	w.appendKeyColumns(cr.keyBuilders, cr.keys)
-	clear(cr.keys) // drop the key pointers
-	kinds := rb.Field(l.kind).(*array.StringBuilder)
-	starts := rb.Field(l.kind + 1).(*array.TimestampBuilder)
-	ends := rb.Field(l.kind + 2).(*array.TimestampBuilder)
-	emitted := rb.Field(l.kind + 3).(*array.BooleanBuilder)
-	pending := rb.Field(l.kind + 4).(*array.BooleanBuilder)
-	cr.slots = cr.slots[:0]
+	cr.keys, cr.groups, cr.kinds, cr.slots = cr.keys[:0], cr.groups[:0], cr.kinds[:0], cr.slots[:0]
+	cr.bounds[0], cr.bounds[1], cr.flags[0], cr.flags[1] = cr.bounds[0][:0], cr.bounds[1][:0], cr.flags[0][:0], cr.flags[1][:0]
+	cr.valid = cr.valid[:0]
+	clears := false
 	for _, r := range rs {
 		win := r.win
-		kinds.Append(r.kind)
+		cr.keys = append(cr.keys, r.ks)
+		cr.groups = append(cr.groups, int32(r.ks.group))
+		cr.kinds = append(cr.kinds, r.kind)
 		cr.slots = append(cr.slots, win.slot)
-		if win.slot < 0 {
-			starts.AppendNull()
-			ends.AppendNull()
-			emitted.AppendNull()
-			pending.AppendNull()
-			continue
-		}
-		starts.Append(arrow.Timestamp(win.start))
-		ends.Append(arrow.Timestamp(win.end))
-		emitted.Append(win.emitted)
-		pending.Append(win.pending)
+		cr.bounds[0] = append(cr.bounds[0], arrow.Timestamp(win.start))
+		cr.bounds[1] = append(cr.bounds[1], arrow.Timestamp(win.end))
+		cr.flags[0] = append(cr.flags[0], win.emitted)
+		cr.flags[1] = append(cr.flags[1], win.pending)
+		cr.valid = append(cr.valid, win.slot >= 0)
+		clears = clears || win.slot < 0
 	}
+	valid := cr.valid // the window columns are null in a clear row
+	if !clears {
+		valid = nil
+	}
+	rb.Field(0).(*array.Int32Builder).AppendValues(cr.groups, nil)
+	w.appendKeyColumns(cr.keyBuilders, cr.keys)
+	clear(cr.keys) // drop the key pointers
+	appendStrings(rb.Field(l.kind).(*array.StringBuilder), cr.kinds)
+	rb.Field(l.kind+1).(*array.TimestampBuilder).AppendValues(cr.bounds[0], valid)
+	rb.Field(l.kind+2).(*array.TimestampBuilder).AppendValues(cr.bounds[1], valid)
+	rb.Field(l.kind+3).(*array.BooleanBuilder).AppendValues(cr.flags[0], valid)
+	rb.Field(l.kind+4).(*array.BooleanBuilder).AppendValues(cr.flags[1], valid)
 	acc := w.acc
 	if cr.copied {
 		acc = cr.acc
 	}
 	acc.appendState(cr.accBuilders, cr.slots)
+}
+
+// appendStrings appends vs to b, growing its buffers to twice what they
+// need when they are full: StringBuilder.AppendValues grows them to just
+// what it needs, so that every call copies them again.
+func appendStrings(b *array.StringBuilder, vs []string) {
+	n := 0
+	for _, v := range vs {
+		n += len(v)
+	}
+	b.Reserve(len(vs)) // the offsets, by doubling
+	if b.DataCap() < b.DataLen()+n {
+		b.ReserveData(max(n, b.DataCap()))
+	}
+	b.AppendValues(vs, nil)
 }
 
 // cut ends the batch being built.
@@ -381,21 +402,31 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 	if chunk <= 0 {
 		chunk = 256
 	}
-	for n := 1; ; n++ {
+	for {
 		if c.next == len(c.keys) && !c.list() {
 			c.finish()
 			return true, nil
 		}
-		ks := c.keys[c.next]
-		c.keys[c.next] = nil
-		c.next++
-		if ks.captured != c.seq {
-			ks.captured = c.seq
-			if c.wants(ks) {
-				c.walk.add(ks)
+		keys := c.keys[c.next:min(c.next+chunk, len(c.keys))]
+		c.next += len(keys)
+		// Every key's mark first, then its rows: the keys are spread over
+		// memory, and these loads overlap where reading each key just
+		// before its rows waited for each.
+		marks := c.marks[:0]
+		for _, ks := range keys {
+			marks = append(marks, ks.captured)
+		}
+		c.marks = marks
+		for i, ks := range keys {
+			keys[i] = nil
+			if marks[i] != c.seq { // a key is in keys once
+				ks.captured = c.seq
+				if c.wants(ks) {
+					c.walk.add(ks)
+				}
 			}
 		}
-		if n%chunk == 0 && !deadline.IsZero() && !time.Now().Before(deadline) {
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			c.walk.build() // the walk's rows read the keys' slots
 			return false, nil
 		}
