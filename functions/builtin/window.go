@@ -382,6 +382,7 @@ type windowOperator struct {
 
 	// Scratch reused across batches.
 	hashes      []uint64
+	warmed      uint64 // see warm
 	keyBuf      []byte
 	rows        []int32 // (rows[j], slots[j]): row rows[j] goes into slot slots[j]
 	slots       []int32
@@ -514,6 +515,9 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 	w.rows, w.slots, w.lateRows, w.refire = w.rows[:0], w.slots[:0], w.lateRows[:0], w.refire[:0]
 	var last *windowKey
 	for r := range n {
+		if r%warmRows == 0 {
+			w.warm(w.hashes[r:min(r+warmRows, n)])
+		}
 		if timeNulls && tcol.IsNull(r) {
 			w.lateRows = append(w.lateRows, int32(r))
 			continue
@@ -587,6 +591,29 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 		}
 	}
 	return w.emitLate(b)
+}
+
+// warmRows is how many rows warm reads ahead of the lookups: their table
+// slots and records, 128 bytes a row, stay in the core's caches.
+const warmRows = 128
+
+// warm reads the table slot and the record where the lookup of each of
+// hashes starts. At millions of keys each is a load from memory, and a
+// lookup waits for its two in turn; here the loads of many rows overlap,
+// and the lookups then find them in the cache. What it reads is kept in
+// w.warmed so the reads are not dropped.
+func (w *windowOperator) warm(hashes []uint64) {
+	var x uint64
+	for _, h := range hashes {
+		t := &w.groups[arrowfmt.KeyGroup(h, w.maxPar)-w.kgStart]
+		if t.n == 0 {
+			continue
+		}
+		if ks := t.slots[t.home(h)]; ks != nil {
+			x += ks.hash
+		}
+	}
+	w.warmed = x
 }
 
 func floorMod(a, b int64) int64 {
