@@ -299,6 +299,49 @@ func TestWindowSchemaErrors(t *testing.T) {
 	}
 }
 
+// TestWindowOrderByKeyEncoding: results of one end go out in the order of
+// their keys' encodings, also where keys share long prefixes or differ
+// only past the 8 bytes after their common prefix that emit sorts by
+// first.
+func TestWindowOrderByKeyEncoding(t *testing.T) {
+	type key struct {
+		k  string
+		k2 int64
+	}
+	for _, keys := range [][]key{
+		// Strings of many lengths: the length in the encoding differs.
+		{{"b", 0}, {"a", 0}, {"-", 0}, {"a\x00", 0}, {"abcdefgh1", 0}, {"abcdefgh0", 0}, {"abcdefg", 0},
+			{"abcdefghijklmnop-2", 0}, {"abcdefghijklmnop-10", 0}, {"\xff", 0}, {"abcdefgh", 0}},
+		// One length, a long shared prefix, and int64s after it.
+		{{"shared-prefix-0001", 5}, {"shared-prefix-0001", -5}, {"shared-prefix-0002", 0}, {"shared-prefix-0001", 1 << 40},
+			{"shared-prefix-0001", 0}, {"shared-prefix-0000", 7}, {"shared-prefix-0001", -1 << 40}, {"shared-prefix-0001", 4}},
+		// The same string, so the int64 decides, past the first 8 bytes.
+		{{"x", 3}, {"x", 1}, {"x", 2}, {"x", 256}, {"x", 257}, {"x", 1 << 56}, {"x", 1<<56 + 1}},
+	} {
+		op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k", "k2"}, "n", "count()")
+		schema, err := arrowfmt.NewSchema(winFields[:3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newWinHarness(t, op, Stream{Schema: schema, TimeColumn: 0})
+		var rows [][]any
+		for i, k := range keys {
+			rows = append(rows, []any{i % 10, k.k, int(k.k2)})
+		}
+		h.batch(rows...)
+		h.watermark(9)
+		sorted := slices.Clone(keys)
+		slices.SortFunc(sorted, func(a, b key) int {
+			return strings.Compare(string(arrowfmt.AppendKey(nil, a.k, a.k2)), string(arrowfmt.AppendKey(nil, b.k, b.k2)))
+		})
+		var want []string
+		for _, k := range sorted {
+			want = append(want, fmt.Sprintf("0 10 %s %d 1", k.k, k.k2))
+		}
+		h.expect(want...)
+	}
+}
+
 func TestWindowTumbling(t *testing.T) {
 	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"},
 		"n", "count()", "sum_v", "sum(v)", "max_f", "max(f)")
