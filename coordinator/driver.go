@@ -114,8 +114,7 @@ func (c *Coordinator) exec(ctx context.Context, j *job, ds []lifecycle.Decision)
 }
 
 // endLocked carries out the end of a job: its checkpoints stop, its
-// commit sinks close, its status is stored and its attempt's channels
-// deleted.
+// commit sinks close, its status is stored and its channels deleted.
 func (c *Coordinator) endLocked(ctx context.Context, j *job, state, msg string) {
 	j.ck.sm = nil
 	if err := j.ck.closeSinks(); err != nil {
@@ -125,7 +124,11 @@ func (c *Coordinator) endLocked(ctx context.Context, j *job, state, msg string) 
 		c.cfg.Logger.Warn("store job status failed", "job", j.id, "err", err)
 	}
 	if c.cfg.Transport != nil {
-		if err := c.cfg.Transport.DeleteAttempt(ctx, j.id, j.lc.Attempt()); err != nil {
+		// Every attempt's, not only the last one's: a task of an earlier
+		// attempt that opened its reader after recovery had deleted that
+		// attempt's channels made them again, and nothing else would
+		// delete them (TestChaosWorkerKills, on a slow machine).
+		if err := c.cfg.Transport.DeleteAttempt(ctx, j.id, -1); err != nil {
 			c.cfg.Logger.Warn("delete job channels failed", "job", j.id, "err", err)
 		}
 	}
