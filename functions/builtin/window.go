@@ -359,7 +359,7 @@ type windowOperator struct {
 	longKeys  map[*windowKey]string
 	spill     [][]windowState // the windows of keys with more than one
 	spillFree []int32         // indexes of spill free
-	dead      []*windowKey
+	dead      []offheap.Ref
 	timers    windowTimers
 	wm        int64
 	out       *array.RecordBuilder
@@ -623,11 +623,14 @@ func keyPrefix(key string, from int) uint64 {
 // slots and records, 128 bytes a row, stay in the core's caches.
 const warmRows = 128
 
-// warm reads the table slot and the record where the lookup of each of
-// hashes starts. At millions of keys each is a load from memory, and a
-// lookup waits for its two in turn; here the loads of many rows overlap,
-// and the lookups then find them in the cache. What it reads is kept in
-// w.warmed so the reads are not dropped.
+// warm reads the table slot where the lookup of each of hashes starts,
+// and the record of the first slot on from it whose tag matches: where
+// the lookup will find its key. At millions of keys each is a load from
+// memory, and a lookup waits for its two in turn; here the loads of many
+// rows overlap, and the lookups then find them in the cache. What it
+// reads is kept in w.warmed so the reads are not dropped. (Reading all
+// the rows' slots first, then the records, was measured too, and gained
+// nothing.)
 func (w *windowOperator) warm(hashes []uint64) {
 	var x uint64
 	for _, h := range hashes {
@@ -635,8 +638,13 @@ func (w *windowOperator) warm(hashes []uint64) {
 		if t.n == 0 {
 			continue
 		}
-		if ks := t.slots[t.home(h)]; ks != nil {
-			x += ks.hash
+		tag := tagOf(h)
+		mask := len(t.slots) - 1
+		for i := t.home(tag); t.slots[i] != 0; i = (i + 1) & mask {
+			if s := t.slots[i]; s.tag() == tag {
+				x += w.keys.At(s.ref()).hash
+				break
+			}
 		}
 	}
 	w.warmed = x
@@ -654,10 +662,10 @@ func floorMod(a, b int64) int64 {
 // tracked key is a change: a new key is in the next delta. Restored keys
 // are not tracked.
 func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
-	ks := w.keys.New()
+	r, ks := w.keys.New()
 	ks.hash, ks.group, ks.captured = hash, uint16(kg), w.snaps
 	w.setKey(ks, w.keyBuf)
-	w.insert(&w.groups[kg-w.kgStart], ks)
+	w.insert(&w.groups[kg-w.kgStart], r, hash)
 	if tracked && w.changes.On() {
 		ks.changed, ks.fresh = w.snaps+1, true
 		w.changes.Add(ks)
@@ -687,20 +695,20 @@ func (w *windowOperator) touch(ks *windowKey) {
 // dead for the next snapshot to begin, which frees it when its capture
 // ends.
 func (w *windowOperator) removeKey(ks *windowKey) {
-	w.groups[int(ks.group)-w.kgStart].remove(ks)
+	r := w.remove(&w.groups[int(ks.group)-w.kgStart], ks)
 	if w.changes.On() {
-		w.dead = append(w.dead, ks)
+		w.dead = append(w.dead, r)
 	} else {
-		w.freeKey(ks)
+		w.freeKey(r, ks)
 	}
 }
 
 // eachKey calls fn with every key.
 func (w *windowOperator) eachKey(fn func(*windowKey)) {
 	for g := range w.groups {
-		for _, ks := range w.groups[g].slots {
-			if ks != nil {
-				fn(ks)
+		for _, s := range w.groups[g].slots {
+			if s != 0 {
+				fn(w.keys.At(s.ref()))
 			}
 		}
 	}

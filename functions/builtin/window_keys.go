@@ -12,7 +12,7 @@ import (
 // encoding (up to keyInline bytes) and its window (when it has one) are
 // inside it. The records live in a slab outside the Go heap
 // (statestore/offheap), indexed per key group by an open-addressing table
-// of pointers to them, also outside the heap once it is large; so are the
+// of their slab Refs and hash tags, also outside the heap once it is large; so are the
 // timers. A keyed count then costs about 64 bytes for the record, 11 to 16
 // for its slot in the table, 24 for its timer and 8 for its accumulator,
 // and the garbage collector neither scans it nor lets it double.
@@ -129,39 +129,61 @@ func (w *windowOperator) unspill(ks *windowKey) {
 	ks.win[0], ks.nwin = windowState{}, 0
 }
 
-// freeKey gives the record of ks back to the slab.
-func (w *windowOperator) freeKey(ks *windowKey) {
+// freeKey gives the record r names, ks, back to the slab.
+func (w *windowOperator) freeKey(r offheap.Ref, ks *windowKey) {
 	if ks.keyLen == longKey {
 		delete(w.longKeys, ks)
 	}
 	if ks.nwin == manyWins {
 		w.unspill(ks)
 	}
-	w.keys.Free(ks)
+	w.keys.Free(r)
 }
 
 // freeDead frees the records of dead, keys dropped that no change list
 // or capture holds any more.
-func (w *windowOperator) freeDead(dead []*windowKey) {
-	for _, ks := range dead {
-		w.freeKey(ks)
+func (w *windowOperator) freeDead(dead []offheap.Ref) {
+	for _, r := range dead {
+		w.freeKey(r, w.keys.At(r))
 	}
-	clear(dead)
 }
 
 // keyTable is the keys of one key group: an open-addressing table with
 // linear probing, keyed by the key hash.
+//
+// A slot holds a key's Ref in the slab and, beside it, the high 32 bits
+// of the key's multiplied hash (tagOf), its tag: the high bits of the
+// tag are the key's home slot. So a lookup reads a key's record only
+// where the tag matches: it passes other keys in the slot's cache line,
+// and a new key is found absent, without a load from memory each; and a
+// table grows, and a removal shifts keys back, without reading any
+// record.
 type keyTable struct {
-	slots []*windowKey // nil: free; a power of two long, or empty
+	slots []keySlot // 0: free; a power of two long, or empty
 	n     int
-	shift uint8 // 64 - log2(len(slots))
+	shift uint8 // 32 - log2(len(slots))
 }
 
-// home is the slot where a key of hash hash is looked for first. The key
-// group is hash modulo the number of groups, so this takes the high bits
-// of a multiplicative hash.
-func (t *keyTable) home(hash uint64) int {
-	return int((hash * 0x9e3779b97f4a7c15) >> t.shift)
+// keySlot is tag<<32 | ref+1 of a key, or 0 for a free slot.
+type keySlot uint64
+
+func makeSlot(tag uint32, r offheap.Ref) keySlot {
+	return keySlot(tag)<<32 | keySlot(r) + 1
+}
+
+func (s keySlot) tag() uint32      { return uint32(s >> 32) }
+func (s keySlot) ref() offheap.Ref { return offheap.Ref(uint32(s) - 1) }
+
+// tagOf returns the tag of a key of hash hash: the high 32 bits of a
+// multiplicative hash. The key group is hash modulo the number of groups,
+// so the table uses other bits of it than the low ones.
+func tagOf(hash uint64) uint32 {
+	return uint32((hash * 0x9e3779b97f4a7c15) >> 32)
+}
+
+// home is the slot where a key of tag tag is looked for first.
+func (t *keyTable) home(tag uint32) int {
+	return int(tag >> t.shift)
 }
 
 // lookup returns the key of key group kgStart+g whose hash is hash and
@@ -171,65 +193,73 @@ func (w *windowOperator) lookup(g int, hash uint64) *windowKey {
 	if t.n == 0 {
 		return nil
 	}
+	tag := tagOf(hash)
 	mask := len(t.slots) - 1
-	for i := t.home(hash); ; i = (i + 1) & mask {
-		ks := t.slots[i]
-		if ks == nil {
+	for i := t.home(tag); ; i = (i + 1) & mask {
+		s := t.slots[i]
+		if s == 0 {
 			return nil
 		}
-		if ks.hash == hash && w.keyOf(ks) == string(w.keyBuf) {
+		if s.tag() != tag {
+			continue
+		}
+		if ks := w.keys.At(s.ref()); ks.hash == hash && w.keyOf(ks) == string(w.keyBuf) {
 			return ks
 		}
 	}
 }
 
-// insert adds ks, which the table does not hold, growing it to keep it at
-// most three quarters full.
-func (w *windowOperator) insert(t *keyTable, ks *windowKey) {
+// insert adds the key r names, of hash hash, which the table does not
+// hold, growing it to keep it at most three quarters full.
+func (w *windowOperator) insert(t *keyTable, r offheap.Ref, hash uint64) {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		old := t.slots
 		size := max(8, 2*len(old))
-		t.slots = offheap.Make[*windowKey](&w.arena, size)
-		t.shift = uint8(64 - log2(size))
-		for _, k := range old {
-			if k != nil {
-				t.place(k)
+		t.slots = offheap.Make[keySlot](&w.arena, size)
+		t.shift = uint8(32 - log2(size))
+		for _, s := range old {
+			if s != 0 {
+				t.place(s)
 			}
 		}
 		offheap.Free(&w.arena, old)
 	}
-	t.place(ks)
+	t.place(makeSlot(tagOf(hash), r))
 	t.n++
 }
 
-func (t *keyTable) place(ks *windowKey) {
+func (t *keyTable) place(s keySlot) {
 	mask := len(t.slots) - 1
-	i := t.home(ks.hash)
-	for t.slots[i] != nil {
+	i := t.home(s.tag())
+	for t.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = ks
+	t.slots[i] = s
 }
 
-// remove removes ks, which the table holds, shifting back the keys after
-// it whose probe passed its slot, so no probe stops short.
-func (t *keyTable) remove(ks *windowKey) {
+// remove removes ks, which the table holds, and returns its Ref. It
+// shifts back the keys after it whose probe passed its slot, so no probe
+// stops short.
+func (w *windowOperator) remove(t *keyTable, ks *windowKey) offheap.Ref {
 	mask := len(t.slots) - 1
-	i := t.home(ks.hash)
-	for t.slots[i] != ks {
+	tag := tagOf(ks.hash)
+	i := t.home(tag)
+	for s := t.slots[i]; s.tag() != tag || w.keys.At(s.ref()) != ks; s = t.slots[i] {
 		i = (i + 1) & mask
 	}
-	for j := (i + 1) & mask; t.slots[j] != nil; j = (j + 1) & mask {
+	r := t.slots[i].ref()
+	for j := (i + 1) & mask; t.slots[j] != 0; j = (j + 1) & mask {
 		// The key at j may move to i if its home is not in (i, j],
 		// cyclically.
-		h := t.home(t.slots[j].hash)
+		h := t.home(t.slots[j].tag())
 		if i <= j && (h <= i || h > j) || i > j && h <= i && h > j {
 			t.slots[i] = t.slots[j]
 			i = j
 		}
 	}
-	t.slots[i] = nil
+	t.slots[i] = 0
 	t.n--
+	return r
 }
 
 // free frees the table's slots.

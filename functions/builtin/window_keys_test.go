@@ -20,8 +20,8 @@ func TestWindowKeyRecordSize(t *testing.T) {
 
 // TestKeyTable adds and drops keys at random against a map, with hashes
 // drawn from a small set so that keys share hashes and home slots, and
-// probes cross the end of the table; some keys are longer than a record
-// holds.
+// probes cross the end of the table; keys of different hashes share
+// tags; some keys are longer than a record holds.
 func TestKeyTable(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -30,12 +30,21 @@ func TestKeyTable(t *testing.T) {
 			w.keys.Init(&w.arena)
 			defer w.arena.Close()
 			want := map[string]*windowKey{}
-			hashOf := func(k string) uint64 { // few distinct hashes
+			// inv * 0x9e3779b97f4a7c15 == 1: hashes h and h+inv have
+			// the same tag (the multiplied hash differs by 1).
+			inv := uint64(0x9e3779b97f4a7c15)
+			for range 5 {
+				inv *= 2 - 0x9e3779b97f4a7c15*inv
+			}
+			hashOf := func(k string) uint64 { // few distinct hashes and tags
 				var h uint64
 				for _, c := range k {
 					h = h*31 + uint64(c)
 				}
-				return h % 97 * 0x9e3779b97f4a7c15
+				return h%97*0x9e3779b97f4a7c15 + uint64(len(k)%3)*inv
+			}
+			if a := hashOf("5"); a == a+inv || tagOf(a) != tagOf(a+inv) {
+				t.Fatalf("hashes %#x and %#x: want distinct hashes of one tag", a, a+inv)
 			}
 			for step := range 20_000 {
 				k := fmt.Sprint(rng.IntN(3000))

@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/offheap"
 	"github.com/weirstream/weir/statestore/rows"
 )
 
@@ -186,11 +187,11 @@ type windowCapture struct {
 	seq       uint32
 	full      bool
 	walk, cow *captureRows
-	keys      []*windowKey // the keys to walk: a key group's, or the delta's
-	next      int          // the next index of keys
-	group     int          // the next key group to list
-	dead      []*windowKey // keys dropped before the barrier, freed when the capture ends
-	marks     []uint32     // scratch: the captured marks of a step's keys
+	keys      []*windowKey  // the keys to walk: a key group's, or the delta's
+	next      int           // the next index of keys
+	group     int           // the next key group to list
+	dead      []offheap.Ref // keys dropped before the barrier, freed when the capture ends
+	marks     []uint32      // scratch: the captured marks of a step's keys
 	done      bool
 	batches   []arrow.RecordBatch
 }
@@ -441,9 +442,9 @@ func (c *windowCapture) list() bool {
 	for c.group < len(w.groups) {
 		t := &w.groups[c.group]
 		c.group++
-		for _, ks := range t.slots {
-			if ks != nil {
-				c.keys = append(c.keys, ks)
+		for _, s := range t.slots {
+			if s != 0 {
+				c.keys = append(c.keys, w.keys.At(s.ref()))
 			}
 		}
 		if len(c.keys) > 0 {

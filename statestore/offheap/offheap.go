@@ -139,42 +139,64 @@ func chunkLen(k, size int) int {
 
 // Slab hands out values of T one at a time from chunks of an Arena, and
 // reuses the ones freed. A value stays where it is until it is freed, so
-// a pointer to it is valid until then. Its zero value is not ready: call
+// a pointer to it is valid until then. Each value has a Ref, 32 bits that
+// name it in its slab, for tables that would rather not hold a pointer
+// (a pointer costs 8 bytes, and a slice of them is scanned by the garbage
+// collector when it is on the heap). Its zero value is not ready: call
 // Init.
 type Slab[T any] struct {
 	a      *Arena
 	chunks [][]T
 	used   int // values handed out of the last chunk
-	free   []*T
+	free   []Ref
 	live   int
 }
+
+// Ref names a value of a Slab: its chunk (high 16 bits) and its index
+// in the chunk (low 16 bits).
+type Ref uint32
+
+// slabChunkBits bounds the length of a Slab's chunk, so that a Ref holds
+// the index in it.
+const slabChunkBits = 16
 
 // Init makes the slab allocate from a.
 func (s *Slab[T]) Init(a *Arena) { s.a = a }
 
-// New returns a zeroed value.
-func (s *Slab[T]) New() *T {
+// New returns a zeroed value and its Ref.
+func (s *Slab[T]) New() (Ref, *T) {
 	s.live++
 	if k := len(s.free); k > 0 {
-		p := s.free[k-1]
-		s.free[k-1] = nil
+		r := s.free[k-1]
 		s.free = s.free[:k-1]
-		return p
+		return r, s.At(r)
 	}
 	if k := len(s.chunks); k == 0 || s.used == len(s.chunks[k-1]) {
-		s.chunks = append(s.chunks, Make[T](s.a, chunkLen(k, int(reflect.TypeFor[T]().Size()))))
+		if k == 1<<slabChunkBits {
+			panic("offheap: a Slab holds at most 2^32 values")
+		}
+		n := min(chunkLen(k, int(reflect.TypeFor[T]().Size())), 1<<slabChunkBits)
+		s.chunks = append(s.chunks, Make[T](s.a, n))
 		s.used = 0
 	}
-	p := &s.chunks[len(s.chunks)-1][s.used]
+	k := len(s.chunks) - 1
+	r := Ref(k<<slabChunkBits | s.used)
 	s.used++
-	return p
+	return r, &s.chunks[k][r&(1<<slabChunkBits-1)]
 }
 
-// Free zeroes *p, which New returned, and keeps it for a later New.
-func (s *Slab[T]) Free(p *T) {
+// At returns the value r names, which New returned and which is not
+// freed.
+func (s *Slab[T]) At(r Ref) *T {
+	return &s.chunks[r>>slabChunkBits][r&(1<<slabChunkBits-1)]
+}
+
+// Free zeroes the value r names, which New returned, and keeps it for a
+// later New.
+func (s *Slab[T]) Free(r Ref) {
 	var zero T
-	*p = zero
-	s.free = append(s.free, p)
+	*s.At(r) = zero
+	s.free = append(s.free, r)
 	s.live--
 }
 

@@ -77,11 +77,17 @@ func TestSlabReusesFreedValues(t *testing.T) {
 	s.Init(&a)
 	const n = 100_000 // several chunks, the later ones mapped
 	ps := make([]*rec, n)
+	refs := make([]Ref, n)
+	seen := map[Ref]bool{}
 	for i := range ps {
-		ps[i] = s.New()
+		refs[i], ps[i] = s.New()
 		if ps[i].id != 0 || ps[i].next != nil {
 			t.Fatalf("value %d is not zeroed: %+v", i, *ps[i])
 		}
+		if seen[refs[i]] || s.At(refs[i]) != ps[i] {
+			t.Fatalf("value %d: ref %#x is taken, or names %p, not the value %p", i, refs[i], s.At(refs[i]), ps[i])
+		}
+		seen[refs[i]] = true
 		ps[i].id = int64(i)
 		if i > 0 {
 			ps[i].next = ps[i-1]
@@ -91,19 +97,19 @@ func TestSlabReusesFreedValues(t *testing.T) {
 		t.Fatal("nothing mapped for 100,000 records")
 	}
 	for i, p := range ps { // values stay where they are
-		if p.id != int64(i) || i > 0 && p.next.id != int64(i-1) {
+		if p.id != int64(i) || i > 0 && p.next.id != int64(i-1) || s.At(refs[i]) != p {
 			t.Fatalf("value %d moved: %+v", i, *p)
 		}
 	}
-	s.Free(ps[7])
-	s.Free(ps[n-1])
+	s.Free(refs[7])
+	s.Free(refs[n-1])
 	if s.Len() != n-2 {
 		t.Fatalf("Len %d, want %d", s.Len(), n-2)
 	}
 	mapped := a.Mapped()
 	for range 2 {
-		if p := s.New(); p != ps[7] && p != ps[n-1] || p.id != 0 {
-			t.Fatalf("New after Free gave %p (%+v), want a freed value, zeroed", p, *p)
+		if r, p := s.New(); p != ps[7] && p != ps[n-1] || p.id != 0 || s.At(r) != p {
+			t.Fatalf("New after Free gave %p (%+v), ref %#x, want a freed value, zeroed, and its ref", p, *p, r)
 		}
 	}
 	if a.Mapped() != mapped {
@@ -112,6 +118,30 @@ func TestSlabReusesFreedValues(t *testing.T) {
 	s.Release()
 	if a.Mapped() != 0 {
 		t.Fatalf("%d bytes mapped after Release", a.Mapped())
+	}
+}
+
+// TestSlabRefsPastFullChunks fills chunks of the most values a Ref can
+// index (small values), so refs must name the chunk and the index in it.
+func TestSlabRefsPastFullChunks(t *testing.T) {
+	var a Arena
+	defer a.Close()
+	var s Slab[int64]
+	s.Init(&a)
+	const n = 3<<slabChunkBits + 5
+	refs := make([]Ref, n)
+	for i := range refs {
+		var p *int64
+		refs[i], p = s.New()
+		*p = int64(i)
+	}
+	if len(s.chunks) < 4 {
+		t.Fatalf("%d values in %d chunks, want full ones", n, len(s.chunks))
+	}
+	for i, r := range refs {
+		if got := *s.At(r); got != int64(i) {
+			t.Fatalf("ref %#x of value %d names %d", r, i, got)
+		}
 	}
 }
 
