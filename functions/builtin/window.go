@@ -375,10 +375,10 @@ type windowOperator struct {
 	// restored and its timers are not registered yet; started: input or
 	// a watermark has come.
 	state     *windowStateLayout
-	changes   rows.ChangeLog[*windowKey]
+	changes   rows.ChangeLog[offheap.Ref]
 	snaps     uint32
 	capture   *windowCapture
-	spareKeys []*windowKey // a change list a capture is done with
+	spareKeys []offheap.Ref // a change list a capture is done with
 	// captureChunk is how many keys a capture step takes between looks
 	// at the clock (tests set 1).
 	captureChunk int
@@ -462,7 +462,7 @@ func (w *windowOperator) Close() error {
 	w.keys.Release()
 	w.arena.Close()
 	w.groups, w.longKeys, w.spill, w.spillFree, w.dead, w.acc = nil, nil, nil, nil, nil, nil
-	w.changes = rows.ChangeLog[*windowKey]{}
+	w.changes = rows.ChangeLog[offheap.Ref]{}
 	w.spareKeys = nil
 	return nil
 }
@@ -533,7 +533,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 		g := kg - w.kgStart
 		w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], b, w.cfg.keyCols, r)
 		ks := last
-		if ks == nil || ks.hash != w.hashes[r] || w.keyOf(ks) != string(w.keyBuf) {
+		if ks == nil || ks.tag != tagOf(w.hashes[r]) || w.keyOf(ks) != string(w.keyBuf) {
 			if ks = w.lookup(g, w.hashes[r]); ks != nil {
 				w.touch(ks)
 			} else {
@@ -642,7 +642,7 @@ func (w *windowOperator) warm(hashes []uint64) {
 		mask := len(t.slots) - 1
 		for i := t.home(tag); t.slots[i] != 0; i = (i + 1) & mask {
 			if s := t.slots[i]; s.tag() == tag {
-				x += w.keys.At(s.ref()).hash
+				x += uint64(w.keys.At(s.ref()).tag)
 				break
 			}
 		}
@@ -663,12 +663,12 @@ func floorMod(a, b int64) int64 {
 // are not tracked.
 func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
 	r, ks := w.keys.New()
-	ks.hash, ks.group, ks.captured = hash, uint16(kg), w.snaps
+	ks.tag, ks.ref, ks.group, ks.captured = tagOf(hash), r, uint16(kg), w.snaps
 	w.setKey(ks, w.keyBuf)
-	w.insert(&w.groups[kg-w.kgStart], r, hash)
+	w.insert(&w.groups[kg-w.kgStart], ks)
 	if tracked && w.changes.On() {
 		ks.changed, ks.fresh = w.snaps+1, true
-		w.changes.Add(ks)
+		w.changes.Add(r)
 	}
 	return ks
 }
@@ -677,7 +677,7 @@ func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
 func (w *windowOperator) markDirty(ks *windowKey) {
 	if w.changes.On() && ks.changed != w.snaps+1 {
 		ks.changed, ks.fresh = w.snaps+1, false
-		w.changes.Add(ks)
+		w.changes.Add(ks.ref)
 	}
 }
 
@@ -695,11 +695,11 @@ func (w *windowOperator) touch(ks *windowKey) {
 // dead for the next snapshot to begin, which frees it when its capture
 // ends.
 func (w *windowOperator) removeKey(ks *windowKey) {
-	r := w.remove(&w.groups[int(ks.group)-w.kgStart], ks)
+	w.groups[int(ks.group)-w.kgStart].remove(ks)
 	if w.changes.On() {
-		w.dead = append(w.dead, r)
+		w.dead = append(w.dead, ks.ref)
 	} else {
-		w.freeKey(r, ks)
+		w.freeKey(ks)
 	}
 }
 

@@ -34,7 +34,8 @@ const keyInline = 19
 // they are decoded from the encoding when a result or a snapshot row is
 // written (arrowfmt.AppendKeyValues).
 type windowKey struct {
-	hash uint64 // arrowfmt key hash
+	tag uint32      // the key's hash tag (tagOf)
+	ref offheap.Ref // the record's own Ref
 	// win holds the key's window when nwin is 1; with manyWins,
 	// win[0].slot is the index of its windows in windowOperator.spill.
 	// Windows are sorted by start. Session windows are disjoint and do not touch, so their ends
@@ -129,22 +130,22 @@ func (w *windowOperator) unspill(ks *windowKey) {
 	ks.win[0], ks.nwin = windowState{}, 0
 }
 
-// freeKey gives the record r names, ks, back to the slab.
-func (w *windowOperator) freeKey(r offheap.Ref, ks *windowKey) {
+// freeKey gives the record of ks back to the slab.
+func (w *windowOperator) freeKey(ks *windowKey) {
 	if ks.keyLen == longKey {
 		delete(w.longKeys, ks)
 	}
 	if ks.nwin == manyWins {
 		w.unspill(ks)
 	}
-	w.keys.Free(r)
+	w.keys.Free(ks.ref)
 }
 
 // freeDead frees the records of dead, keys dropped that no change list
 // or capture holds any more.
 func (w *windowOperator) freeDead(dead []offheap.Ref) {
 	for _, r := range dead {
-		w.freeKey(r, w.keys.At(r))
+		w.freeKey(w.keys.At(r))
 	}
 }
 
@@ -203,15 +204,15 @@ func (w *windowOperator) lookup(g int, hash uint64) *windowKey {
 		if s.tag() != tag {
 			continue
 		}
-		if ks := w.keys.At(s.ref()); ks.hash == hash && w.keyOf(ks) == string(w.keyBuf) {
+		if ks := w.keys.At(s.ref()); w.keyOf(ks) == string(w.keyBuf) {
 			return ks
 		}
 	}
 }
 
-// insert adds the key r names, of hash hash, which the table does not
-// hold, growing it to keep it at most three quarters full.
-func (w *windowOperator) insert(t *keyTable, r offheap.Ref, hash uint64) {
+// insert adds ks, which the table does not hold, growing it to keep it
+// at most three quarters full.
+func (w *windowOperator) insert(t *keyTable, ks *windowKey) {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		old := t.slots
 		size := max(8, 2*len(old))
@@ -224,7 +225,7 @@ func (w *windowOperator) insert(t *keyTable, r offheap.Ref, hash uint64) {
 		}
 		offheap.Free(&w.arena, old)
 	}
-	t.place(makeSlot(tagOf(hash), r))
+	t.place(makeSlot(ks.tag, ks.ref))
 	t.n++
 }
 
@@ -237,17 +238,14 @@ func (t *keyTable) place(s keySlot) {
 	t.slots[i] = s
 }
 
-// remove removes ks, which the table holds, and returns its Ref. It
-// shifts back the keys after it whose probe passed its slot, so no probe
-// stops short.
-func (w *windowOperator) remove(t *keyTable, ks *windowKey) offheap.Ref {
+// remove removes ks, which the table holds. It shifts back the keys
+// after it whose probe passed its slot, so no probe stops short.
+func (t *keyTable) remove(ks *windowKey) {
 	mask := len(t.slots) - 1
-	tag := tagOf(ks.hash)
-	i := t.home(tag)
-	for s := t.slots[i]; s.tag() != tag || w.keys.At(s.ref()) != ks; s = t.slots[i] {
+	i := t.home(ks.tag)
+	for t.slots[i] != makeSlot(ks.tag, ks.ref) {
 		i = (i + 1) & mask
 	}
-	r := t.slots[i].ref()
 	for j := (i + 1) & mask; t.slots[j] != 0; j = (j + 1) & mask {
 		// The key at j may move to i if its home is not in (i, j],
 		// cyclically.
@@ -259,7 +257,6 @@ func (w *windowOperator) remove(t *keyTable, ks *windowKey) offheap.Ref {
 	}
 	t.slots[i] = 0
 	t.n--
-	return r
 }
 
 // free frees the table's slots.

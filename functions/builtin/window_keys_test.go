@@ -73,7 +73,7 @@ func TestKeyTable(t *testing.T) {
 					t.Fatalf("the record of %q holds %q", k, w.keyOf(ks))
 				}
 				w.keyBuf = append(w.keyBuf[:0], k...)
-				if w.lookup(0, ks.hash) != ks {
+				if w.lookup(0, hashOf(k)) != ks {
 					t.Fatalf("key %q is not found", k)
 				}
 			}

@@ -187,7 +187,7 @@ type windowCapture struct {
 	seq       uint32
 	full      bool
 	walk, cow *captureRows
-	keys      []*windowKey  // the keys to walk: a key group's, or the delta's
+	keys      []offheap.Ref // the keys to walk: a key group's, or the delta's
 	next      int           // the next index of keys
 	group     int           // the next key group to list
 	dead      []offheap.Ref // keys dropped before the barrier, freed when the capture ends
@@ -414,13 +414,13 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 		// memory, and these loads overlap where reading each key just
 		// before its rows waited for each.
 		marks := c.marks[:0]
-		for _, ks := range keys {
-			marks = append(marks, ks.captured)
+		for _, r := range keys {
+			marks = append(marks, w.keys.At(r).captured)
 		}
 		c.marks = marks
-		for i, ks := range keys {
-			keys[i] = nil
+		for i, r := range keys {
 			if marks[i] != c.seq { // a key is in keys once
+				ks := w.keys.At(r)
 				ks.captured = c.seq
 				if c.wants(ks) {
 					c.walk.add(ks)
@@ -444,7 +444,7 @@ func (c *windowCapture) list() bool {
 		c.group++
 		for _, s := range t.slots {
 			if s != 0 {
-				c.keys = append(c.keys, w.keys.At(s.ref()))
+				c.keys = append(c.keys, s.ref())
 			}
 		}
 		if len(c.keys) > 0 {
