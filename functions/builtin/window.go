@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -963,13 +964,7 @@ func (w *windowOperator) emit(fs []windowFiring) error {
 	for i := range fs {
 		fs[i].prefix = keyPrefix(w.keyOf(fs[i].key), common)
 	}
-	slices.SortFunc(fs, func(a, b windowFiring) int {
-		if c := cmp.Compare(a.end, b.end); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
-			return c
-		}
+	sortFirings(fs, func(a, b windowFiring) int {
 		if a.key != b.key {
 			// Equal in those 8 bytes, zero-padded: a key that ends in
 			// them is before a longer one, and two longer keys compare
@@ -992,6 +987,121 @@ func (w *windowOperator) emit(fs []windowFiring) error {
 		fs = fs[k:]
 	}
 	return nil
+}
+
+// sortFirings sorts fs by end, then prefix, then tie: a radix sort on
+// the 16 bytes of end and prefix, most significant first and in place
+// (American flag sort), that hands the runs where they tie, and parts too
+// short to be worth a pass, to a comparison sort. At a tumbling period's
+// end, millions of firings share their end and differ in a few bytes of
+// prefix: a few passes over them, where a comparison sort made dozens.
+func sortFirings(fs []windowFiring, tie func(a, b windowFiring) int) {
+	radixFirings(fs, 0, tie)
+}
+
+// radixMin is the shortest part of the firings sortFirings sorts by
+// radix; shorter ones it compares.
+const radixMin = 32
+
+// firingDigit returns byte d of the firing's sort key: end (its sign bit
+// flipped, so that negative ends come first), then prefix, big-endian.
+func firingDigit(f *windowFiring, d int) uint8 {
+	if d < 8 {
+		return uint8((uint64(f.end) ^ 1<<63) >> (56 - 8*d))
+	}
+	return uint8(f.prefix >> (56 - 8*(d-8)))
+}
+
+// radixFirings sorts fs, whose sort keys share their first d bytes.
+func radixFirings(fs []windowFiring, d int, tie func(a, b windowFiring) int) {
+	if len(fs) < 2 {
+		return
+	}
+	// Skip the bytes every firing shares: at a period's end, all of end,
+	// and the bytes of prefix the keys' range leaves zero.
+	var endDiff, prefixDiff uint64
+	for i := range fs {
+		endDiff |= uint64(fs[i].end ^ fs[0].end)
+		prefixDiff |= fs[i].prefix ^ fs[0].prefix
+	}
+	switch {
+	case endDiff != 0:
+		d = max(d, bits.LeadingZeros64(endDiff)/8)
+	case prefixDiff != 0:
+		d = max(d, 8+bits.LeadingZeros64(prefixDiff)/8)
+	default:
+		d = 16
+	}
+	if d == 16 || len(fs) < radixMin {
+		firingsByCompare(fs, tie)
+		return
+	}
+	var count, next [256]int
+	for i := range fs {
+		count[firingDigit(&fs[i], d)]++
+	}
+	sum := 0
+	for b, c := range count {
+		next[b] = sum
+		sum += c
+	}
+	// Each swap puts a firing in its bucket, where it stays.
+	start := 0
+	for b, c := range count {
+		end := start + c
+		for i := next[b]; i < end; i = next[b] {
+			x := firingDigit(&fs[i], d)
+			if int(x) == b {
+				next[b]++
+				continue
+			}
+			j := next[x]
+			next[x]++
+			fs[i], fs[j] = fs[j], fs[i]
+		}
+		start = end
+	}
+	start = 0
+	for _, c := range count {
+		if c > 1 {
+			radixFirings(fs[start:start+c], d+1, tie)
+		}
+		start += c
+	}
+}
+
+// firingsByCompare sorts fs by end, prefix and tie: by insertion if it
+// is short, which is most of the parts a radix sort leaves.
+func firingsByCompare(fs []windowFiring, tie func(a, b windowFiring) int) {
+	less := func(a, b *windowFiring) bool {
+		if a.end != b.end {
+			return a.end < b.end
+		}
+		if a.prefix != b.prefix {
+			return a.prefix < b.prefix
+		}
+		return tie(*a, *b) < 0
+	}
+	if len(fs) > radixMin {
+		slices.SortFunc(fs, func(a, b windowFiring) int {
+			switch {
+			case less(&a, &b):
+				return -1
+			case less(&b, &a):
+				return 1
+			}
+			return 0
+		})
+		return
+	}
+	for i := 1; i < len(fs); i++ {
+		x := fs[i]
+		j := i
+		for ; j > 0 && less(&x, &fs[j-1]); j-- {
+			fs[j] = fs[j-1]
+		}
+		fs[j] = x
+	}
 }
 
 func (w *windowOperator) emitBatch(fs []windowFiring) error {
