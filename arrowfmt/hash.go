@@ -3,6 +3,7 @@ package arrowfmt
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -177,14 +178,23 @@ func valueHash(v any) uint64 {
 }
 
 // KeyGroup returns the key group, in [0, maxParallelism), of a key hash.
+// Every row of a keyed edge takes one; a power of two (the default, 128)
+// takes a mask where another number takes a division.
 func KeyGroup(hash uint64, maxParallelism int) int {
+	if m := uint64(maxParallelism); m&(m-1) == 0 {
+		return int(hash & (m - 1))
+	}
 	return int(hash % uint64(maxParallelism))
 }
 
 // SubtaskForKeyGroup returns the subtask that owns key group kg when a
 // vertex with maxParallelism key groups runs at parallelism subtasks
-// (Flink's formula; 0 < parallelism <= maxParallelism).
+// (Flink's formula; 0 < parallelism <= maxParallelism). As in KeyGroup,
+// a power of two takes a shift.
 func SubtaskForKeyGroup(kg, maxParallelism, parallelism int) int {
+	if maxParallelism&(maxParallelism-1) == 0 {
+		return kg * parallelism >> bits.TrailingZeros(uint(maxParallelism))
+	}
 	return kg * parallelism / maxParallelism
 }
 

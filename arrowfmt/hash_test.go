@@ -2,6 +2,7 @@ package arrowfmt
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -97,6 +98,21 @@ func TestKeyGroupSpread(t *testing.T) {
 	for kg, c := range counts {
 		if c < 850 || c > 1150 { // mean 1000, stddev ~31
 			t.Errorf("key group %d has %d of %d keys", kg, c, keys)
+		}
+	}
+}
+
+// TestKeyGroupIsHashModulo checks that the mask KeyGroup takes for a power
+// of two gives the key groups the modulo does: they are in every
+// checkpoint.
+func TestKeyGroupIsHashModulo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, k := range []int{1, 2, 3, 100, 128, 129, 4096, 32768} {
+		for range 10_000 {
+			h := rng.Uint64()
+			if got, want := KeyGroup(h, k), int(h%uint64(k)); got != want {
+				t.Fatalf("KeyGroup(%#x, %d) = %d, want %d", h, k, got, want)
+			}
 		}
 	}
 }

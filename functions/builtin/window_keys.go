@@ -12,10 +12,12 @@ import (
 // encoding (up to keyInline bytes) and its window (when it has one) are
 // inside it. The records live in a slab outside the Go heap
 // (statestore/offheap), indexed per key group by an open-addressing table
-// of their slab Refs and hash tags, also outside the heap once it is large; so are the
-// timers. A keyed count then costs about 64 bytes for the record, 11 to 16
-// for its slot in the table, 24 for its timer and 8 for its accumulator,
-// and the garbage collector neither scans it nor lets it double.
+// of their slab Refs and hash tags (keyTable), also outside the heap once
+// it is large; so are the timers. A keyed count then costs about 64 bytes
+// for the record, 11 to 16 for its slot in the table, 24 for its timer
+// and 8 for its accumulator, and the garbage collector neither scans it
+// nor lets it double. The lists of keys a checkpoint keeps (changes, dead,
+// a capture's walk) hold Refs, not pointers, for the same reason.
 //
 // The rarer cases spill to the heap: a key whose encoding is longer than
 // keyInline (longKeys), and a key with more than one window (sliding

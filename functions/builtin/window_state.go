@@ -284,6 +284,11 @@ func (cr *captureRows) build() {
 		rs = rs[k:]
 		if cr.n += k; cr.n == rows.BatchRows {
 			cr.cut()
+			// A capture that filled a batch likely fills the next:
+			// its builders take their full size at once instead of
+			// doubling up to it, which allocated and copied each
+			// column twice.
+			cr.rb.Reserve(rows.BatchRows)
 		}
 	}
 	clear(cr.pend) // drop the key pointers
