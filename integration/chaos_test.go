@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -252,11 +255,29 @@ func recomputePairs(join string, input []row) []row {
 // TestChaosWorkerKills kills a worker running tasks with SIGKILL every few
 // seconds and starts a replacement, while the job runs: the output is
 // still exactly the failure-free output.
+//
+// Its state files are LZ4-compressed (checkpoint.compression), so that
+// every restore after a kill reads LZ4 state.
 func TestChaosWorkerKills(t *testing.T) {
 	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
+	text, err := os.ReadFile(chaosSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ck = "checkpoint: {interval: 1s, timeout: 20s, retain: 2}"
+	if !strings.Contains(string(text), ck) {
+		t.Fatalf("%s has no %q", chaosSpec, ck)
+	}
+	lz4Spec := filepath.Join(t.TempDir(), filepath.Base(chaosSpec))
+	text = []byte(strings.Replace(string(text), ck, strings.TrimSuffix(ck, "}")+", compression: lz4}", 1))
+	if err := os.WriteFile(lz4Spec, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	kills := 0
-	st := chaosRun(t, c, func(ctx context.Context, id string) {
+	var jobID string
+	st := chaosRunSpec(t, c, lz4Spec, func(ctx context.Context, id string) {
+		jobID = id
 		rng := rand.New(rand.NewPCG(1, 2))
 		for kills < 6 {
 			select {
@@ -288,6 +309,32 @@ func TestChaosWorkerKills(t *testing.T) {
 	if len(st.Recoveries) < kills {
 		t.Errorf("%d recoveries for %d kills", len(st.Recoveries), kills)
 	}
+	checkStateCodec(t, c.bucket, jobID, []byte{0x04, 0x22, 0x4d, 0x18}) // an LZ4 frame
+}
+
+// checkStateCodec checks that the job's state objects hold frames of its
+// state files' codec (magic, a frame's first bytes).
+func checkStateCodec(t *testing.T, b blob.BucketReader, id string, magic []byte) {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := b.List(ctx, layout.StatePrefix(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, o := range objs {
+		data, err := b.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(data, magic) {
+			found++
+		}
+	}
+	if found == 0 {
+		t.Errorf("none of the %d state objects left holds a frame (% x) of the job's codec", len(objs), magic)
+	}
+	t.Logf("%d of %d state objects hold frames % x", found, len(objs), magic)
 }
 
 // TestChaosCoordinatorRestart kills the coordinator mid-run and starts it

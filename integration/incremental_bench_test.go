@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/statefile"
@@ -42,7 +43,7 @@ func BenchmarkIncrementalState(b *testing.B) {
 				b.Fatal(err)
 			}
 			sync := time.Since(t0)
-			_, data, err := statefile.Encode(manifest.File{}, statestore.SnapshotSchema(), batches, mem)
+			_, data, err := statefile.Encode(manifest.File{}, statestore.SnapshotSchema(), batches, mem, arrowfmt.CompressZstd)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -145,6 +145,11 @@ type Checkpoint struct {
 	// group range, so that a large base is never in memory whole
 	// (default 32MiB, at least MinPartSize).
 	PartSize Size `yaml:"partSize,omitempty" json:"partSize,omitempty"`
+	// Compression of the Arrow buffers of state files: zstd (default),
+	// lz4 or none. lz4 costs about half of zstd's CPU for about 1.5
+	// times the bytes (docs/benchmarks.md): for jobs whose checkpoints
+	// cost more CPU than the object store's bandwidth and bytes.
+	Compression string `yaml:"compression,omitempty" json:"compression,omitempty"`
 }
 
 // MinPartSize is the least checkpoint.partSize.

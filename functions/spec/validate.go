@@ -255,6 +255,11 @@ func (j *Job) Validate() error {
 		if c.PartSize != 0 && c.PartSize < MinPartSize {
 			add("checkpoint.partSize", "%s is below the least, %s", FormatSize(int64(c.PartSize)), FormatSize(MinPartSize))
 		}
+		switch c.Compression {
+		case "", "none", "lz4", "zstd":
+		default:
+			add("checkpoint.compression", "%q is not a compression: want zstd, lz4 or none", c.Compression)
+		}
 	}
 	if r := j.Restart; r != nil {
 		if r.Attempts < UnlimitedAttempts {

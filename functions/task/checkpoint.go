@@ -47,6 +47,10 @@ type Checkpointing struct {
 	// range, while the capture goes on, so that a large base is never in
 	// memory whole (default DefaultPartBytes).
 	PartBytes int
+	// Compression is the codec of the state files' buffers (the job's
+	// checkpoint.compression: zstd unless it says lz4 or none). The zero
+	// value, arrowfmt.CompressNone, writes them uncompressed.
+	Compression arrowfmt.Compression
 	// Pack, if set, is the task's job attempt on its worker: the task
 	// joins it, and its state files of a checkpoint up to MaxPackedFile
 	// bytes go into one object with those of the worker's other tasks
@@ -1209,7 +1213,7 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, kgStart, kgEnd int) (manifest.File, []byte, error) {
 	r := c.r
 	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
-	return statefile.Encode(manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem)
+	return statefile.Encode(manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem, c.cfg.Compression)
 }
 
 // put uploads an encoded state file as its own object.

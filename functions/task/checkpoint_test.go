@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/statefile"
 )
@@ -37,7 +38,7 @@ func TestKeepKeyGroups(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	rec := testStateBatch(mem, []int32{0, 5, 5, 9, 1, 7})
 	defer rec.Release()
-	_, data, err := statefile.Encode(manifest.File{}, testStateSchema, []arrow.RecordBatch{rec, rec}, mem)
+	_, data, err := statefile.Encode(manifest.File{}, testStateSchema, []arrow.RecordBatch{rec, rec}, mem, arrowfmt.CompressZstd)
 	if err != nil {
 		t.Fatal(err)
 	}

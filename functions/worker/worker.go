@@ -349,8 +349,15 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	var restoring int64
 	if job.Checkpoint != nil {
 		id := c.Task
+		codec := arrowfmt.CompressZstd
+		if s := job.Checkpoint.Compression; s != "" {
+			if codec, err = arrowfmt.ParseCompression(s); err != nil {
+				return fmt.Errorf("job %s: checkpoint.compression: %w", c.Task.Job, err)
+			}
+		}
 		cfg.Checkpoints = &task.Checkpointing{
-			PartBytes: int(job.Checkpoint.PartSize),
+			PartBytes:   int(job.Checkpoint.PartSize),
+			Compression: codec,
 			Ack: func(a task.Ack) {
 				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()

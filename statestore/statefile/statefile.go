@@ -21,12 +21,21 @@ import (
 // a damaged length in the file is refused instead of allocating gigabytes.
 const MaxExpansion = 64
 
-// Encode writes batches of schema as one Arrow IPC file with
-// zstd-compressed buffers. It returns f, which names the file (key, kind,
-// operator, key groups), with Size and SHA256 set to the encoded bytes'.
-func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator) (manifest.File, []byte, error) {
+// Encode writes batches of schema as one Arrow IPC file whose buffers are
+// compressed with codec (Arrow IPC body compression; Decode, and any
+// Arrow reader, reads each codec). It returns f, which names the file
+// (key, kind, operator, key groups), with Size and SHA256 set to the
+// encoded bytes'.
+func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, []byte, error) {
 	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(mem), ipc.WithZstd())
+	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
+	switch codec {
+	case arrowfmt.CompressLZ4:
+		opts = append(opts, ipc.WithLZ4())
+	case arrowfmt.CompressZstd:
+		opts = append(opts, ipc.WithZstd())
+	}
+	w, err := ipc.NewFileWriter(&buf, opts...)
 	if err != nil {
 		return f, nil, fmt.Errorf("encode state: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
@@ -37,7 +38,7 @@ func stateFile(t *testing.T, op string, kg int, rows int) statepack.File {
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	name := manifest.File{Key: layout.StateFileKey("j-1", op, kg, kg+1, 1, 0, manifest.KindBase), Kind: manifest.KindBase, Operator: op, KeyGroupStart: kg, KeyGroupEnd: kg + 1}
-	f, data, err := statefile.Encode(name, schema, []arrow.RecordBatch{rec}, memory.DefaultAllocator)
+	f, data, err := statefile.Encode(name, schema, []arrow.RecordBatch{rec}, memory.DefaultAllocator, arrowfmt.CompressZstd)
 	if err != nil {
 		t.Fatal(err)
 	}
