@@ -19,11 +19,16 @@ import (
 // windowStateSpec is issue 14's state job: datagen at parallelism 2 with a
 // uniform int64 key of keys values, into a 1-day tumbling count (every key
 // stays in state for the whole run), into a blackhole; checkpoints every
-// 2 s, or none.
+// 2 s (their state files' codec STATE_BENCH_COMPRESSION, zstd by
+// default), or none.
 func windowStateSpec(events, keys int, checkpoints bool) string {
 	ck := ""
 	if checkpoints {
-		ck = "checkpoint: {interval: 2s, timeout: 10m}\n"
+		codec := ""
+		if c := os.Getenv("STATE_BENCH_COMPRESSION"); c != "" {
+			codec = ", compression: " + c
+		}
+		ck = "checkpoint: {interval: 2s, timeout: 10m" + codec + "}\n"
 	}
 	return fmt.Sprintf(`job: bench-window-state
 parallelism: 2
