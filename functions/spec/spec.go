@@ -146,9 +146,9 @@ type Checkpoint struct {
 	// (default 32MiB, at least MinPartSize).
 	PartSize Size `yaml:"partSize,omitempty" json:"partSize,omitempty"`
 	// Compression of the Arrow buffers of state files: zstd (default),
-	// lz4 or none. lz4 costs about half of zstd's CPU for about 1.5
-	// times the bytes (docs/benchmarks.md): for jobs whose checkpoints
-	// cost more CPU than the object store's bandwidth and bytes.
+	// lz4 or none. lz4 encodes in about half of zstd's CPU for about 1.5
+	// times the bytes, none in a quarter for 5 times (docs/benchmarks.md,
+	// where a 5M-key job end to end showed no gain from lz4).
 	Compression string `yaml:"compression,omitempty" json:"compression,omitempty"`
 }
 
