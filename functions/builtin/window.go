@@ -1073,31 +1073,23 @@ func radixFirings(fs []windowFiring, d int, tie func(a, b windowFiring) int) {
 // firingsByCompare sorts fs by end, prefix and tie: by insertion if it
 // is short, which is most of the parts a radix sort leaves.
 func firingsByCompare(fs []windowFiring, tie func(a, b windowFiring) int) {
-	less := func(a, b *windowFiring) bool {
-		if a.end != b.end {
-			return a.end < b.end
+	compare := func(a, b *windowFiring) int {
+		switch {
+		case a.end != b.end:
+			return cmp.Compare(a.end, b.end)
+		case a.prefix != b.prefix:
+			return cmp.Compare(a.prefix, b.prefix)
 		}
-		if a.prefix != b.prefix {
-			return a.prefix < b.prefix
-		}
-		return tie(*a, *b) < 0
+		return tie(*a, *b)
 	}
 	if len(fs) > radixMin {
-		slices.SortFunc(fs, func(a, b windowFiring) int {
-			switch {
-			case less(&a, &b):
-				return -1
-			case less(&b, &a):
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(fs, func(a, b windowFiring) int { return compare(&a, &b) })
 		return
 	}
 	for i := 1; i < len(fs); i++ {
 		x := fs[i]
 		j := i
-		for ; j > 0 && less(&x, &fs[j-1]); j-- {
+		for ; j > 0 && compare(&x, &fs[j-1]) < 0; j-- {
 			fs[j] = fs[j-1]
 		}
 		fs[j] = x

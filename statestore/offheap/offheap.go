@@ -153,7 +153,7 @@ type Slab[T any] struct {
 }
 
 // Ref names a value of a Slab: its chunk (high 16 bits) and its index
-// in the chunk (low 16 bits).
+// in the chunk (low 16 bits). No Ref is 2^32-1, so Ref+1 fits 32 bits.
 type Ref uint32
 
 // slabChunkBits bounds the length of a Slab's chunk, so that a Ref holds
@@ -172,8 +172,10 @@ func (s *Slab[T]) New() (Ref, *T) {
 		return r, s.At(r)
 	}
 	if k := len(s.chunks); k == 0 || s.used == len(s.chunks[k-1]) {
-		if k == 1<<slabChunkBits {
-			panic("offheap: a Slab holds at most 2^32 values")
+		if k == 1<<slabChunkBits-1 {
+			// The last chunk is not made, so no Ref is 2^32-1: a table
+			// may store Ref+1 in 32 bits.
+			panic("offheap: a Slab holds fewer than 2^32-2^16 values")
 		}
 		n := min(chunkLen(k, int(reflect.TypeFor[T]().Size())), 1<<slabChunkBits)
 		s.chunks = append(s.chunks, Make[T](s.a, n))
