@@ -171,9 +171,15 @@ type accumulators struct {
 	// statestore/offheap): the window operator's accumulators are a slot
 	// per window of every key.
 	arena *offheap.Arena
-	size  int32   // slots the slices hold
-	free  []int32 // released slots, reused before the slices grow
-	used  int     // slots handed out and not released
+	size  int32 // slots the slices hold
+	// free is the latest slot released plus one, 0 for none: released
+	// slots are reused before the slices grow. A released slot holds the
+	// one released before it (plus one) in its first count, so the list
+	// takes no memory of its own (at a tumbling period's end every
+	// window's slot is released at once). Without aggregates there are
+	// no columns, no memory per slot, and none is reused.
+	free int32
+	used int // slots handed out and not released
 
 	scratch stateScratch // appendState's
 }
@@ -205,9 +211,9 @@ func (a *Aggregate) ints() bool  { return a.Func != AggCount && a.In != arrowfmt
 func (acc *accumulators) alloc() int32 {
 	acc.used++
 	var s int32
-	if k := len(acc.free); k > 0 {
-		s = acc.free[k-1]
-		acc.free = acc.free[:k-1]
+	if acc.free != 0 {
+		s = acc.free - 1
+		acc.free = int32(acc.cols[0].n[s])
 	} else {
 		s = acc.size
 		acc.size++
@@ -264,7 +270,10 @@ func (acc *accumulators) reset(s int32) {
 // release gives slot s back for reuse.
 func (acc *accumulators) release(s int32) {
 	acc.used--
-	acc.free = append(acc.free, s)
+	if len(acc.cols) > 0 {
+		acc.cols[0].n[s] = int64(acc.free)
+		acc.free = s + 1
+	}
 }
 
 // copySlot copies slot s of src, accumulators of the same aggregates,
@@ -290,7 +299,7 @@ func (acc *accumulators) truncate() {
 		c := &acc.cols[i]
 		c.n, c.i, c.f = c.n[:0], c.i[:0], c.f[:0]
 	}
-	acc.size, acc.used, acc.free = 0, 0, acc.free[:0]
+	acc.size, acc.used, acc.free = 0, 0, 0
 }
 
 // merge folds the state of slot src into slot dst (session windows).

@@ -148,8 +148,13 @@ type Slab[T any] struct {
 	a      *Arena
 	chunks [][]T
 	used   int // values handed out of the last chunk
-	free   []Ref
-	live   int
+	// free is the Ref+1 of the latest value freed, 0 for none. A freed
+	// value holds the next one's Ref+1 in its first 4 bytes (T is at
+	// least 4 bytes long, see Init), so the list of freed values takes
+	// no memory of its own: at a tumbling period's end every key is
+	// freed at once, and a slice of their Refs grew on the heap.
+	free Ref
+	live int
 }
 
 // Ref names a value of a Slab: its chunk (high 16 bits) and its index
@@ -160,16 +165,28 @@ type Ref uint32
 // the index in it.
 const slabChunkBits = 16
 
-// Init makes the slab allocate from a.
-func (s *Slab[T]) Init(a *Arena) { s.a = a }
+// Init makes the slab allocate from a. It panics if T is shorter than 4
+// bytes or aligned to fewer.
+func (s *Slab[T]) Init(a *Arena) {
+	if t := reflect.TypeFor[T](); t.Size() < 4 || t.Align() < 4 {
+		panic(fmt.Sprintf("offheap: a Slab of %v: values must be at least 4 bytes long and aligned to 4", t))
+	}
+	s.a = a
+}
+
+// nextFree is where a freed value holds the Ref+1 of the one freed
+// before it.
+func nextFree[T any](v *T) *Ref { return (*Ref)(unsafe.Pointer(v)) }
 
 // New returns a zeroed value and its Ref.
 func (s *Slab[T]) New() (Ref, *T) {
 	s.live++
-	if k := len(s.free); k > 0 {
-		r := s.free[k-1]
-		s.free = s.free[:k-1]
-		return r, s.At(r)
+	if s.free != 0 {
+		r := s.free - 1
+		v := s.At(r)
+		next := nextFree(v)
+		s.free, *next = *next, 0
+		return r, v
 	}
 	if k := len(s.chunks); k == 0 || s.used == len(s.chunks[k-1]) {
 		if k == 1<<slabChunkBits-1 {
@@ -197,8 +214,10 @@ func (s *Slab[T]) At(r Ref) *T {
 // later New.
 func (s *Slab[T]) Free(r Ref) {
 	var zero T
-	*s.At(r) = zero
-	s.free = append(s.free, r)
+	v := s.At(r)
+	*v = zero
+	*nextFree(v) = s.free
+	s.free = r + 1
 	s.live--
 }
 
@@ -210,7 +229,7 @@ func (s *Slab[T]) Release() {
 	for _, c := range s.chunks {
 		Free(s.a, c)
 	}
-	s.chunks, s.free, s.used, s.live = nil, nil, 0, 0
+	s.chunks, s.free, s.used, s.live = nil, 0, 0, 0
 }
 
 // Vec is a list of values of T that grows by chunks of an Arena: it never

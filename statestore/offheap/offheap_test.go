@@ -1,6 +1,7 @@
 package offheap
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -118,6 +119,51 @@ func TestSlabReusesFreedValues(t *testing.T) {
 	s.Release()
 	if a.Mapped() != 0 {
 		t.Fatalf("%d bytes mapped after Release", a.Mapped())
+	}
+}
+
+// TestSlabReusesEveryFreedValue frees many values in an order of their
+// own and takes them all back: each comes back once and zeroed, even the
+// bytes where a freed value keeps the list of freed ones, and only then
+// does the slab hand out a value it did not hand out before.
+func TestSlabReusesEveryFreedValue(t *testing.T) {
+	var a Arena
+	defer a.Close()
+	var s Slab[rec]
+	s.Init(&a)
+	const n = 200_000
+	refs := make([]Ref, n)
+	for i := range refs {
+		var p *rec
+		refs[i], p = s.New()
+		p.id, p.next = -1, p
+	}
+	freed := map[Ref]bool{}
+	for i := 0; i < n; i += 3 { // every third, from both ends
+		for _, r := range []Ref{refs[i], refs[n-1-i]} {
+			if !freed[r] {
+				s.Free(r)
+				freed[r] = true
+			}
+		}
+	}
+	if s.Len() != n-len(freed) {
+		t.Fatalf("Len %d, want %d", s.Len(), n-len(freed))
+	}
+	mapped := a.Mapped()
+	for range len(freed) {
+		r, p := s.New()
+		if !freed[r] || p.id != 0 || p.next != nil || s.At(r) != p {
+			t.Fatalf("New gave ref %#x (%+v): not a freed value, given twice, or not zeroed", r, *p)
+		}
+		delete(freed, r)
+	}
+	if a.Mapped() != mapped {
+		t.Fatal("New mapped more memory with freed values to reuse")
+	}
+	r, p := s.New()
+	if slices.Contains(refs, r) || p.id != 0 || p.next != nil {
+		t.Fatalf("New with nothing freed gave ref %#x (%+v), want a new, zeroed value", r, *p)
 	}
 }
 
