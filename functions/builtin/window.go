@@ -257,10 +257,64 @@ type windowTimer struct {
 }
 
 // timerBucket is the timers of one time: fire the window, or fire it if
-// due and drop its state (cleanup). Its lists are outside the Go heap
-// once they are large (a tumbling period's bucket holds a timer per key).
+// due and drop its state (cleanup).
 type timerBucket struct {
-	fire, cleanup offheap.Vec[windowTimer]
+	fire, cleanup timerList
+}
+
+// timerList is a list of timers. The timers of one time mostly share
+// their window's bounds (at a tumbling or sliding period's end every
+// key's window ends, and began, together), so those are kept as the Refs
+// of their keys' records beside the bounds, 4 bytes a timer where a
+// windowTimer takes 24; session windows' timers with other bounds are
+// kept whole. Both lists are outside the Go heap once they are large.
+type timerList struct {
+	start, end int64                    // the bounds of the timers in keys
+	keys       offheap.Vec[offheap.Ref] // timers of window [start, end)
+	other      offheap.Vec[windowTimer] // timers of other windows
+}
+
+func (l *timerList) init(a *offheap.Arena) {
+	l.keys.Init(a)
+	l.other.Init(a)
+}
+
+func (l *timerList) push(t windowTimer) {
+	if l.Len() == 0 {
+		l.start, l.end = t.start, t.end
+	}
+	if t.start == l.start && t.end == l.end {
+		l.keys.Append(t.key.ref)
+	} else {
+		l.other.Append(t)
+	}
+}
+
+// Len returns the number of timers.
+func (l *timerList) Len() int { return l.keys.Len() + l.other.Len() }
+
+// each calls fn with every timer; keys is the slab of the keys' records.
+func (l *timerList) each(keys *offheap.Slab[windowKey], fn func(windowTimer)) {
+	for _, c := range l.keys.Chunks() {
+		for _, r := range c {
+			fn(windowTimer{key: keys.At(r), start: l.start, end: l.end})
+		}
+	}
+	for _, c := range l.other.Chunks() {
+		for _, t := range c {
+			fn(t)
+		}
+	}
+}
+
+func (l *timerList) reset() {
+	l.keys.Reset()
+	l.other.Reset()
+}
+
+func (l *timerList) release() {
+	l.keys.Release()
+	l.other.Release()
 }
 
 // windowTimers holds timers in buckets by time, with a min-heap of the
@@ -284,16 +338,16 @@ func (q *windowTimers) push(at int64, t windowTimer, cleanup bool) {
 			b, q.spare = q.spare[k-1], q.spare[:k-1]
 		} else {
 			b = &timerBucket{}
-			b.fire.Init(q.arena)
-			b.cleanup.Init(q.arena)
+			b.fire.init(q.arena)
+			b.cleanup.init(q.arena)
 		}
 		q.buckets[at] = b
 		q.times.push(at)
 	}
 	if cleanup {
-		b.cleanup.Append(t)
+		b.cleanup.push(t)
 	} else {
-		b.fire.Append(t)
+		b.fire.push(t)
 	}
 }
 
@@ -310,8 +364,8 @@ func (q *windowTimers) popDue(wm int64) (*timerBucket, bool) {
 }
 
 func (q *windowTimers) recycle(b *timerBucket) {
-	b.fire.Reset()
-	b.cleanup.Reset()
+	b.fire.reset()
+	b.cleanup.reset()
 	q.spare = append(q.spare, b)
 }
 
@@ -321,23 +375,33 @@ func (q *windowTimers) release() {
 		q.recycle(b)
 	}
 	for _, b := range q.spare {
-		b.fire.Release()
-		b.cleanup.Release()
+		b.fire.release()
+		b.cleanup.release()
 	}
 	*q = windowTimers{}
 }
 
 // windowFiring is one window result to emit.
+// It is 24 bytes: at a tumbling period's end there is one for every key,
+// so the window's start and accumulator slot are read from the key's
+// record (the window list does not change until the results are out)
+// rather than copied here.
 type windowFiring struct {
-	key        *windowKey
-	start, end int64
-	slot       int32
-	refire     bool
 	// prefix is 8 bytes of the key's encoding, zero-padded, big-endian,
 	// from where the keys being emitted start to differ: emit sorts by it,
 	// and reads the keys only where it ties.
 	prefix uint64
+	end    int64
+	ref    offheap.Ref // the key's record
+	// win is the window's index in the key's windows (winsOf), or'd with
+	// firedBefore if a result of it went out before (a refire).
+	win uint32
 }
+
+const firedBefore = 1 << 31
+
+// index returns the window's index in its key's windows.
+func (f *windowFiring) index() int { return int(f.win &^ firedBefore) }
 
 // windowOperator is the operator NewWindow returns. One goroutine drives
 // it (task.Operator); it keeps no arrow memory between calls, only Go
@@ -842,7 +906,11 @@ func (w *windowOperator) addTimers(ks *windowKey, start, end int64) {
 // takeFiring appends window i of ks to fs and marks it emitted.
 func (w *windowOperator) takeFiring(fs []windowFiring, ks *windowKey, i int) []windowFiring {
 	win := &w.winsOf(ks)[i]
-	fs = append(fs, windowFiring{key: ks, start: win.start, end: win.end, slot: win.slot, refire: win.emitted})
+	f := windowFiring{end: win.end, ref: ks.ref, win: uint32(i)}
+	if win.emitted {
+		f.win |= firedBefore
+	}
+	fs = append(fs, f)
 	win.pending, win.emitted = false, true
 	w.markDirty(ks)
 	return fs
@@ -882,25 +950,13 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 		}()
 	}
 	for _, due := range w.popped {
-		for _, c := range due.fire.Chunks() {
-			for _, t := range c {
-				w.fireDue(t)
-			}
-		}
-		for _, c := range due.cleanup.Chunks() {
-			for _, t := range c {
-				w.fireDue(t)
-			}
-		}
+		due.fire.each(&w.keys, w.fireDue)
+		due.cleanup.each(&w.keys, w.fireDue)
 	}
 	err := w.emit(w.fire)
 	for _, due := range w.popped {
 		if err == nil {
-			for _, c := range due.cleanup.Chunks() {
-				for _, t := range c {
-					w.cleanup(t)
-				}
-			}
+			due.cleanup.each(&w.keys, w.cleanup)
 		}
 		w.timers.recycle(due)
 	}
@@ -956,20 +1012,20 @@ func (w *windowOperator) emit(fs []windowFiring) error {
 	// high zero bytes, say), read once per firing before the sort, so a
 	// comparison reads keys only where those tie: at millions of keys,
 	// reading two keys a comparison was most of the sort.
-	first := w.keyOf(fs[0].key)
+	first := w.keyOf(w.keys.At(fs[0].ref))
 	common := len(first)
 	for i := range fs {
-		common = commonPrefix(first[:common], w.keyOf(fs[i].key))
+		common = commonPrefix(first[:common], w.keyOf(w.keys.At(fs[i].ref)))
 	}
 	for i := range fs {
-		fs[i].prefix = keyPrefix(w.keyOf(fs[i].key), common)
+		fs[i].prefix = keyPrefix(w.keyOf(w.keys.At(fs[i].ref)), common)
 	}
 	sortFirings(fs, func(a, b windowFiring) int {
-		if a.key != b.key {
+		if a.ref != b.ref {
 			// Equal in those 8 bytes, zero-padded: a key that ends in
 			// them is before a longer one, and two longer keys compare
 			// by the rest.
-			ka, kb := w.keyOf(a.key), w.keyOf(b.key)
+			ka, kb := w.keyOf(w.keys.At(a.ref)), w.keyOf(w.keys.At(b.ref))
 			if end := common + 8; len(ka) > end && len(kb) > end {
 				return strings.Compare(ka[end:], kb[end:])
 			}
@@ -977,7 +1033,8 @@ func (w *windowOperator) emit(fs []windowFiring) error {
 				return c
 			}
 		}
-		return cmp.Compare(a.start, b.start)
+		// One key's windows are in order of start.
+		return cmp.Compare(a.index(), b.index())
 	})
 	for len(fs) > 0 {
 		k := min(len(fs), windowBatchRows)
@@ -1104,11 +1161,13 @@ func (w *windowOperator) emitBatch(fs []windowFiring) error {
 	w.fireSlot, w.fireKeys = w.fireSlot[:0], w.fireKeys[:0]
 	refires := 0
 	for _, f := range fs {
-		starts.Append(arrow.Timestamp(f.start))
+		ks := w.keys.At(f.ref)
+		win := &w.winsOf(ks)[f.index()]
+		starts.Append(arrow.Timestamp(win.start))
 		ends.Append(arrow.Timestamp(f.end))
-		w.fireSlot = append(w.fireSlot, f.slot)
-		w.fireKeys = append(w.fireKeys, f.key)
-		if f.refire {
+		w.fireSlot = append(w.fireSlot, win.slot)
+		w.fireKeys = append(w.fireKeys, ks)
+		if f.win&firedBefore != 0 {
 			refires++
 		}
 	}

@@ -10,11 +10,15 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 func TestWindowKeyRecordSize(t *testing.T) {
 	if got := unsafe.Sizeof(windowKey{}); got != 64 {
 		t.Fatalf("a key's record is %d bytes, want 64 (see window_keys.go)", got)
+	}
+	if got := unsafe.Sizeof(windowFiring{}); got != 24 {
+		t.Fatalf("a firing is %d bytes, want 24: a period's end makes one for every key", got)
 	}
 }
 
@@ -145,4 +149,55 @@ func TestWindowManyKeysFireTogether(t *testing.T) {
 	if w.keys.Len() != 0 || len(w.longKeys) != 0 {
 		t.Fatalf("after every window was cleaned up: %d keys, %d long keys kept", w.keys.Len(), len(w.longKeys))
 	}
+}
+
+// TestTimerListBounds pushes timers of one time whose windows share
+// their bounds (a tumbling period's end) and timers of sessions with
+// other bounds, interleaved, and checks that each gives back every timer
+// with its own key and bounds: the shared ones are kept as refs beside
+// the bounds of the list's first timer, and the others whole.
+func TestTimerListBounds(t *testing.T) {
+	var a offheap.Arena
+	defer a.Close()
+	var keys offheap.Slab[windowKey]
+	keys.Init(&a)
+	var l timerList
+	l.init(&a)
+	type timer struct {
+		key        *windowKey
+		start, end int64
+	}
+	for round := range 2 { // a reset list takes the bounds of its next first timer
+		want := map[timer]int{}
+		shared := 0
+		for i := range 100_000 {
+			r, ks := keys.New()
+			ks.ref = r
+			tm := timer{ks, int64(round), 86_400_000}
+			if i%7 == 3 { // a session that began later
+				tm.start = int64(i)
+			} else {
+				shared++
+			}
+			want[tm]++
+			l.push(windowTimer(tm))
+		}
+		if l.Len() != 100_000 || l.keys.Len() != shared {
+			t.Fatalf("round %d: %d timers, %d as refs; want 100000, %d", round, l.Len(), l.keys.Len(), shared)
+		}
+		l.each(&keys, func(wt windowTimer) {
+			tm := timer(wt)
+			if want[tm] == 0 {
+				t.Fatalf("round %d: timer %+v not pushed, or given twice", round, tm)
+			}
+			want[tm]--
+		})
+		for tm, n := range want {
+			if n != 0 {
+				t.Fatalf("round %d: timer %+v not given back", round, tm)
+			}
+		}
+		l.reset()
+	}
+	l.release()
 }

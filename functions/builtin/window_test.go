@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/integration/testenv"
 )
 
 // winFields is the input schema of most window tests.
@@ -1221,29 +1224,49 @@ func (winDiscard) Emit(arrow.RecordBatch) error { return nil }
 // collection (heap-B/key), memory the operator keeps outside the Go heap
 // (offheap-B/key), and the peak of the Go heap's goal while the keys came
 // (goal-B/key: what the heap may grow to before the garbage collector
-// runs, so what the process needs on top of the rest).
+// runs, so what the process needs on top of the rest), and the growth of
+// the process's peak resident memory (VmHWM, reset before the operator
+// is made) while the keys came (keys-peak-B/key). Then the period ends
+// and every window fires: peak-B/key is the growth of the process's
+// peak resident memory over the whole run, keys and firing, what an end-to-end run's RSS per key
+// reached measures.
+//
+// WINDOW_MEM_KEYS sets another number of keys.
 func BenchmarkWindowStateMemory(b *testing.B) {
-	const keys, batchRows = 1_000_000, 8192
+	const batchRows = 8192
+	keys := 1_000_000
+	if v := os.Getenv("WINDOW_MEM_KEYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("WINDOW_MEM_KEYS=%q: want a positive number of keys", v)
+		}
+		keys = n
+	}
 	schema := benchBidSchema(b)
 	mem := memory.NewGoAllocator()
-	var batches []arrow.RecordBatch
-	for i := 0; i < keys; i += batchRows {
-		n := min(batchRows, keys-i)
-		batches = append(batches, benchBids(mem, schema, n, func(j int) (ts, auction, price int64) {
+	// Each batch is made just before it goes in and dropped after, so
+	// that the heap holds little besides the operator's: with every
+	// batch held, the garbage of the results let the heap grow to twice
+	// them while the windows fired.
+	batch := func(i int) arrow.RecordBatch {
+		return benchBids(mem, schema, min(batchRows, keys-i), func(j int) (ts, auction, price int64) {
 			return int64(i + j), int64((i + j) * 7919 % keys), 1
-		}))
+		})
 	}
-	defer func() {
-		for _, rec := range batches {
-			rec.Release()
-		}
-	}()
 	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(86_400_000)}, []string{"auction"}, "bids", "count()")
-	var heap, off, goal float64
+	var heap, off, goal, keysPeak, peak float64
 	for range b.N {
 		var before, after runtime.MemStats
 		runtime.GC()
+		debug.FreeOSMemory()
 		runtime.ReadMemStats(&before)
+		if err := testenv.ResetPeakRSS(0); err != nil {
+			b.Fatal(err)
+		}
+		rssBefore, err := testenv.ProcessPeakRSS(0)
+		if err != nil {
+			b.Fatal(err)
+		}
 		o, err := NewWindow(op, Stream{Schema: schema, TimeColumn: 0})
 		if err != nil {
 			b.Fatal(err)
@@ -1252,11 +1275,14 @@ func BenchmarkWindowStateMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		var peakGoal uint64
-		for i, rec := range batches {
-			if err := o.ProcessBatch(rec); err != nil {
+		for i := 0; i < keys; i += batchRows {
+			rec := batch(i)
+			err := o.ProcessBatch(rec)
+			rec.Release()
+			if err != nil {
 				b.Fatal(err)
 			}
-			if i%16 == 0 {
+			if i%(16*batchRows) == 0 {
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				peakGoal = max(peakGoal, ms.NextGC)
@@ -1264,11 +1290,26 @@ func BenchmarkWindowStateMemory(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		heap = float64(after.HeapAlloc-before.HeapAlloc) / keys
-		goal = float64(peakGoal-before.HeapAlloc) / keys
-		off = float64(offHeapBytes(o)) / keys
+		heap = float64(after.HeapAlloc-before.HeapAlloc) / float64(keys)
+		goal = float64(peakGoal-before.HeapAlloc) / float64(keys)
+		off = float64(offHeapBytes(o)) / float64(keys)
+		rssKeys, err := testenv.ProcessPeakRSS(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		keysPeak = float64(rssKeys-rssBefore) / float64(keys)
+		if err := o.ProcessWatermark(task.MaxWatermark); err != nil {
+			b.Fatal(err)
+		}
+		rssPeak, err := testenv.ProcessPeakRSS(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		peak = float64(rssPeak-rssBefore) / float64(keys)
 		o.Close()
 	}
+	b.ReportMetric(keysPeak, "keys-peak-B/key")
+	b.ReportMetric(peak, "peak-B/key")
 	b.ReportMetric(heap, "heap-B/key")
 	b.ReportMetric(off, "offheap-B/key")
 	b.ReportMetric(goal, "goal-B/key")
@@ -1280,10 +1321,10 @@ func offHeapBytes(o task.Operator) int { return o.(*windowOperator).arena.Mapped
 // TestSortFirings checks the radix sort of firings against a comparison
 // sort, with ends that are negative and positive, few or one; prefixes
 // that share bytes, tie, or differ only in their last byte; and parts
-// shorter and longer than a radix pass is for. start tells firings apart
+// shorter and longer than a radix pass is for. win tells firings apart
 // where end and prefix tie.
 func TestSortFirings(t *testing.T) {
-	byStart := func(a, b windowFiring) int { return cmp.Compare(a.start, b.start) }
+	byWin := func(a, b windowFiring) int { return cmp.Compare(a.win, b.win) }
 	full := func(a, b windowFiring) int {
 		if c := cmp.Compare(a.end, b.end); c != 0 {
 			return c
@@ -1291,7 +1332,7 @@ func TestSortFirings(t *testing.T) {
 		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
 			return c
 		}
-		return byStart(a, b)
+		return byWin(a, b)
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	ends := [][]int64{{86_400_000}, {-10, 0, 10}, {-1 << 62, 1 << 62, -1, 1 << 40}}
@@ -1306,11 +1347,11 @@ func TestSortFirings(t *testing.T) {
 			for pi, prefix := range prefixes {
 				fs := make([]windowFiring, n)
 				for i := range fs {
-					fs[i] = windowFiring{end: es[rng.IntN(len(es))], prefix: prefix(), start: int64(i)}
+					fs[i] = windowFiring{end: es[rng.IntN(len(es))], prefix: prefix(), win: uint32(i)}
 				}
 				want := slices.Clone(fs)
 				slices.SortFunc(want, full)
-				sortFirings(fs, byStart)
+				sortFirings(fs, byWin)
 				if !slices.Equal(fs, want) {
 					t.Fatalf("%d firings, ends %d, prefixes %d: the radix sort's order differs from a comparison sort's", n, ei, pi)
 				}
@@ -1325,15 +1366,15 @@ func BenchmarkSortFirings(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	fs := make([]windowFiring, 1_000_000)
 	for i := range fs {
-		fs[i] = windowFiring{end: 86_400_000, prefix: rng.Uint64N(10_000_000) << 40, start: int64(i)}
+		fs[i] = windowFiring{end: 86_400_000, prefix: rng.Uint64N(10_000_000) << 40, win: uint32(i)}
 	}
-	byStart := func(a, b windowFiring) int { return cmp.Compare(a.start, b.start) }
+	byWin := func(a, b windowFiring) int { return cmp.Compare(a.win, b.win) }
 	work := make([]windowFiring, len(fs))
 	for _, c := range []struct {
 		name string
 		sort func([]windowFiring)
 	}{
-		{"radix", func(fs []windowFiring) { sortFirings(fs, byStart) }},
+		{"radix", func(fs []windowFiring) { sortFirings(fs, byWin) }},
 		{"compare", func(fs []windowFiring) {
 			slices.SortFunc(fs, func(a, b windowFiring) int {
 				if c := cmp.Compare(a.end, b.end); c != 0 {
@@ -1342,7 +1383,7 @@ func BenchmarkSortFirings(b *testing.B) {
 				if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
 					return c
 				}
-				return byStart(a, b)
+				return byWin(a, b)
 			})
 		}},
 	} {
