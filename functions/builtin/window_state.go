@@ -159,7 +159,10 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 	return c, nil
 }
 
-var _ statestore.SteppedSnapshotter = windowSnapshotter{}
+var (
+	_ statestore.SteppedSnapshotter = windowSnapshotter{}
+	_ statestore.PartedCapture      = (*windowCapture)(nil)
+)
 
 // windowCapture is a snapshot of a window operator captured in steps
 // beside processing (statestore.Capture), so that the task does not stop
@@ -194,6 +197,18 @@ type windowCapture struct {
 	marks     []uint32      // scratch: the captured marks of a step's keys
 	done      bool
 	batches   []arrow.RecordBatch
+
+	// Parts (statestore.PartedCapture), once SplitParts asked for them.
+	// A base ends a part at the first key group boundary after its walk
+	// has built partBytes: the part is the walk's rows of key groups
+	// [partStart, the boundary) and the copies of their keys, which
+	// the copy on write keeps gathered, not built, until then (a key is
+	// copied only before the walk reaches its group, so no copy of a
+	// part's keys comes after it). A delta goes down its change list, in
+	// no order of key groups: it is one part.
+	partBytes int
+	partStart int // the first key group of the part being captured (index in w.groups)
+	parts     []statestore.Part
 }
 
 // captureBuildRows is how many rows a capture gathers before it builds
@@ -218,7 +233,15 @@ type captureRows struct {
 	copied bool
 	acc    *accumulators // the copies of slots, if copied
 
+	// held is the bytes of the batches cut since finish last handed them
+	// out, and rowBytes the bytes a row took in the last one (see
+	// heldBytes); keep makes add gather rows without building them (the
+	// copies of a base in parts: see takeGroups).
+	held, rowBytes int
+	keep           bool
+
 	// Scratch: buildRows gathers each column here and appends it at once.
+	taken                    []windowStateRow // takeGroups'
 	keys                     []*windowKey
 	slots                    []int32
 	groups                   []int32
@@ -270,14 +293,47 @@ func (cr *captureRows) add(ks *windowKey) {
 		}
 		cr.pend = append(cr.pend, windowStateRow{ks, win, kind})
 	}
-	if len(cr.pend) >= captureBuildRows {
+	if len(cr.pend) >= captureBuildRows && !cr.keep {
 		cr.build()
 	}
 }
 
 // build builds the gathered rows.
 func (cr *captureRows) build() {
-	rs := cr.pend
+	cr.buildAll(cr.pend)
+	clear(cr.pend) // drop the key pointers
+	cr.pend = cr.pend[:0]
+	if cr.copied {
+		cr.acc.truncate()
+	}
+}
+
+// takeGroups builds the gathered rows of the keys of groups below end
+// (an index in the operator's groups) and hands out the batches built,
+// keeping the other rows gathered.
+func (cr *captureRows) takeGroups(end int) []arrow.RecordBatch {
+	below := int32(cr.w.kgStart + end)
+	taken, rest := cr.taken[:0], cr.pend[:0]
+	for _, r := range cr.pend {
+		if int32(r.ks.group) < below {
+			taken = append(taken, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	clear(cr.pend[len(rest):]) // drop the key pointers
+	cr.pend = rest
+	cr.buildAll(taken)
+	clear(taken)
+	cr.taken = taken[:0]
+	if cr.copied && len(rest) == 0 {
+		cr.acc.truncate() // no row refers to a copied slot any more
+	}
+	return cr.finish()
+}
+
+// buildAll builds rs into batches of at most rows.BatchRows rows.
+func (cr *captureRows) buildAll(rs []windowStateRow) {
 	for len(rs) > 0 {
 		k := min(len(rs), rows.BatchRows-cr.n)
 		cr.buildRows(rs[:k])
@@ -290,11 +346,6 @@ func (cr *captureRows) build() {
 			// column twice.
 			cr.rb.Reserve(rows.BatchRows)
 		}
-	}
-	clear(cr.pend) // drop the key pointers
-	cr.pend = cr.pend[:0]
-	if cr.copied {
-		cr.acc.truncate()
 	}
 }
 
@@ -357,18 +408,49 @@ func appendStrings(b *array.StringBuilder, vs []string) {
 // cut ends the batch being built.
 func (cr *captureRows) cut() {
 	if cr.n > 0 {
-		cr.out = append(cr.out, cr.rb.NewRecordBatch())
+		b := cr.rb.NewRecordBatch()
+		cr.out = append(cr.out, b)
+		size := batchBytes(b)
+		cr.held += size
+		cr.rowBytes = max(1, size/cr.n)
 		cr.n = 0
 	}
 }
 
-// finish builds what is gathered and hands out the batches: the caller
-// owns them.
+// heldBytes is about the bytes of the rows since finish last handed
+// them out: the batches cut, and the rows not yet in one at the size of
+// the last batch's rows (32 bytes before any: a row's group, bounds,
+// kind and flags take about that).
+func (cr *captureRows) heldBytes() int {
+	per := cr.rowBytes
+	if per == 0 {
+		per = 32
+	}
+	return cr.held + (cr.n+len(cr.pend))*per
+}
+
+// batchBytes is the bytes of b's buffers.
+func batchBytes(b arrow.RecordBatch) int {
+	n := 0
+	for _, c := range b.Columns() {
+		for _, buf := range c.Data().Buffers() {
+			if buf != nil {
+				n += buf.Len()
+			}
+		}
+	}
+	return n
+}
+
+// finish builds what is gathered (unless it is kept) and hands out the
+// batches: the caller owns them.
 func (cr *captureRows) finish() []arrow.RecordBatch {
-	cr.build()
+	if !cr.keep {
+		cr.build()
+	}
 	cr.cut()
 	out := cr.out
-	cr.out = nil
+	cr.out, cr.held = nil, 0
 	return out
 }
 
@@ -409,9 +491,15 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 		chunk = 256
 	}
 	for {
-		if c.next == len(c.keys) && !c.list() {
-			c.finish()
-			return true, nil
+		if c.next == len(c.keys) {
+			// The walk is done with the groups below c.group.
+			if c.partBytes > 0 && c.full && c.group > c.partStart && c.group < len(w.groups) && c.walk.heldBytes() >= c.partBytes {
+				c.endPart(c.group)
+			}
+			if !c.list() {
+				c.finish()
+				return true, nil
+			}
 		}
 		keys := c.keys[c.next:min(c.next+chunk, len(c.keys))]
 		c.next += len(keys)
@@ -462,11 +550,47 @@ func (c *windowCapture) list() bool {
 // finish builds the batches and detaches the capture.
 func (c *windowCapture) finish() {
 	c.done = true
-	c.batches = append(c.walk.finish(), c.cow.finish()...)
+	switch {
+	case c.partBytes > 0 && c.full:
+		c.endPart(len(c.w.groups)) // the last, though it may be empty
+	case c.partBytes > 0:
+		batches := append(c.walk.finish(), c.cow.finish()...)
+		c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: c.w.kgStart, KeyGroupEnd: c.w.kgStart + len(c.w.groups)})
+	default:
+		c.batches = append(c.walk.finish(), c.cow.finish()...)
+	}
 	c.detach()
 }
 
-// Batches hands out the batches of a finished capture.
+// endPart ends the part of key groups [partStart, end) of a base: the
+// walk's rows (it has walked those groups and no other since the last
+// part), then the copies of their keys.
+func (c *windowCapture) endPart(end int) {
+	batches := append(c.walk.finish(), c.cow.takeGroups(end)...)
+	c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: c.w.kgStart + c.partStart, KeyGroupEnd: c.w.kgStart + end})
+	c.partStart = end
+}
+
+// SplitParts makes a base end a part at the first key group boundary
+// once its walk has built bytes (statestore.PartedCapture); a delta is
+// then one part. Call it before the first Step.
+func (c *windowCapture) SplitParts(bytes int) {
+	if bytes <= 0 || c.done || c.next > 0 || c.group > 0 && c.full {
+		return
+	}
+	c.partBytes = bytes
+	c.cow.keep = c.full
+}
+
+// TakeParts hands out the parts ended so far (statestore.PartedCapture).
+func (c *windowCapture) TakeParts() []statestore.Part {
+	p := c.parts
+	c.parts = nil
+	return p
+}
+
+// Batches hands out the batches of a finished capture (none if it is in
+// parts).
 func (c *windowCapture) Batches() []arrow.RecordBatch {
 	b := c.batches
 	c.batches = nil
@@ -480,6 +604,12 @@ func (c *windowCapture) Release() {
 		b.Release()
 	}
 	c.batches = nil
+	for _, p := range c.parts {
+		for _, b := range p.Batches {
+			b.Release()
+		}
+	}
+	c.parts = nil
 }
 
 // detach stops the copying on write and drops the capture's builders.
