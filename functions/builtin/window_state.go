@@ -199,15 +199,19 @@ type windowCapture struct {
 	batches   []arrow.RecordBatch
 
 	// Parts (statestore.PartedCapture), once SplitParts asked for them.
-	// A base ends a part at the first key group boundary after its walk
+	// A base closes a part at the first key group boundary after its walk
 	// has built partBytes: the part is the walk's rows of key groups
-	// [partStart, the boundary) and the copies of their keys, which
-	// the copy on write keeps gathered, not built, until then (a key is
-	// copied only before the walk reaches its group, so no copy of a
-	// part's keys comes after it). A delta goes down its change list, in
+	// [partStart, closeEnd) and the copies of their keys, which the copy
+	// on write keeps gathered by key group, not built, until then (a key
+	// is copied only before the walk reaches its group, so no copy of a
+	// part's keys comes after it). Closing builds those copies in steps
+	// too before the walk goes on. A delta goes down its change list, in
 	// no order of key groups: it is one part.
 	partBytes int
 	partStart int // the first key group of the part being captured (index in w.groups)
+	closing   bool
+	closeEnd  int
+	closeWalk []arrow.RecordBatch // the walk's batches of the part closing
 	parts     []statestore.Part
 }
 
@@ -235,13 +239,14 @@ type captureRows struct {
 
 	// held is the bytes of the batches cut since finish last handed them
 	// out, and rowBytes the bytes a row took in the last one (see
-	// heldBytes); keep makes add gather rows without building them (the
-	// copies of a base in parts: see takeGroups).
+	// heldBytes). With kept set, add gathers rows there by key group
+	// (index in w.groups) instead of building them (the copies of a base
+	// in parts: see buildGroups); keptRows counts them.
 	held, rowBytes int
-	keep           bool
+	kept           [][]windowStateRow
+	keptRows       int
 
 	// Scratch: buildRows gathers each column here and appends it at once.
-	taken                    []windowStateRow // takeGroups'
 	keys                     []*windowKey
 	slots                    []int32
 	groups                   []int32
@@ -291,9 +296,16 @@ func (cr *captureRows) add(ks *windowKey) {
 		if cr.copied {
 			win.slot = cr.acc.copySlot(cr.w.acc, win.slot)
 		}
-		cr.pend = append(cr.pend, windowStateRow{ks, win, kind})
+		row := windowStateRow{ks, win, kind}
+		if cr.kept != nil {
+			g := int(ks.group) - cr.w.kgStart
+			cr.kept[g] = append(cr.kept[g], row)
+			cr.keptRows++
+		} else {
+			cr.pend = append(cr.pend, row)
+		}
 	}
-	if len(cr.pend) >= captureBuildRows && !cr.keep {
+	if len(cr.pend) >= captureBuildRows {
 		cr.build()
 	}
 }
@@ -303,33 +315,39 @@ func (cr *captureRows) build() {
 	cr.buildAll(cr.pend)
 	clear(cr.pend) // drop the key pointers
 	cr.pend = cr.pend[:0]
-	if cr.copied {
-		cr.acc.truncate()
+	if cr.copied && cr.keptRows == 0 {
+		cr.acc.truncate() // no row refers to a copied slot any more
 	}
 }
 
-// takeGroups builds the gathered rows of the keys of groups below end
-// (an index in the operator's groups) and hands out the batches built,
-// keeping the other rows gathered.
-func (cr *captureRows) takeGroups(end int) []arrow.RecordBatch {
-	below := int32(cr.w.kgStart + end)
-	taken, rest := cr.taken[:0], cr.pend[:0]
-	for _, r := range cr.pend {
-		if int32(r.ks.group) < below {
-			taken = append(taken, r)
-		} else {
-			rest = append(rest, r)
-		}
+// buildGroups builds the kept rows of key groups [from, to) (indexes in
+// w.groups), a few hundred at a time, until deadline passes (zero: to
+// the end), and reports whether it built them all. A key's rows stay in
+// order.
+func (cr *captureRows) buildGroups(from, to int, deadline time.Time) bool {
+	chunk := captureBuildRows
+	if c := cr.w.captureChunk; c > 0 {
+		chunk = c // tests: a row at a time
 	}
-	clear(cr.pend[len(rest):]) // drop the key pointers
-	cr.pend = rest
-	cr.buildAll(taken)
-	clear(taken)
-	cr.taken = taken[:0]
-	if cr.copied && len(rest) == 0 {
+	built := false // a call builds at least a chunk, so steps end it
+	for g := from; g < to; g++ {
+		for rs := cr.kept[g]; len(rs) > 0; rs = cr.kept[g] {
+			if built && !deadline.IsZero() && !time.Now().Before(deadline) {
+				return false
+			}
+			k := min(len(rs), chunk)
+			cr.buildAll(rs[:k])
+			clear(rs[:k]) // drop the key pointers
+			cr.kept[g] = rs[k:]
+			cr.keptRows -= k
+			built = true
+		}
+		cr.kept[g] = nil
+	}
+	if cr.keptRows == 0 && cr.copied {
 		cr.acc.truncate() // no row refers to a copied slot any more
 	}
-	return cr.finish()
+	return true
 }
 
 // buildAll builds rs into batches of at most rows.BatchRows rows.
@@ -442,12 +460,10 @@ func batchBytes(b arrow.RecordBatch) int {
 	return n
 }
 
-// finish builds what is gathered (unless it is kept) and hands out the
+// finish builds what is gathered (not what is kept) and hands out the
 // batches: the caller owns them.
 func (cr *captureRows) finish() []arrow.RecordBatch {
-	if !cr.keep {
-		cr.build()
-	}
+	cr.build()
 	cr.cut()
 	out := cr.out
 	cr.out, cr.held = nil, 0
@@ -463,6 +479,7 @@ func (cr *captureRows) release() {
 	cr.out = nil
 	clear(cr.pend)
 	cr.pend = nil
+	cr.kept, cr.keptRows = nil, 0
 }
 
 // wants reports whether the capture writes rows of ks, which it has not
@@ -490,13 +507,29 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 	if chunk <= 0 {
 		chunk = 256
 	}
+	parted := c.partBytes > 0 && c.full
 	for {
+		if c.closing {
+			if !c.cow.buildGroups(c.partStart, c.closeEnd, deadline) {
+				return false, nil
+			}
+			c.endPart()
+			if c.partStart == len(w.groups) {
+				c.finish()
+				return true, nil
+			}
+		}
 		if c.next == len(c.keys) {
 			// The walk is done with the groups below c.group.
-			if c.partBytes > 0 && c.full && c.group > c.partStart && c.group < len(w.groups) && c.walk.heldBytes() >= c.partBytes {
-				c.endPart(c.group)
+			if parted && c.group > c.partStart && c.group < len(w.groups) && c.walk.heldBytes() >= c.partBytes {
+				c.closePart(c.group)
+				continue
 			}
 			if !c.list() {
+				if parted {
+					c.closePart(len(w.groups)) // the last part, though it may be empty
+					continue
+				}
 				c.finish()
 				return true, nil
 			}
@@ -551,8 +584,7 @@ func (c *windowCapture) list() bool {
 func (c *windowCapture) finish() {
 	c.done = true
 	switch {
-	case c.partBytes > 0 && c.full:
-		c.endPart(len(c.w.groups)) // the last, though it may be empty
+	case c.partBytes > 0 && c.full: // its parts are out
 	case c.partBytes > 0:
 		batches := append(c.walk.finish(), c.cow.finish()...)
 		c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: c.w.kgStart, KeyGroupEnd: c.w.kgStart + len(c.w.groups)})
@@ -562,13 +594,19 @@ func (c *windowCapture) finish() {
 	c.detach()
 }
 
-// endPart ends the part of key groups [partStart, end) of a base: the
-// walk's rows (it has walked those groups and no other since the last
-// part), then the copies of their keys.
-func (c *windowCapture) endPart(end int) {
-	batches := append(c.walk.finish(), c.cow.takeGroups(end)...)
-	c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: c.w.kgStart + c.partStart, KeyGroupEnd: c.w.kgStart + end})
-	c.partStart = end
+// closePart starts closing the part of key groups [partStart, end) of a
+// base, which the walk is done with and has walked no other group since
+// the last part: its rows are built and put aside, and the steps that
+// follow build the copies of the part's keys (see Step).
+func (c *windowCapture) closePart(end int) {
+	c.closing, c.closeEnd, c.closeWalk = true, end, c.walk.finish()
+}
+
+// endPart ends the part closing: the walk's rows, then the copies.
+func (c *windowCapture) endPart() {
+	batches := append(c.closeWalk, c.cow.finish()...)
+	c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: c.w.kgStart + c.partStart, KeyGroupEnd: c.w.kgStart + c.closeEnd})
+	c.partStart, c.closing, c.closeWalk = c.closeEnd, false, nil
 }
 
 // SplitParts makes a base end a part at the first key group boundary
@@ -579,7 +617,9 @@ func (c *windowCapture) SplitParts(bytes int) {
 		return
 	}
 	c.partBytes = bytes
-	c.cow.keep = c.full
+	if c.full {
+		c.cow.kept = make([][]windowStateRow, len(c.w.groups))
+	}
 }
 
 // TakeParts hands out the parts ended so far (statestore.PartedCapture).
@@ -604,6 +644,10 @@ func (c *windowCapture) Release() {
 		b.Release()
 	}
 	c.batches = nil
+	for _, b := range c.closeWalk {
+		b.Release()
+	}
+	c.closeWalk = nil
 	for _, p := range c.parts {
 		for _, b := range p.Batches {
 			b.Release()

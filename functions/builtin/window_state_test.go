@@ -393,7 +393,14 @@ func TestWindowStateRestore(t *testing.T) {
 							t.Fatal(err)
 						}
 						if parted {
-							capture.(statestore.PartedCapture).SplitParts(1)
+							// Parts of a byte, or of a few rows (their
+							// copies then take steps to build); the bases
+							// are every third snapshot.
+							size := 1
+							if len(snaps)%2 == 1 {
+								size += rng.IntN(400)
+							}
+							capture.(statestore.PartedCapture).SplitParts(size)
 						}
 						steps1 = 0
 					} else {
