@@ -624,8 +624,10 @@ const completeSlice = 20 * time.Millisecond
 // stepParts advances a capture in parts by one step and queues the parts
 // it ended for upload. While maxPartsInFlight parts wait for the
 // uploader, a step beside processing does nothing (the capture waits for
-// the uploads rather than hold more in memory); completing at once (a
-// zero deadline) waits for them, a slice at a time.
+// the uploads rather than hold more in memory), and a capture done in
+// such a step is done for the task once a later step has queued its last
+// parts (waiting for the uploader there stalled the task for an upload);
+// completing at once (a zero deadline) waits for them, a slice at a time.
 func (c *checkpointer) stepParts(u *upload, p *captured, deadline time.Time) (bool, error) {
 	pc := p.capture.(statestore.PartedCapture)
 	for {
@@ -644,7 +646,7 @@ func (c *checkpointer) stepParts(u *upload, p *captured, deadline time.Time) (bo
 		}
 		p.held = append(p.held, pc.TakeParts()...)
 		if done {
-			if !c.queueParts(u, p, true) {
+			if !c.queueParts(u, p, deadline.IsZero()) {
 				return false, c.r.ctx.Err()
 			}
 			return true, nil
