@@ -243,8 +243,9 @@ type captureRows struct {
 	// (index in w.groups) instead of building them (the copies of a base
 	// in parts: see buildGroups); keptRows counts them.
 	held, rowBytes int
-	kept           [][]windowStateRow
+	kept           [][]keptRow
 	keptRows       int
+	unkept         []windowStateRow // buildGroups' scratch
 
 	// Scratch: buildRows gathers each column here and appends it at once.
 	keys                     []*windowKey
@@ -256,6 +257,23 @@ type captureRows struct {
 	valid                    []bool
 	keyBuilders, accBuilders []array.Builder
 }
+
+// keptRow is a windowStateRow that a capture in parts keeps for its key
+// group's part: without pointers, so that the garbage collector does not
+// scan the millions of them a base at millions of keys may keep.
+type keptRow struct {
+	win  windowState
+	ref  offheap.Ref // the key's record
+	kind uint8       // in rowKinds
+}
+
+const (
+	kindReplace = iota
+	kindWindow
+	kindClear
+)
+
+var rowKinds = [...]string{kindReplace: windowRowReplace, kindWindow: windowRowWindow, kindClear: windowRowClear}
 
 // windowStateRow is one row of a snapshot: window win of key ks, of kind
 // kind (slot -1: a clear row). Of ks, only the key and its group are
@@ -286,28 +304,32 @@ func newCaptureRows(w *windowOperator, mem memory.Allocator, copied bool) *captu
 func (cr *captureRows) add(ks *windowKey) {
 	wins := cr.w.winsOf(ks)
 	if len(wins) == 0 {
-		cr.pend = append(cr.pend, windowStateRow{ks, windowState{slot: -1}, windowRowClear})
+		cr.addRow(ks, windowState{slot: -1}, kindClear)
 	}
 	for i, win := range wins {
-		kind := windowRowWindow
+		kind := uint8(kindWindow)
 		if i == 0 {
-			kind = windowRowReplace
+			kind = kindReplace
 		}
 		if cr.copied {
 			win.slot = cr.acc.copySlot(cr.w.acc, win.slot)
 		}
-		row := windowStateRow{ks, win, kind}
-		if cr.kept != nil {
-			g := int(ks.group) - cr.w.kgStart
-			cr.kept[g] = append(cr.kept[g], row)
-			cr.keptRows++
-		} else {
-			cr.pend = append(cr.pend, row)
-		}
+		cr.addRow(ks, win, kind)
 	}
 	if len(cr.pend) >= captureBuildRows {
 		cr.build()
 	}
+}
+
+// addRow gathers a row of ks, or keeps it (see kept).
+func (cr *captureRows) addRow(ks *windowKey, win windowState, kind uint8) {
+	if cr.kept != nil {
+		g := int(ks.group) - cr.w.kgStart
+		cr.kept[g] = append(cr.kept[g], keptRow{win, ks.ref, kind})
+		cr.keptRows++
+		return
+	}
+	cr.pend = append(cr.pend, windowStateRow{ks, win, rowKinds[kind]})
 }
 
 // build builds the gathered rows.
@@ -336,8 +358,13 @@ func (cr *captureRows) buildGroups(from, to int, deadline time.Time) bool {
 				return false
 			}
 			k := min(len(rs), chunk)
-			cr.buildAll(rs[:k])
-			clear(rs[:k]) // drop the key pointers
+			unkept := cr.unkept[:0]
+			for _, r := range rs[:k] {
+				unkept = append(unkept, windowStateRow{cr.w.keys.At(r.ref), r.win, rowKinds[r.kind]})
+			}
+			cr.buildAll(unkept)
+			clear(unkept) // drop the key pointers
+			cr.unkept = unkept[:0]
 			cr.kept[g] = rs[k:]
 			cr.keptRows -= k
 			built = true
@@ -618,7 +645,7 @@ func (c *windowCapture) SplitParts(bytes int) {
 	}
 	c.partBytes = bytes
 	if c.full {
-		c.cow.kept = make([][]windowStateRow, len(c.w.groups))
+		c.cow.kept = make([][]keptRow, len(c.w.groups))
 	}
 }
 
