@@ -445,8 +445,7 @@ type windowOperator struct {
 	capture   *windowCapture
 	spareKeys []offheap.Ref // a change list a capture is done with
 	// captureChunk is how many keys a capture step takes between looks
-	// at the clock, and how many copied rows a part's closing builds
-	// (tests set 1).
+	// at the clock (tests set 1).
 	captureChunk int
 	rearm        bool
 	started      bool

@@ -159,10 +159,7 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 	return c, nil
 }
 
-var (
-	_ statestore.SteppedSnapshotter = windowSnapshotter{}
-	_ statestore.PartedCapture      = (*windowCapture)(nil)
-)
+var _ statestore.SteppedSnapshotter = windowSnapshotter{}
 
 // windowCapture is a snapshot of a window operator captured in steps
 // beside processing (statestore.Capture), so that the task does not stop
@@ -197,22 +194,6 @@ type windowCapture struct {
 	marks     []uint32      // scratch: the captured marks of a step's keys
 	done      bool
 	batches   []arrow.RecordBatch
-
-	// Parts (statestore.PartedCapture), once SplitParts asked for them.
-	// A base closes a part at the first key group boundary after its walk
-	// has built partBytes: the part is the walk's rows of key groups
-	// [partStart, closeEnd) and the copies of their keys, which the copy
-	// on write keeps gathered by key group, not built, until then (a key
-	// is copied only before the walk reaches its group, so no copy of a
-	// part's keys comes after it). Closing builds those copies in steps
-	// too before the walk goes on. A delta goes down its change list, in
-	// no order of key groups: it is one part.
-	partBytes int
-	partStart int // the first key group of the part being captured (index in w.groups)
-	closing   bool
-	closeEnd  int
-	closeWalk []arrow.RecordBatch // the walk's batches of the part closing
-	parts     []statestore.Part
 }
 
 // captureBuildRows is how many rows a capture gathers before it builds
@@ -237,16 +218,6 @@ type captureRows struct {
 	copied bool
 	acc    *accumulators // the copies of slots, if copied
 
-	// held is the bytes of the batches cut since finish last handed them
-	// out, and rowBytes the bytes a row took in the last one (see
-	// heldBytes). With kept set, add gathers rows there by key group
-	// (index in w.groups) instead of building them (the copies of a base
-	// in parts: see buildGroups); keptRows counts them.
-	held, rowBytes int
-	kept           [][]keptRow
-	keptRows       int
-	unkept         []windowStateRow // buildGroups' scratch
-
 	// Scratch: buildRows gathers each column here and appends it at once.
 	keys                     []*windowKey
 	slots                    []int32
@@ -257,23 +228,6 @@ type captureRows struct {
 	valid                    []bool
 	keyBuilders, accBuilders []array.Builder
 }
-
-// keptRow is a windowStateRow that a capture in parts keeps for its key
-// group's part: without pointers, so that the garbage collector does not
-// scan the millions of them a base at millions of keys may keep.
-type keptRow struct {
-	win  windowState
-	ref  offheap.Ref // the key's record
-	kind uint8       // in rowKinds
-}
-
-const (
-	kindReplace = iota
-	kindWindow
-	kindClear
-)
-
-var rowKinds = [...]string{kindReplace: windowRowReplace, kindWindow: windowRowWindow, kindClear: windowRowClear}
 
 // windowStateRow is one row of a snapshot: window win of key ks, of kind
 // kind (slot -1: a clear row). Of ks, only the key and its group are
@@ -304,81 +258,26 @@ func newCaptureRows(w *windowOperator, mem memory.Allocator, copied bool) *captu
 func (cr *captureRows) add(ks *windowKey) {
 	wins := cr.w.winsOf(ks)
 	if len(wins) == 0 {
-		cr.addRow(ks, windowState{slot: -1}, kindClear)
+		cr.pend = append(cr.pend, windowStateRow{ks, windowState{slot: -1}, windowRowClear})
 	}
 	for i, win := range wins {
-		kind := uint8(kindWindow)
+		kind := windowRowWindow
 		if i == 0 {
-			kind = kindReplace
+			kind = windowRowReplace
 		}
 		if cr.copied {
 			win.slot = cr.acc.copySlot(cr.w.acc, win.slot)
 		}
-		cr.addRow(ks, win, kind)
+		cr.pend = append(cr.pend, windowStateRow{ks, win, kind})
 	}
 	if len(cr.pend) >= captureBuildRows {
 		cr.build()
 	}
 }
 
-// addRow gathers a row of ks, or keeps it (see kept).
-func (cr *captureRows) addRow(ks *windowKey, win windowState, kind uint8) {
-	if cr.kept != nil {
-		g := int(ks.group) - cr.w.kgStart
-		cr.kept[g] = append(cr.kept[g], keptRow{win, ks.ref, kind})
-		cr.keptRows++
-		return
-	}
-	cr.pend = append(cr.pend, windowStateRow{ks, win, rowKinds[kind]})
-}
-
 // build builds the gathered rows.
 func (cr *captureRows) build() {
-	cr.buildAll(cr.pend)
-	clear(cr.pend) // drop the key pointers
-	cr.pend = cr.pend[:0]
-	if cr.copied && cr.keptRows == 0 {
-		cr.acc.truncate() // no row refers to a copied slot any more
-	}
-}
-
-// buildGroups builds the kept rows of key groups [from, to) (indexes in
-// w.groups), a few hundred at a time, until deadline passes (zero: to
-// the end), and reports whether it built them all. A key's rows stay in
-// order.
-func (cr *captureRows) buildGroups(from, to int, deadline time.Time) bool {
-	chunk := captureBuildRows
-	if c := cr.w.captureChunk; c > 0 {
-		chunk = c // tests: a row at a time
-	}
-	built := false // a call builds at least a chunk, so steps end it
-	for g := from; g < to; g++ {
-		for rs := cr.kept[g]; len(rs) > 0; rs = cr.kept[g] {
-			if built && !deadline.IsZero() && !time.Now().Before(deadline) {
-				return false
-			}
-			k := min(len(rs), chunk)
-			unkept := cr.unkept[:0]
-			for _, r := range rs[:k] {
-				unkept = append(unkept, windowStateRow{cr.w.keys.At(r.ref), r.win, rowKinds[r.kind]})
-			}
-			cr.buildAll(unkept)
-			clear(unkept) // drop the key pointers
-			cr.unkept = unkept[:0]
-			cr.kept[g] = rs[k:]
-			cr.keptRows -= k
-			built = true
-		}
-		cr.kept[g] = nil
-	}
-	if cr.keptRows == 0 && cr.copied {
-		cr.acc.truncate() // no row refers to a copied slot any more
-	}
-	return true
-}
-
-// buildAll builds rs into batches of at most rows.BatchRows rows.
-func (cr *captureRows) buildAll(rs []windowStateRow) {
+	rs := cr.pend
 	for len(rs) > 0 {
 		k := min(len(rs), rows.BatchRows-cr.n)
 		cr.buildRows(rs[:k])
@@ -391,6 +290,11 @@ func (cr *captureRows) buildAll(rs []windowStateRow) {
 			// column twice.
 			cr.rb.Reserve(rows.BatchRows)
 		}
+	}
+	clear(cr.pend) // drop the key pointers
+	cr.pend = cr.pend[:0]
+	if cr.copied {
+		cr.acc.truncate()
 	}
 }
 
@@ -453,47 +357,18 @@ func appendStrings(b *array.StringBuilder, vs []string) {
 // cut ends the batch being built.
 func (cr *captureRows) cut() {
 	if cr.n > 0 {
-		b := cr.rb.NewRecordBatch()
-		cr.out = append(cr.out, b)
-		size := batchBytes(b)
-		cr.held += size
-		cr.rowBytes = max(1, size/cr.n)
+		cr.out = append(cr.out, cr.rb.NewRecordBatch())
 		cr.n = 0
 	}
 }
 
-// heldBytes is about the bytes of the rows since finish last handed
-// them out: the batches cut, and the rows not yet in one at the size of
-// the last batch's rows (32 bytes before any: a row's group, bounds,
-// kind and flags take about that).
-func (cr *captureRows) heldBytes() int {
-	per := cr.rowBytes
-	if per == 0 {
-		per = 32
-	}
-	return cr.held + (cr.n+len(cr.pend))*per
-}
-
-// batchBytes is the bytes of b's buffers.
-func batchBytes(b arrow.RecordBatch) int {
-	n := 0
-	for _, c := range b.Columns() {
-		for _, buf := range c.Data().Buffers() {
-			if buf != nil {
-				n += buf.Len()
-			}
-		}
-	}
-	return n
-}
-
-// finish builds what is gathered (not what is kept) and hands out the
-// batches: the caller owns them.
+// finish builds what is gathered and hands out the batches: the caller
+// owns them.
 func (cr *captureRows) finish() []arrow.RecordBatch {
 	cr.build()
 	cr.cut()
 	out := cr.out
-	cr.out, cr.held = nil, 0
+	cr.out = nil
 	return out
 }
 
@@ -506,7 +381,6 @@ func (cr *captureRows) release() {
 	cr.out = nil
 	clear(cr.pend)
 	cr.pend = nil
-	cr.kept, cr.keptRows = nil, 0
 }
 
 // wants reports whether the capture writes rows of ks, which it has not
@@ -534,32 +408,10 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 	if chunk <= 0 {
 		chunk = 256
 	}
-	parted := c.partBytes > 0 && c.full
 	for {
-		if c.closing {
-			if !c.cow.buildGroups(c.partStart, c.closeEnd, deadline) {
-				return false, nil
-			}
-			c.endPart()
-			if c.partStart == len(w.groups) {
-				c.finish()
-				return true, nil
-			}
-		}
-		if c.next == len(c.keys) {
-			// The walk is done with the groups below c.group.
-			if parted && c.group > c.partStart && c.group < len(w.groups) && c.walk.heldBytes() >= c.partBytes {
-				c.closePart(c.group)
-				continue
-			}
-			if !c.list() {
-				if parted {
-					c.closePart(len(w.groups)) // the last part, though it may be empty
-					continue
-				}
-				c.finish()
-				return true, nil
-			}
+		if c.next == len(c.keys) && !c.list() {
+			c.finish()
+			return true, nil
 		}
 		keys := c.keys[c.next:min(c.next+chunk, len(c.keys))]
 		c.next += len(keys)
@@ -610,54 +462,11 @@ func (c *windowCapture) list() bool {
 // finish builds the batches and detaches the capture.
 func (c *windowCapture) finish() {
 	c.done = true
-	switch {
-	case c.partBytes > 0 && c.full: // its parts are out
-	case c.partBytes > 0:
-		batches := append(c.walk.finish(), c.cow.finish()...)
-		c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: c.w.kgStart, KeyGroupEnd: c.w.kgStart + len(c.w.groups)})
-	default:
-		c.batches = append(c.walk.finish(), c.cow.finish()...)
-	}
+	c.batches = append(c.walk.finish(), c.cow.finish()...)
 	c.detach()
 }
 
-// closePart starts closing the part of key groups [partStart, end) of a
-// base, which the walk is done with and has walked no other group since
-// the last part: its rows are built and put aside, and the steps that
-// follow build the copies of the part's keys (see Step).
-func (c *windowCapture) closePart(end int) {
-	c.closing, c.closeEnd, c.closeWalk = true, end, c.walk.finish()
-}
-
-// endPart ends the part closing: the walk's rows, then the copies.
-func (c *windowCapture) endPart() {
-	batches := append(c.closeWalk, c.cow.finish()...)
-	c.parts = append(c.parts, statestore.Part{Batches: batches, KeyGroupStart: c.w.kgStart + c.partStart, KeyGroupEnd: c.w.kgStart + c.closeEnd})
-	c.partStart, c.closing, c.closeWalk = c.closeEnd, false, nil
-}
-
-// SplitParts makes a base end a part at the first key group boundary
-// once its walk has built bytes (statestore.PartedCapture); a delta is
-// then one part. Call it before the first Step.
-func (c *windowCapture) SplitParts(bytes int) {
-	if bytes <= 0 || c.done || c.next > 0 || c.group > 0 && c.full {
-		return
-	}
-	c.partBytes = bytes
-	if c.full {
-		c.cow.kept = make([][]keptRow, len(c.w.groups))
-	}
-}
-
-// TakeParts hands out the parts ended so far (statestore.PartedCapture).
-func (c *windowCapture) TakeParts() []statestore.Part {
-	p := c.parts
-	c.parts = nil
-	return p
-}
-
-// Batches hands out the batches of a finished capture (none if it is in
-// parts).
+// Batches hands out the batches of a finished capture.
 func (c *windowCapture) Batches() []arrow.RecordBatch {
 	b := c.batches
 	c.batches = nil
@@ -671,16 +480,6 @@ func (c *windowCapture) Release() {
 		b.Release()
 	}
 	c.batches = nil
-	for _, b := range c.closeWalk {
-		b.Release()
-	}
-	c.closeWalk = nil
-	for _, p := range c.parts {
-		for _, b := range p.Batches {
-			b.Release()
-		}
-	}
-	c.parts = nil
 }
 
 // detach stops the copying on write and drops the capture's builders.

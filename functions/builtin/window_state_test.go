@@ -285,20 +285,14 @@ type winSnap struct {
 // step after each batch and watermark, while the input goes on, and to
 // the end when the next snapshot is due; what it restores must be the
 // state at its barrier all the same.
-//
-// Parted, a stepped capture is asked for parts of as little as a byte
-// (statestore.PartedCapture, as the runtime asks): a base then ends a
-// part at most key group boundaries, each part holding the rows of its
-// key groups and no other, the parts covering the key groups in order;
-// applied in order they must restore the state at the barrier.
 func TestWindowStateRestore(t *testing.T) {
 	for _, w := range winStateCases {
-		for seed := range uint64(5) {
-			stepped, parted := seed >= 2, seed == 4
+		for seed := range uint64(4) {
+			stepped := seed >= 2
 			t.Run(fmt.Sprintf("%s/%d", winStateName(w), seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 11))
 				events := winGenerate(rng, 1500, 120)
-				if seed%2 == 1 || parted {
+				if seed%2 == 1 {
 					// Many keys: most are untouched between snapshots, so
 					// that a delta misses any change not tracked.
 					for i := range events {
@@ -328,8 +322,6 @@ func TestWindowStateRestore(t *testing.T) {
 					snaps   []winSnap
 					capture statestore.Capture // stepped: the snapshot being captured
 					steps1  int                // steps it took
-					parts   []statestore.Part  // parted: the parts it ended
-					split   int                // bases in more than one part
 				)
 				// collect adds the captured snapshot once its last step is done.
 				collect := func(deadline time.Time) {
@@ -338,25 +330,10 @@ func TestWindowStateRestore(t *testing.T) {
 						t.Fatal(err)
 					}
 					steps1++
-					if parted {
-						parts = append(parts, capture.(statestore.PartedCapture).TakeParts()...)
-					}
 					if !done {
 						return
 					}
-					batches := capture.Batches()
-					if parted {
-						if len(batches) > 0 {
-							t.Fatal("a capture in parts handed out batches besides its parts")
-						}
-						// The first snapshot is a base whatever it asks for.
-						batches = winPartBatches(t, parts, snaps[len(snaps)-1].full || len(snaps) == 1)
-						if len(parts) > 1 {
-							split++
-						}
-						parts = nil
-					}
-					file, rows := h.snapshotFile(batches)
+					file, rows := h.snapshotFile(capture.Batches())
 					snap := &snaps[len(snaps)-1]
 					snap.file, snap.rows = file, len(rows)
 					capture = nil
@@ -392,16 +369,6 @@ func TestWindowStateRestore(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if parted {
-							// Parts of a byte, or of a few rows (their
-							// copies then take steps to build); the bases
-							// are every third snapshot.
-							size := 1
-							if len(snaps)%2 == 1 {
-								size += rng.IntN(400)
-							}
-							capture.(statestore.PartedCapture).SplitParts(size)
-						}
 						steps1 = 0
 					} else {
 						var rows []string
@@ -420,9 +387,6 @@ func TestWindowStateRestore(t *testing.T) {
 					if slices.Max(stepsTaken) < 10 {
 						t.Fatalf("captures took %v steps: they did not go on beside the input", stepsTaken)
 					}
-				}
-				if parted && split == 0 {
-					t.Fatal("no base was captured in more than one part")
 				}
 				if got := h.out.rows; !slices.Equal(got, want) {
 					t.Fatalf("snapshots changed the output:\n%s", winDiff(got, want))
@@ -479,34 +443,6 @@ func TestWindowStateRestore(t *testing.T) {
 			})
 		}
 	}
-}
-
-// winPartBatches checks the parts of a capture of key groups [0, 128):
-// in order and together covering them, each part's rows of its own key
-// groups; a delta is one part. It returns their batches in order.
-func winPartBatches(t *testing.T, parts []statestore.Part, full bool) []arrow.RecordBatch {
-	t.Helper()
-	var batches []arrow.RecordBatch
-	next := 0
-	for i, p := range parts {
-		if p.KeyGroupStart != next || p.KeyGroupEnd <= p.KeyGroupStart && !(i == len(parts)-1 && p.KeyGroupEnd == 128) {
-			t.Fatalf("part %d of %d covers key groups [%d, %d), want it to start at %d", i, len(parts), p.KeyGroupStart, p.KeyGroupEnd, next)
-		}
-		next = p.KeyGroupEnd
-		for _, b := range p.Batches {
-			groups := b.Column(0).(*array.Int32)
-			for r := range groups.Len() {
-				if g := int(groups.Value(r)); g < p.KeyGroupStart || g >= p.KeyGroupEnd {
-					t.Fatalf("part %d of key groups [%d, %d) has a row of key group %d", i, p.KeyGroupStart, p.KeyGroupEnd, g)
-				}
-			}
-		}
-		batches = append(batches, p.Batches...)
-	}
-	if next != 128 || !full && len(parts) != 1 {
-		t.Fatalf("parts (full %v) end at key group %d, in %d parts: want them to cover 128, a delta in one", full, next, len(parts))
-	}
-	return batches
 }
 
 // TestWindowStateRescale snapshots two subtasks (key groups [0, 64) and
