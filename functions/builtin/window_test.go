@@ -1228,8 +1228,8 @@ func (winDiscard) Emit(arrow.RecordBatch) error { return nil }
 // the process's peak resident memory (VmHWM, reset before the operator
 // is made) while the keys came (keys-peak-B/key). Then the period ends
 // and every window fires: peak-B/key is the growth of the process's
-// peak resident memory over the whole run, keys and firing, what an end-to-end run's RSS per key
-// reached measures.
+// peak resident memory over the whole run, keys and firing, which is
+// what an end-to-end run's RSS per key reached measures.
 //
 // WINDOW_MEM_KEYS sets another number of keys.
 func BenchmarkWindowStateMemory(b *testing.B) {

@@ -184,3 +184,68 @@ func captureInParts(t *testing.T, atOnce bool) {
 		t.Errorf("%d checkpoints captured at the barrier in more than one file, want 0", parted)
 	}
 }
+
+// doneCapture is a capture in parts that ends both its parts in its
+// first step.
+type doneCapture struct{ parts []statestore.Part }
+
+func (c *doneCapture) Step(time.Time) (bool, error) { return true, nil }
+func (c *doneCapture) Batches() []arrow.RecordBatch { return nil }
+func (c *doneCapture) Release()                     {}
+func (c *doneCapture) SplitParts(int)               {}
+func (c *doneCapture) TakeParts() []statestore.Part { p := c.parts; c.parts = nil; return p }
+
+// TestPartsWaitForSlotsBesideProcessing: a capture in parts that is done
+// in a step beside processing while every upload slot is taken does not
+// wait in that step for the uploader (the task would stall for an
+// upload); its parts wait in the capture, and the first step after a
+// slot frees queues them, in order, the last one last.
+func TestPartsWaitForSlotsBesideProcessing(t *testing.T) {
+	r := &runner{ctx: t.Context(), cfg: &Config{Parallelism: 1, MaxParallelism: 128}}
+	c := &checkpointer{r: r, queue: make(chan *upload, 64), slots: make(chan struct{}, maxPartsInFlight)}
+	for range maxPartsInFlight {
+		c.slots <- struct{}{} // every slot taken
+	}
+	pc := &doneCapture{parts: []statestore.Part{{KeyGroupStart: 0, KeyGroupEnd: 64}, {KeyGroupStart: 64, KeyGroupEnd: 128}}}
+	p := &captured{capture: pc, parted: true}
+	step := func() bool {
+		t.Helper()
+		type result struct {
+			done bool
+			err  error
+		}
+		res := make(chan result, 1)
+		go func() {
+			done, err := c.stepParts(&upload{id: 1}, p, time.Now().Add(5*time.Millisecond))
+			res <- result{done, err}
+		}()
+		select {
+		case r := <-res:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			return r.done
+		case <-time.After(10 * time.Second):
+			t.Fatal("a step beside processing waited for an upload slot")
+			return false
+		}
+	}
+	if step() {
+		t.Fatal("the capture is done with its parts not queued")
+	}
+	if len(p.held) != 2 || len(c.queue) != 0 {
+		t.Fatalf("%d parts held and %d queued, want both held", len(p.held), len(c.queue))
+	}
+	for range maxPartsInFlight {
+		<-c.slots // the uploader is done with two parts
+	}
+	if !step() {
+		t.Fatal("the capture is not done with slots free for its parts")
+	}
+	for i, want := range []struct{ start, end int }{{0, 64}, {64, 128}} {
+		u := <-c.queue
+		if u.part == nil || u.part.part.KeyGroupStart != want.start || u.part.last != (i == 1) {
+			t.Fatalf("queued %d: %+v, want the part of key groups from %d, last %v", i, u.part, want.start, i == 1)
+		}
+	}
+}
