@@ -201,3 +201,105 @@ func TestStepBudget(t *testing.T) {
 		}
 	}
 }
+
+// wideOp's snapshot holds rowsPerKey rows for each k it was given (k ×
+// rowsPerKey + j), captured at once; it records the allocator it was
+// given and what that had mapped once the batch was built.
+type wideOp struct {
+	seen     []int64
+	mem      interface{ Mapped() int }
+	mapped   int
+	captures int
+}
+
+const rowsPerKey = 1000
+
+func (o *wideOp) Open(*Context) error { return nil }
+func (o *wideOp) ProcessBatch(b arrow.RecordBatch) error {
+	o.seen = append(o.seen, b.Column(0).(*array.Int64).Int64Values()...)
+	return nil
+}
+func (o *wideOp) ProcessWatermark(int64) error    { return nil }
+func (o *wideOp) Finish() error                   { return nil }
+func (o *wideOp) Close() error                    { return nil }
+func (o *wideOp) State() statestore.Snapshotter   { return o }
+func (o *wideOp) Schema() *arrow.Schema           { return steppedSchema }
+func (o *wideOp) Restore(arrow.RecordBatch) error { return nil }
+func (o *wideOp) Snapshot(mem memory.Allocator, _ bool) ([]arrow.RecordBatch, error) {
+	o.captures++
+	o.mem, _ = mem.(interface{ Mapped() int })
+	b := array.NewRecordBuilder(mem, steppedSchema)
+	defer b.Release()
+	for _, k := range o.seen {
+		for j := range int64(rowsPerKey) {
+			b.Field(0).(*array.Int32Builder).Append(0)
+			b.Field(1).(*array.Int64Builder).Append(k*rowsPerKey + j)
+		}
+	}
+	rec := b.NewRecordBatch()
+	if o.mem != nil {
+		o.mapped = o.mem.Mapped()
+	}
+	return []arrow.RecordBatch{rec}, nil
+}
+
+// TestCapturesOffTheHeap: a capture's large buffers are mapped outside
+// the Go heap, what they hold reaches the state file, and once the file
+// is uploaded nothing stays mapped; small buffers come from the task's
+// allocator, which sees them all freed (checkedMem).
+func TestCapturesOffTheHeap(t *testing.T) {
+	mem := checkedMem(t)
+	b, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var got acks
+	var tk *Task
+	src := &badSource{n: 40, at: map[int]func(){29: func() { tk.TriggerCheckpoint(1) }}}
+	op := &wideOp{}
+	tk = New(Config{
+		Job: "j1", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem, Bucket: b,
+		Source:      &SourceHead{Name: "src", Source: src, TimeColumn: -1, Out: []Target{ChainTo(0)}},
+		Nodes:       []*Node{{Name: "op", Op: op, Out: []Target{ChainTo(1)}}, {Name: "sink", Sink: &collector{}}},
+		Checkpoints: &Checkpointing{Ack: got.add},
+	})
+	if err := tk.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if op.mem == nil {
+		t.Fatalf("the capture's allocator %T does not map outside the heap", op.mem)
+	}
+	// 30 keys × 1000 rows: 240 KB of int64 and 120 KB of int32 values.
+	if op.mapped < 360_000 {
+		t.Errorf("%d bytes mapped with the batch built, want its two columns (about 360 KB)", op.mapped)
+	}
+	if m := op.mem.Mapped(); m != 0 {
+		t.Errorf("%d bytes still mapped after the upload", m)
+	}
+	ack, ok := got.get(1)
+	if !ok || ack.Decline != "" || len(ack.Subtask.State) != 1 {
+		t.Fatalf("checkpoint 1: %+v (found %v)", ack, ok)
+	}
+	data, err := statefile.Read(t.Context(), b, ack.Subtask.State[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, batches, err := statefile.Decode(data, steppedSchema, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, rec := range batches {
+		for _, v := range rec.Column(1).(*array.Int64).Int64Values() {
+			if v != n {
+				t.Fatalf("row %d of the state file holds %d", n, v)
+			}
+			n++
+		}
+		rec.Release()
+	}
+	if n != 30*rowsPerKey {
+		t.Errorf("the state file holds %d rows, want %d (30 keys before the barrier)", n, 30*rowsPerKey)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/offheap"
 	"github.com/weirstream/weir/statestore/statefile"
 	"github.com/weirstream/weir/statestore/statepack"
 )
@@ -307,6 +308,13 @@ type checkpointer struct {
 	// member is the task in its state group (Checkpointing.Pack), nil
 	// when not packing or stateless; the uploader writes through it.
 	member *statepack.Member
+	// captureMem allocates the captured batches: those of a base can
+	// hold hundreds of megabytes from the barrier to their upload, and
+	// on the Go heap they would let it grow to twice that before the
+	// collector ran. Mapped outside the heap, they are given back when
+	// the uploader releases them. Small buffers come from the task's
+	// allocator.
+	captureMem *offheap.Allocator
 }
 
 func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
@@ -316,7 +324,8 @@ func newCheckpointer(r *runner, trigger chan int64) *checkpointer {
 	}
 	c := &checkpointer{r: r, cfg: cfg, chains: map[int]*chain{}, trigger: trigger,
 		queue: make(chan *upload, 64), done: make(chan struct{}),
-		slots: make(chan struct{}, maxPartsInFlight), upParts: map[int]*uploadedParts{}}
+		slots: make(chan struct{}, maxPartsInFlight), upParts: map[int]*uploadedParts{},
+		captureMem: offheap.NewAllocator(r.mem)}
 	if cfg.PartBytes <= 0 {
 		cfg.PartBytes = DefaultPartBytes
 	}
@@ -480,13 +489,13 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 			p := captured{node: i, full: full, gen: gen, schema: state.Schema()}
 			var err error
 			if ss, ok := state.(statestore.SteppedSnapshotter); ok {
-				p.capture, err = ss.BeginSnapshot(r.mem, full)
+				p.capture, err = ss.BeginSnapshot(c.captureMem, full)
 				if pc, ok := p.capture.(statestore.PartedCapture); ok && err == nil {
 					pc.SplitParts(c.cfg.PartBytes)
 					p.parted = true
 				}
 			} else {
-				p.batches, err = state.Snapshot(r.mem, full)
+				p.batches, err = state.Snapshot(c.captureMem, full)
 			}
 			if err != nil {
 				u.release()
