@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,6 +55,25 @@ sinks:
 `, ck, events, keys)
 }
 
+// startTrace writes an execution trace to path until the returned stop
+// (`go tool trace`; `-pprof=sched` shows what waited for a processor).
+func startTrace(b *testing.B, path string) (stop func()) {
+	b.Helper()
+	out, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(out); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
+		if err := out.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
 // BenchmarkWindowState runs the state job embedded (directory bucket) for
 // each key count of STATE_BENCH_KEYS (comma-separated, default
 // 100000,1000000) with STATE_BENCH_EVENTS events (default 20M), with
@@ -62,7 +82,9 @@ sinks:
 // the longest stall (the synchronous part of a snapshot, or a step of a
 // capture beside processing),
 // the longest checkpoint, the bytes uploaded in all and the state's size.
-// `make bench-state` runs it at 100K, 1M, 5M and 10M keys.
+// WINDOW_STATE_TRACE=file writes an execution trace of the runs with
+// checkpoints (the last one's stays). `make bench-state` runs it at
+// 100K, 1M, 5M and 10M keys.
 //
 //	go test -run '^$' -bench WindowState -benchtime 1x ./integration/
 func BenchmarkWindowState(b *testing.B) {
@@ -100,7 +122,12 @@ func BenchmarkWindowState(b *testing.B) {
 					debug.FreeOSMemory()
 					base := residentBytes()
 					stop := sampleRSS()
+					stopTrace := func() {}
+					if f := os.Getenv("WINDOW_STATE_TRACE"); f != "" && ck {
+						stopTrace = startTrace(b, f)
+					}
 					r, coord, id := measureJob(b, js, events, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
+					stopTrace()
 					peak := stop()
 					b.ReportMetric(perCPU(events, r), "events/cpu-s")
 					b.ReportMetric(float64(peak)/(1<<20), "max-rss-MiB")
