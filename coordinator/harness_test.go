@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/wasm/wasmtest"
 	"github.com/weirstream/weir/functions/worker"
 	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/blob"
@@ -63,7 +64,8 @@ func newEnvWrapped(t *testing.T, within time.Duration, wrap func(blob.Bucket) bl
 	e := &env{t: t, plane: control.NewLocal(), xch: exchange.NewLocal(), bucket: bucket}
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	e.ctx = ctx
-	e.c = coordinator.New(coordinator.Config{Plane: e.plane, Bucket: bucket, Transport: e.xch, CancelTimeout: 5 * time.Second})
+	e.c = coordinator.New(coordinator.Config{Plane: e.plane, Bucket: bucket, Transport: e.xch, CancelTimeout: 5 * time.Second,
+		WasmCache: wasmtest.CacheDir(t)})
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.c.Run(runCtx) }()
@@ -127,7 +129,7 @@ func (e *env) startWorker(id string, slots int, o workerOpts) (stop func()) {
 		plane = e.plane
 	}
 	w := worker.New(worker.Config{ID: id, Slots: slots, Plane: plane, Transport: e.xch, Bucket: e.bucket,
-		HeartbeatTTL: o.ttl, StatsInterval: 100 * time.Millisecond, StateDir: o.stateDir})
+		HeartbeatTTL: o.ttl, StatsInterval: 100 * time.Millisecond, StateDir: o.stateDir, WasmCache: wasmtest.CacheDir(e.t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirstream/weir/functions/wasm/wasmtest"
 	"github.com/weirstream/weir/integration/testenv"
 )
 
@@ -66,6 +67,7 @@ func TestRunBesideACluster(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build running-total: %v\n%s", err, out)
 	}
+	wasmtest.Precompile(t, mod)
 	store := "file://" + filepath.Join(dir, "store")
 	if out, err := runWeir(c.env, "functions", "deploy", "running-total", mod, "--store", store); err != nil {
 		t.Fatalf("deploy to the local store: %v\n%s", err, out)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/functions/wasm/wasmtest"
 	"github.com/weirstream/weir/integration/poll"
 )
 
@@ -49,6 +50,11 @@ func wasmExample(t testing.TB, name string) string {
 		wasmBuilt.dir = dir
 		if err != nil {
 			wasmBuilt.err = err
+		}
+		if wasmBuilt.err == nil {
+			// Compiled into the cache the weir processes use by default.
+			mods, _ := filepath.Glob(filepath.Join(dir, "*.wasm"))
+			wasmtest.Precompile(t, mods...)
 		}
 	}
 	if wasmBuilt.err != nil {

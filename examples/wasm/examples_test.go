@@ -26,6 +26,7 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	weirwasm "github.com/weirstream/weir/functions/wasm"
+	"github.com/weirstream/weir/functions/wasm/wasmtest"
 )
 
 // newMem returns an allocator that fails the test if anything allocated
@@ -77,8 +78,11 @@ func deployed(t testing.TB, name string) (*spec.Module, *weirwasm.Engine) {
 		}
 		built.pins, built.mods = map[string]*spec.Module{}, map[string][]byte{}
 		if built.err == nil {
+			mods, _ := filepath.Glob(filepath.Join(built.dir, "*.wasm"))
+			wasmtest.Precompile(t, mods...)
 			built.eng, built.err = weirwasm.NewEngine(weirwasm.EngineConfig{
-				Fetch: func(_ context.Context, pin *spec.Module) ([]byte, error) { return built.mods[pin.Name], nil },
+				CacheDir: wasmtest.CacheDir(t),
+				Fetch:    func(_ context.Context, pin *spec.Module) ([]byte, error) { return built.mods[pin.Name], nil },
 			})
 		}
 	}
@@ -93,8 +97,7 @@ func deployed(t testing.TB, name string) (*spec.Module, *weirwasm.Engine) {
 		t.Fatal(err)
 	}
 	// Through the engine that runs it: its cache then has the module
-	// compiled (weirwasm.Check alone compiles it again, ~10 CPU-s under
-	// -race).
+	// (weirwasm.Check alone compiles it again, ~10 CPU-s under -race).
 	d, err := built.eng.Check(context.Background(), mod, weirwasm.Limits{})
 	if err != nil {
 		t.Fatal(err)

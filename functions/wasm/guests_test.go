@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/weirstream/weir/functions/wasm/wasmtest"
 )
 
 // The test guests are Go programs in testdata/guests, built here with the
@@ -43,16 +45,17 @@ func guest(t testing.TB, name string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wasmtest.Precompile(t, out)
 	guests.built[name] = b
 	return b
 }
 
-// testCache is a compilation cache directory the tests' engines share, so
-// that each guest is compiled once per test binary (slow under -race).
+// testCache is the compilation cache directory the tests' engines share
+// with every package's tests: Precompile has compiled the guests there,
+// without -race (see package wasmtest).
 func testCache(t testing.TB) string {
 	t.Helper()
-	guest(t, "passthrough") // makes guests.dir
-	return filepath.Join(guests.dir, "cache")
+	return wasmtest.CacheDir(t)
 }
 
 var checker struct {

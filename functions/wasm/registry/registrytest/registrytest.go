@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/wasm/registry"
+	"github.com/weirstream/weir/functions/wasm/wasmtest"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 )
@@ -52,7 +53,8 @@ func Store(t testing.TB, b blob.Bucket, name string, version int, module string,
 
 // Guest builds the test guest functions/wasm/testdata/guests/name with
 // the standard toolchain for wasip1 into a temporary directory of t and
-// returns the module's path.
+// returns the module's path, compiled into wasmtest.CacheDir (engines
+// with that cache directory load it from there).
 func Guest(t testing.TB, name string) string {
 	t.Helper()
 	_, self, _, ok := runtime.Caller(0)
@@ -67,5 +69,6 @@ func Guest(t testing.TB, name string) string {
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build guest %s: %v\n%s", name, err, msg)
 	}
+	wasmtest.Precompile(t, out)
 	return out
 }
