@@ -55,11 +55,11 @@ func (a *Allocator) Allocate(size int) []byte {
 
 // Reallocate returns b resized to size bytes, with b's first bytes.
 func (a *Allocator) Reallocate(size int, b []byte) []byte {
-	mapped := a.isMapped(b)
+	m := a.mapping(b)
 	switch {
-	case mapped && size <= len(a.mapping(b)):
+	case m != nil && size <= len(m):
 		return b[:size]
-	case !mapped && size < MinMapped:
+	case m == nil && size < MinMapped:
 		return a.small.Reallocate(size, b)
 	}
 	nb := a.Allocate(size)
@@ -95,8 +95,6 @@ func (a *Allocator) Mapped() int {
 	defer a.mu.Unlock()
 	return a.mapped
 }
-
-func (a *Allocator) isMapped(b []byte) bool { return a.mapping(b) != nil }
 
 // mapping returns the whole mapping b starts, nil if b is not mapped.
 func (a *Allocator) mapping(b []byte) []byte {
