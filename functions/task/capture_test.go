@@ -1,7 +1,10 @@
 package task
 
 import (
+	"context"
+	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,6 +246,36 @@ func (o *wideOp) Snapshot(mem memory.Allocator, _ bool) ([]arrow.RecordBatch, er
 	return []arrow.RecordBatch{rec}, nil
 }
 
+// runWide runs a task whose wideOp is checkpointed after 30 of 40 keys,
+// writing to b, until it ends or ctx is cancelled, and checks that the
+// capture was mapped outside the heap and that nothing stays mapped once
+// the task is done.
+func runWide(ctx context.Context, t *testing.T, mem memory.Allocator, b blob.Bucket) (*acks, error) {
+	t.Helper()
+	got := &acks{}
+	var tk *Task
+	src := &badSource{n: 40, at: map[int]func(){29: func() { tk.TriggerCheckpoint(1) }}}
+	op := &wideOp{}
+	tk = New(Config{
+		Job: "j1", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem, Bucket: b,
+		Source:      &SourceHead{Name: "src", Source: src, TimeColumn: -1, Out: []Target{ChainTo(0)}},
+		Nodes:       []*Node{{Name: "op", Op: op, Out: []Target{ChainTo(1)}}, {Name: "sink", Sink: &collector{}}},
+		Checkpoints: &Checkpointing{Ack: got.add},
+	})
+	err := tk.Run(ctx)
+	if op.mem == nil {
+		t.Fatalf("the capture's allocator %T does not map outside the heap", op.mem)
+	}
+	// 30 keys × 1000 rows: 240 KB of int64 and 120 KB of int32 values.
+	if op.mapped < 360_000 {
+		t.Errorf("%d bytes mapped with the batch built, want its two columns (about 360 KB)", op.mapped)
+	}
+	if m := op.mem.Mapped(); m != 0 {
+		t.Errorf("%d bytes still mapped once the task is done", m)
+	}
+	return got, err
+}
+
 // TestCapturesOffTheHeap: a capture's large buffers are mapped outside
 // the Go heap, what they hold reaches the state file, and once the file
 // is uploaded nothing stays mapped; small buffers come from the task's
@@ -254,28 +287,9 @@ func TestCapturesOffTheHeap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	var got acks
-	var tk *Task
-	src := &badSource{n: 40, at: map[int]func(){29: func() { tk.TriggerCheckpoint(1) }}}
-	op := &wideOp{}
-	tk = New(Config{
-		Job: "j1", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem, Bucket: b,
-		Source:      &SourceHead{Name: "src", Source: src, TimeColumn: -1, Out: []Target{ChainTo(0)}},
-		Nodes:       []*Node{{Name: "op", Op: op, Out: []Target{ChainTo(1)}}, {Name: "sink", Sink: &collector{}}},
-		Checkpoints: &Checkpointing{Ack: got.add},
-	})
-	if err := tk.Run(t.Context()); err != nil {
+	got, err := runWide(t.Context(), t, mem, b)
+	if err != nil {
 		t.Fatal(err)
-	}
-	if op.mem == nil {
-		t.Fatalf("the capture's allocator %T does not map outside the heap", op.mem)
-	}
-	// 30 keys × 1000 rows: 240 KB of int64 and 120 KB of int32 values.
-	if op.mapped < 360_000 {
-		t.Errorf("%d bytes mapped with the batch built, want its two columns (about 360 KB)", op.mapped)
-	}
-	if m := op.mem.Mapped(); m != 0 {
-		t.Errorf("%d bytes still mapped after the upload", m)
 	}
 	ack, ok := got.get(1)
 	if !ok || ack.Decline != "" || len(ack.Subtask.State) != 1 {
@@ -301,5 +315,49 @@ func TestCapturesOffTheHeap(t *testing.T) {
 	}
 	if n != 30*rowsPerKey {
 		t.Errorf("the state file holds %d rows, want %d (30 keys before the barrier)", n, 30*rowsPerKey)
+	}
+}
+
+// stallingBucket's Put waits until its context is cancelled; started is
+// closed at the first.
+type stallingBucket struct {
+	blob.Bucket
+	once    sync.Once
+	started chan struct{}
+}
+
+func (s *stallingBucket) Put(ctx context.Context, _ string, _ []byte) error {
+	s.once.Do(func() { close(s.started) })
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestCapturesOffTheHeapCancelled: a task cancelled while its capture
+// waits for the bucket gives back every mapped buffer (a worker whose
+// tasks are stopped in the middle of checkpoints, on a rescale or a
+// failover, would otherwise keep them mapped for good).
+func TestCapturesOffTheHeapCancelled(t *testing.T) {
+	mem := checkedMem(t)
+	dir, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	b := &stallingBucket{Bucket: dir, started: make(chan struct{})}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		select {
+		case <-b.started:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	defer cancel()
+	got, err := runWide(ctx, t, mem, b)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the task ended with %v, want it cancelled during the upload", err)
+	}
+	if ack, ok := got.get(1); ok && ack.Decline == "" {
+		t.Errorf("checkpoint 1 was acknowledged (%+v) though its upload never finished", ack)
 	}
 }
