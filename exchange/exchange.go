@@ -194,6 +194,17 @@ type Writer interface {
 	// It returns ErrChannelLost when the channel vanished and ErrClosed
 	// after Close (of the writer or the transport).
 	Write(ctx context.Context, e Entry) error
+	// Idle tells the writer that its owner has nothing to write at now;
+	// the owner calls it often while it has nothing to write (a call
+	// that is not due costs a comparison). A writer idle for a while
+	// looks, about once a second, whether the channel still has what it
+	// wrote, and returns ErrChannelLost if it does not: a Redis failover
+	// to a replica that missed the writer's last entries (or a restart
+	// that kept older keys) leaves its reader waiting for entries that are
+	// gone, and with no later write nothing else would notice. It also
+	// returns ErrChannelLost when the channel was deleted with its
+	// attempt, and ErrClosed after Close.
+	Idle(ctx context.Context, now time.Time) error
 	// Stats reports what the writer has done so far. It may be called from
 	// any goroutine.
 	Stats() WriterStats

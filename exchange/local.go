@@ -194,6 +194,20 @@ type localWriter struct {
 	stats writerStats
 }
 
+// Idle reports a deleted channel: an in-process channel loses nothing
+// otherwise.
+func (w *localWriter) Idle(ctx context.Context, now time.Time) error {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	switch {
+	case w.closed || w.t.mu.closed:
+		return ErrClosed
+	case w.ch.lost:
+		return fmt.Errorf("write %s: %w", w.name, ErrChannelLost)
+	}
+	return nil
+}
+
 func (w *localWriter) Write(ctx context.Context, e Entry) error {
 	if err := validateEntry(e); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +23,8 @@ type redisWriter struct {
 	closed bool
 	err    error // sticky: the channel is lost
 	win    producerWindow
-	seq    uint64 // sequence number of the last entry written
+	seq    uint64    // sequence number of the last entry written
+	active time.Time // the last write, or the last look while idle
 	vals   []any
 	timer  *time.Timer
 
@@ -130,6 +132,57 @@ func (w *redisWriter) awaitCredit(ctx context.Context) error {
 	}
 }
 
+// lastIDScript returns the ID of the last entry the stream KEYS[1] was
+// given: its newest entry, or, when the reader has consumed and trimmed
+// them all, XINFO's last-generated-id (which a trim leaves as it was);
+// nil when the stream does not exist. Only IDs leave Redis.
+var lastIDScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #top > 0 then return top[1][1] end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+for i = 1, #info, 2 do
+  if info[i] == 'last-generated-id' then return info[i + 1] end
+end
+return redis.error_reply('XINFO STREAM ' .. KEYS[1] .. ' has no last-generated-id')
+`)
+
+// Idle looks, once the writer has not written for tailCheckEvery and
+// then every tailCheckEvery, for the last entry it wrote: the stream's
+// last ID must be at least its. The reader trims only what it consumed
+// and a trim keeps the last ID, so a lower one means the stream lost its
+// tail (a failover to a replica that had not received it); the reader,
+// which never saw those entries, would wait for them for ever. A look
+// that fails (the cluster changing) is returned as is.
+func (w *redisWriter) Idle(ctx context.Context, now time.Time) error {
+	if w.closed || w.t.closed.Load() {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if w.seq == 0 || now.Sub(w.active) < tailCheckEvery {
+		return nil
+	}
+	w.active = now
+	last, err := lastIDScript.Run(ctx, w.t.client, []string{w.stream}).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return w.fail(ctx, fmt.Errorf("write %s: stream vanished after entry %d: %w", w.ch, w.seq, ErrChannelLost))
+	case err != nil:
+		return fmt.Errorf("look for entry %d of %s: %w", w.seq, w.ch, w.t.mapErr(ctx, err))
+	}
+	ms, seqText, ok := strings.Cut(last, "-")
+	seq, perr := strconv.ParseUint(seqText, 10, 64)
+	if !ok || ms != "0" || perr != nil {
+		return w.fail(ctx, fmt.Errorf("write %s: the stream's last id is %q, want 0-<seq>: %w", w.ch, last, errCorrupt))
+	}
+	if seq < w.seq {
+		return w.fail(ctx, fmt.Errorf("write %s: the stream's last entry is %d but entry %d was written: the entries after it are gone: %w", w.ch, seq, w.seq, ErrChannelLost))
+	}
+	return nil
+}
+
 // append adds e to the stream. A data entry must have credit.
 func (w *redisWriter) append(ctx context.Context, e Entry) error {
 	seq := w.seq + 1
@@ -172,6 +225,7 @@ func (w *redisWriter) append(ctx context.Context, e Entry) error {
 		return fmt.Errorf("write %s: %w", w.ch, w.t.mapErr(ctx, err))
 	}
 	w.seq = seq
+	w.active = time.Now()
 	if e.Kind == KindData && !w.win.spend() {
 		panic("exchange: data entry written without credit")
 	}

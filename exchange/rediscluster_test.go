@@ -223,45 +223,49 @@ func TestRedisClusterFailover(t *testing.T) {
 	}
 }
 
-// TestRedisClusterCrashLosesTail: the master holding a channel crashes
-// before its replica got the writer's last entries (the replica is
-// paused while they are written, behind enough other writes that they
-// are still in the master's buffers when it dies), and the replica takes
-// over. The keys survive with an older stream: the writer, waiting for
-// credit its reader will never return, fails with ErrChannelLost, which
-// restarts a job from its latest checkpoint; the reader never sees an
-// entry twice or out of order.
-func TestRedisClusterCrashLosesTail(t *testing.T) {
+// tailLoss is a channel about to lose its writer's last entries: its
+// reader consumed entries 0-9, its master's replica had them, and the
+// replica is now paused behind 32 MiB of other writes, so what the writer
+// writes next is still in the master's buffers when crash kills it.
+type tailLoss struct {
+	c      *testenv.RedisCluster
+	key    string // the stream
+	shard  int
+	m, rep string
+	r      exchange.Reader
+	w      exchange.Writer
+}
+
+func startTailLoss(ctx context.Context, t *testing.T, job string) *tailLoss {
+	t.Helper()
 	c := testenv.StartRedisCluster(t, 3, 1)
 	tr := newRedisCluster(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	ch := exchange.Channel{Job: "crash", Attempt: 1, Edge: "src", ConsumerVertex: "sink"}
-	const key = "weir:{crash:1:sink:0}:ch:src:0"
-	shard := c.ShardOf(key)
-	m, rep := c.Master(shard), c.Replica(shard)
-	r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 4})
-	if err != nil {
+	ch := exchange.Channel{Job: job, Attempt: 1, Edge: "src", ConsumerVertex: "sink"}
+	tag := "weir:{" + job + ":1:sink:0}"
+	l := &tailLoss{c: c, key: tag + ":ch:src:0"}
+	l.shard = c.ShardOf(l.key)
+	l.m, l.rep = c.Master(l.shard), c.Replica(l.shard)
+	var err error
+	if l.r, err = tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 4}); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	w, err := tr.NewWriter(ch)
-	if err != nil {
+	t.Cleanup(func() { _ = l.r.Close() })
+	if l.w, err = tr.NewWriter(ch); err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(func() { _ = l.w.Close() })
 	for i := range 10 {
-		mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte(strconv.Itoa(i))})
-		if _, e, ok, err := r.Read(ctx, 5*time.Second); !ok || err != nil || string(e.Payload) != strconv.Itoa(i) {
+		mustWrite(t, l.w, exchange.Entry{Kind: exchange.KindData, Payload: []byte(strconv.Itoa(i))})
+		if _, e, ok, err := l.r.Read(ctx, 5*time.Second); !ok || err != nil || string(e.Payload) != strconv.Itoa(i) {
 			t.Fatalf("read %d: %q, %t, %v", i, e.Payload, ok, err)
 		}
 	}
 	// Consume the last entry: the reader trims and raises the limit.
-	if _, _, ok, err := r.Read(ctx, 100*time.Millisecond); ok || err != nil {
+	if _, _, ok, err := l.r.Read(ctx, 100*time.Millisecond); ok || err != nil {
 		t.Fatalf("read past the 10 entries: %t, %v", ok, err)
 	}
-	poll.UntilNil(t, 10*time.Second, "replica "+rep+" in sync", func() error {
-		info, err := testenv.Dial(m, "INFO", "replication")
+	poll.UntilNil(t, 10*time.Second, "replica "+l.rep+" in sync", func() error {
+		info, err := testenv.Dial(l.m, "INFO", "replication")
 		if err != nil {
 			return err
 		}
@@ -276,14 +280,63 @@ func TestRedisClusterCrashLosesTail(t *testing.T) {
 		}
 		return nil
 	})
-
-	c.Pause(rep)
+	c.Pause(l.rep)
 	filler := strings.Repeat("x", 8<<20)
 	for i := range 4 {
-		if _, err := testenv.Dial(m, "SET", "weir:{crash:1:sink:0}:filler"+strconv.Itoa(i), filler); err != nil {
+		if _, err := testenv.Dial(l.m, "SET", tag+":filler"+strconv.Itoa(i), filler); err != nil {
 			t.Fatalf("filler: %v", err)
 		}
 	}
+	return l
+}
+
+// crash kills the master and lets the replica take over; the new
+// master's stream must lack entry lost, else the test proves nothing.
+func (l *tailLoss) crash(t *testing.T, lost int) (start time.Time) {
+	t.Helper()
+	l.c.Kill(l.m)
+	l.c.Resume(l.rep)
+	start = time.Now()
+	l.c.WaitMaster(l.shard, l.rep, 45*time.Second)
+	t.Logf("replica %s leads shard %d %v after master %s crashed", l.rep, l.shard, time.Since(start).Round(time.Millisecond), l.m)
+	ids, err := testenv.Dial(l.rep, "XRANGE", l.key, "-", "+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ids, "0-"+strconv.Itoa(lost)) {
+		t.Fatalf("the new master has entry %d: the crash lost nothing, and the test proves nothing (stream: %q)", lost, ids)
+	}
+	return start
+}
+
+// readsNothing checks that the reader gets no entry after the crash: the
+// new master has none it had not read.
+func (l *tailLoss) readsNothing(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for {
+		_, e, ok, err := l.r.Read(ctx, time.Second)
+		if err != nil {
+			t.Logf("reader: %v", err)
+			return
+		}
+		if !ok {
+			return
+		}
+		t.Fatalf("reader got entry %q after the crash: the new master has none it had not read", e.Payload)
+	}
+}
+
+// TestRedisClusterCrashLosesTail: the master holding a channel crashes
+// before its replica got the writer's last entries (see tailLoss), and
+// the replica takes over. The keys survive with an older stream: the
+// writer, waiting for credit its reader will never return, fails with
+// ErrChannelLost, which restarts a job from its latest checkpoint; the
+// reader never sees an entry twice or out of order.
+func TestRedisClusterCrashLosesTail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	l := startTailLoss(ctx, t, "crash")
+	w := l.w
 	for i := 10; i < 14; i++ {
 		mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte(strconv.Itoa(i))})
 	}
@@ -292,18 +345,7 @@ func TestRedisClusterCrashLosesTail(t *testing.T) {
 		waiting <- w.Write(ctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte("14")})
 	}()
 	poll.Until(t, 10*time.Second, "the writer waiting for credit", func() bool { return w.Stats().CreditWaits > 0 })
-	c.Kill(m)
-	c.Resume(rep)
-	start := time.Now()
-	c.WaitMaster(shard, rep, 45*time.Second)
-	t.Logf("replica %s leads shard %d %v after master %s crashed", rep, shard, time.Since(start).Round(time.Millisecond), m)
-	ids, err := testenv.Dial(rep, "XRANGE", key, "-", "+")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(ids, "0-14") {
-		t.Fatalf("the new master has the writer's last entry: the crash lost nothing, and the test proves nothing (stream: %q)", ids)
-	}
+	start := l.crash(t, 14)
 	select {
 	case err := <-waiting:
 		t.Logf("writer: %v, %v after the crash", err, time.Since(start).Round(time.Millisecond))
@@ -325,17 +367,42 @@ func TestRedisClusterCrashLosesTail(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the writer still waits for credit 30s after the new master took over")
 	}
-	for {
-		_, e, ok, err := r.Read(ctx, time.Second)
-		if err != nil {
-			t.Logf("reader: %v", err)
-			break
-		}
-		if !ok {
-			break
-		}
-		t.Fatalf("reader got entry %q after the crash: the new master has none it had not read", e.Payload)
+	l.readsNothing(ctx, t)
+}
+
+// TestRedisClusterCrashLosesIdleTail: as TestRedisClusterCrashLosesTail,
+// but the writer has credit left and writes nothing more: nothing waits
+// on anything that would notice, and the reader would wait for ever for
+// the lost entries. The idle writer looks (Writer.Idle, which a task calls
+// between batches) and fails with ErrChannelLost; before the crash it
+// finds its entries where they were.
+func TestRedisClusterCrashLosesIdleTail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	l := startTailLoss(ctx, t, "idlecrash")
+	for i := 10; i < 13; i++ {
+		mustWrite(t, l.w, exchange.Entry{Kind: exchange.KindData, Payload: []byte(strconv.Itoa(i))})
 	}
+	later := time.Now()
+	idle := func() error {
+		later = later.Add(time.Minute) // idle long enough to look
+		return l.w.Idle(ctx, later)
+	}
+	if err := idle(); err != nil {
+		t.Fatalf("idle before the crash: %v", err)
+	}
+	start := l.crash(t, 12)
+	poll.UntilNil(t, 30*time.Second, "the idle writer noticing the loss", func() error {
+		err := idle()
+		if errors.Is(err, exchange.ErrChannelLost) {
+			t.Logf("idle writer: %v, %v after the crash", err, time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		// nil would be a miss; another error is the cluster still
+		// changing (a task would fail on it, and the job restart).
+		return fmt.Errorf("idle = %v, want %v", err, exchange.ErrChannelLost)
+	})
+	l.readsNothing(ctx, t)
 }
 
 // TestRedisClusterEndWaitsForReplica: an end entry is followed by nothing

@@ -44,6 +44,7 @@ func TestTransport(t *testing.T, newTransport func(t *testing.T) exchange.Transp
 		{"InputsTakeTurns", testInputsTakeTurns},
 		{"ReadTimeout", testReadTimeout},
 		{"DeleteAttempt", testDeleteAttempt},
+		{"IdleWriter", testIdleWriter},
 		{"Closed", testClosed},
 		{"InvalidArguments", testInvalidArguments},
 	} {
@@ -751,6 +752,59 @@ func testClosed(t *testing.T, tr exchange.Transport) {
 	}
 	if _, err := tr.NewReader(ctx, []exchange.Channel{channel(job, 0, 2, 0)}, exchange.ReaderOptions{}); !errors.Is(err, exchange.ErrClosed) {
 		t.Errorf("new reader on a closed transport = %v, want %v", err, exchange.ErrClosed)
+	}
+}
+
+// testIdleWriter: an idle writer whose channel holds what it wrote, read
+// or not, and trimmed after it was consumed, finds nothing wrong, however
+// long it has been idle; once the attempt is deleted it finds the channel
+// lost, and after Close it is closed. (A channel that lost its tail in a
+// Redis failover is TestRedisClusterCrashLosesIdleTail's.)
+func testIdleWriter(t *testing.T, tr exchange.Transport) {
+	job := jobName(t)
+	ch := channel(job, 0, 0, 0)
+	ctx := context.Background()
+	w := mustWriter(t, tr, ch)
+	later := time.Now()
+	idle := func() error {
+		t.Helper()
+		later = later.Add(time.Minute) // idle long enough to look
+		return w.Idle(ctx, later)
+	}
+	if err := idle(); err != nil {
+		t.Fatalf("idle before any write: %v", err)
+	}
+	r := mustReader(t, tr, 4, ch)
+	mustWrite(t, w, data("a"))
+	mustWrite(t, w, control(exchange.KindWatermark, 5))
+	mustWrite(t, w, data("b"))
+	if err := idle(); err != nil {
+		t.Fatalf("idle with its entries unread: %v", err)
+	}
+	expectRead(t, r, 0, data("a"))
+	expectRead(t, r, 0, control(exchange.KindWatermark, 5))
+	if err := idle(); err != nil {
+		t.Fatalf("idle with its entries partly read: %v", err)
+	}
+	expectRead(t, r, 0, data("b"))
+	expectNothing(t, r, readWait) // consumes b: the channel is trimmed empty
+	if err := idle(); err != nil {
+		t.Fatalf("idle with every entry read and trimmed: %v", err)
+	}
+	if err := w.Idle(ctx, time.Now()); err != nil {
+		t.Fatalf("idle, not for long: %v", err)
+	}
+	if err := tr.DeleteAttempt(ctx, job, 0); err != nil {
+		t.Fatalf("delete attempt: %v", err)
+	}
+	if err := idle(); !errors.Is(err, exchange.ErrChannelLost) {
+		t.Fatalf("idle after its attempt was deleted = %v, want %v", err, exchange.ErrChannelLost)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("close writer: %v", err)
+	}
+	if err := idle(); !errors.Is(err, exchange.ErrClosed) {
+		t.Fatalf("idle after close = %v, want %v", err, exchange.ErrClosed)
 	}
 }
 

@@ -238,6 +238,21 @@ func (o *netOutput) flushDue(now time.Time) (time.Time, error) {
 	return next, nil
 }
 
+// idle tells every writer of the edge that nothing is being written now
+// (exchange.Writer.Idle): one idle for a while looks whether its channel
+// lost what it wrote.
+func (o *netOutput) idle(now time.Time) error {
+	for i, w := range o.writers {
+		if w == nil {
+			continue
+		}
+		if err := w.Idle(o.t.ctx, now); err != nil {
+			return fmt.Errorf("channel %s: %w", o.edge.Channels[i], err)
+		}
+	}
+	return nil
+}
+
 // control flushes every buffer, then writes e to every channel of the
 // edge, so that a control entry never overtakes data.
 func (o *netOutput) control(ctx context.Context, e exchange.Entry) error {

@@ -792,7 +792,8 @@ func (r *runner) control(e exchange.Entry) error {
 }
 
 // tick does the time-driven work: flushing output buffers that waited long
-// enough and firing processing-time timers.
+// enough, firing processing-time timers and letting idle writers look
+// for a lost channel.
 func (r *runner) tick(now time.Time) error {
 	if r.cp != nil {
 		if err := r.cp.failure(); err != nil {
@@ -811,6 +812,9 @@ func (r *runner) tick(now time.Time) error {
 	}
 	for _, n := range r.nets {
 		if _, err := n.flushDue(now); err != nil {
+			return err
+		}
+		if err := n.idle(now); err != nil {
 			return err
 		}
 	}

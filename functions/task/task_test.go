@@ -232,6 +232,65 @@ func TestHashEdgeOverExchange(t *testing.T) {
 	}
 }
 
+// quietSource is seqSource that, once its rows are out, has nothing more
+// for ever: an unbounded source whose input went quiet.
+type quietSource struct{ seqSource }
+
+func (s *quietSource) Poll(ctx context.Context, maxRows int, wait time.Duration) (arrow.RecordBatch, error) {
+	if s.next < s.n {
+		return s.seqSource.Poll(ctx, maxRows, wait)
+	}
+	select {
+	case <-time.After(min(wait, 10*time.Millisecond)):
+	case <-ctx.Done():
+	}
+	return nil, nil
+}
+
+// TestIdleOutputNoticesLostChannel: a task with nothing more to write
+// still learns that a channel it wrote to is lost (here its attempt is
+// deleted; in TestRedisClusterCrashLosesIdleTail a Redis failover drops
+// the writer's last entries) and fails, so that the job restarts instead
+// of the consumer waiting for ever for what it will not get.
+func TestIdleOutputNoticesLostChannel(t *testing.T) {
+	mem := checkedMem(t)
+	tr := exchange.NewLocal()
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch := exchange.Channel{Job: "j", Attempt: 1, Edge: "src", ConsumerVertex: "op"}
+	r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	task := New(Config{
+		Job: "j", Attempt: 1, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem, Transport: tr,
+		Batching: Batching{Rows: 1000, Timeout: 10 * time.Millisecond},
+		Source:   &SourceHead{Name: "src", Source: &quietSource{seqSource{n: 100, per: 100}}, TimeColumn: -1, Out: []Target{EdgeTo(0)}},
+		Edges:    []EdgeOut{{Channels: []exchange.Channel{ch}, Partitioning: Forward}},
+	})
+	done := make(chan error, 1)
+	go func() { done <- task.Run(ctx) }()
+	poll.Until(t, 10*time.Second, "the rows written", func() bool { return task.Stats().Snapshot().BytesOut > 0 })
+	select {
+	case err := <-done:
+		t.Fatalf("the task ended with its channel intact: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tr.DeleteAttempt(ctx, "j", 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, exchange.ErrChannelLost) {
+			t.Fatalf("Run = %v, want %v", err, exchange.ErrChannelLost)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle task did not notice in 10s that its output channel is lost")
+	}
+}
+
 // Stop ends a source early and the task drains: everything read reaches
 // the sink, Finish runs, Run returns nil.
 func TestStopDrains(t *testing.T) {
