@@ -186,6 +186,8 @@ type localWriter struct {
 	name Channel
 	ch   *localChan
 
+	nextLook time.Time // Idle's; only the writer's goroutine uses it
+
 	// Guarded by t.mu.
 	closed bool
 	win    producerWindow
@@ -194,9 +196,14 @@ type localWriter struct {
 	stats writerStats
 }
 
-// Idle reports a deleted channel: an in-process channel loses nothing
+// Idle reports a deleted channel, looking once a second (the transport's
+// lock is shared by every channel): an in-process channel loses nothing
 // otherwise.
 func (w *localWriter) Idle(ctx context.Context, now time.Time) error {
+	if now.Before(w.nextLook) {
+		return nil
+	}
+	w.nextLook = now.Add(time.Second)
 	w.t.mu.Lock()
 	defer w.t.mu.Unlock()
 	switch {
