@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/exchangetest"
@@ -29,6 +32,76 @@ func newRedis(t testing.TB, srv *testenv.Redis) exchange.Transport {
 func TestRedis(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	exchangetest.TestTransport(t, func(t *testing.T) exchange.Transport { return newRedis(t, srv) })
+}
+
+// TestManyReadersShareThePool: a worker with many tasks has as many
+// readers, each holding a connection while its XREAD blocks. With the
+// default pool, 96 readers waiting at once leave their writers
+// connections: every entry arrives promptly. (On 2 cores the old default
+// of 20 connections took 11 s here, and let no entry through to a reader
+// of BenchmarkManyChannels for 10 s.)
+func TestManyReadersShareThePool(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	tr := newRedis(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n, entries = 96, 20
+	readers := make([]exchange.Reader, n)
+	writers := make([]exchange.Writer, n)
+	for i := range n {
+		ch := exchange.Channel{Job: "pool", Attempt: 1, Edge: "src", Producer: i, ConsumerVertex: "sink", Consumer: i}
+		r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		w, err := tr.NewWriter(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		readers[i], writers[i] = r, w
+	}
+	// Every reader blocks in XREAD before anything is written.
+	g, gctx := errgroup.WithContext(ctx)
+	start := time.Now()
+	took := make([]time.Duration, n) // per reader, to its last entry
+	for i := range n {
+		g.Go(func() error {
+			for got := range entries {
+				_, e, ok, err := readers[i].Read(gctx, 20*time.Second)
+				if err != nil || !ok {
+					return fmt.Errorf("reader %d, entry %d: ok %t, %v (%v after the start)", i, got, ok, err, time.Since(start).Round(time.Millisecond))
+				}
+				if string(e.Payload) != strconv.Itoa(got) {
+					return fmt.Errorf("reader %d: entry %q, want %d", i, e.Payload, got)
+				}
+			}
+			took[i] = time.Since(start)
+			return nil
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i := range n {
+		g.Go(func() error {
+			for k := range entries {
+				if err := writers[i].Write(gctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte(strconv.Itoa(k))}); err != nil {
+					return fmt.Errorf("writer %d, entry %d: %w", i, k, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Not a timing claim: a bound about 15 times what it takes here
+	// (0.3 s), far below what starved connections took (11 s on 20).
+	last := slices.Max(took)
+	if last > 5*time.Second {
+		t.Errorf("the last reader had its %d entries %v after the start, want well under 5s", entries, last.Round(time.Millisecond))
+	}
+	t.Logf("the last reader had its entries %v after the start", last.Round(time.Millisecond))
 }
 
 // streamKey finds the one stream key of job.
