@@ -272,8 +272,12 @@ func TestSavepointRescale(t *testing.T) {
 	for _, p := range []int{4, 1} {
 		path := fmt.Sprintf("p%d", p)
 		rid := e.submitSpec(eoSpec(path, 0), coordinator.SubmitOptions{FromSavepoint: key, Parallelism: p})
-		if st := e.wait(rid, 30*time.Second); st.State != coordinator.JobFinished {
+		st := e.wait(rid, 30*time.Second)
+		if st.State != coordinator.JobFinished {
 			t.Fatalf("restore at parallelism %d: %s %s", p, st.State, st.Error)
+		}
+		if st.Totals.RestoreTotal == 0 || st.Totals.RestoreSeconds <= 0 {
+			t.Errorf("restore at parallelism %d: %d bytes of state restored in %gs, want its time reported", p, st.Totals.RestoreTotal, st.Totals.RestoreSeconds)
 		}
 		gotW := append(slices.Clone(firstW), e.lines(path+"/windows/")...)
 		gotS := append(slices.Clone(firstS), e.lines(path+"/seq/")...)

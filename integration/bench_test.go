@@ -130,22 +130,8 @@ type jobRun struct {
 // measured, reporting nothing.
 func measureJob(b *testing.B, js *spec.Job, events int, tr exchange.Transport, pl control.Plane, bucket blob.Bucket, pids map[string]int) (jobRun, *coordinator.Coordinator, string) {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	defer tr.Close()
-	defer pl.Close()
-	coord := coordinator.New(coordinator.Config{Plane: pl, Bucket: bucket, Transport: tr})
-	w := worker.New(worker.Config{ID: "bench", Slots: 2, Plane: pl, Transport: tr, Bucket: bucket})
-	done := make(chan struct{}, 2)
-	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
-	go func() { _ = w.Run(ctx); done <- struct{}{} }()
-	defer func() { cancel(); <-done; <-done }()
-	poll.UntilNil(b, 10*time.Second, "the worker registered", func() error {
-		if ws, err := pl.Workers(ctx); err != nil || len(ws) == 0 {
-			return fmt.Errorf("%d workers: %v", len(ws), err)
-		}
-		return nil
-	})
+	ctx, coord, stop := startEmbedded(b, tr, pl, bucket)
+	defer stop()
 	runtime.GC()
 	cpu0, _ := testenv.ProcessCPU(0)
 	other0 := map[string]time.Duration{}
@@ -175,6 +161,40 @@ func measureJob(b *testing.B, js *spec.Job, events int, tr exchange.Transport, p
 		b.Fatalf("read %d events, want %d", st.Totals.RecordsIn, events)
 	}
 	return r, coord, id
+}
+
+// startEmbedded starts a coordinator and one worker with two slots in
+// this process on the given exchange, control plane and bucket, and waits
+// for the worker to register. stop ends them and closes tr and pl.
+func startEmbedded(b *testing.B, tr exchange.Transport, pl control.Plane, bucket blob.Bucket) (context.Context, *coordinator.Coordinator, func()) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	coord := coordinator.New(coordinator.Config{Plane: pl, Bucket: bucket, Transport: tr})
+	w := worker.New(worker.Config{ID: "bench", Slots: 2, Plane: pl, Transport: tr, Bucket: bucket})
+	done := make(chan struct{}, 2)
+	go func() { _ = coord.Run(ctx); done <- struct{}{} }()
+	go func() { _ = w.Run(ctx); done <- struct{}{} }()
+	stop := func() {
+		cancel()
+		<-done
+		<-done
+		_ = tr.Close()
+		_ = pl.Close()
+	}
+	started := false
+	defer func() {
+		if !started { // the poll failed the benchmark
+			stop()
+		}
+	}()
+	poll.UntilNil(b, 10*time.Second, "the worker registered", func() error {
+		if ws, err := pl.Workers(ctx); err != nil || len(ws) == 0 {
+			return fmt.Errorf("%d workers: %v", len(ws), err)
+		}
+		return nil
+	})
+	started = true
+	return ctx, coord, stop
 }
 
 // benchDir is a directory bucket for one run.

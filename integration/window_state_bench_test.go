@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/integration/poll"
 )
 
 // windowStateSpec is issue 14's state job: datagen at parallelism 2 with a
@@ -144,7 +146,68 @@ func BenchmarkWindowState(b *testing.B) {
 				}
 			})
 		}
+		b.Run(fmt.Sprintf("keys=%d/restore", keys), func(b *testing.B) {
+			js, err := spec.Parse([]byte(windowStateSpec(events, keys, true)), "bench-window-state.yaml")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < b.N; i++ {
+				took, read := measureRestore(b, js, events)
+				b.ReportMetric(took.Seconds(), "restore-s")
+				b.ReportMetric(float64(read)/(1<<20), "restored-MiB")
+			}
+		})
 	}
+}
+
+// measureRestore runs the checkpointed state job embedded, stops it with
+// a savepoint once half its events are read (the keys they reach are in
+// state), and runs it again from the savepoint. It returns how long the
+// slowest subtask took to restore (read, check and decode its state
+// files, rebuild its keys: what a restart after kill -9 does once the
+// task is deployed) and the bytes of state files the restore read.
+func measureRestore(b *testing.B, js *spec.Job, events int) (time.Duration, int64) {
+	b.Helper()
+	ctx, coord, stop := startEmbedded(b, exchange.NewLocal(), control.NewLocal(), benchDir(b))
+	defer stop()
+	run := func(what string, opts coordinator.SubmitOptions, whileRunning func(id string)) coordinator.JobStatus {
+		id, err := coord.SubmitWith(ctx, js, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if whileRunning != nil {
+			whileRunning(id)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		st, err := coord.Wait(wctx, id)
+		if err != nil || st.State != coordinator.JobFinished {
+			b.Fatalf("%s job %s: %s %v %s", what, id, st.State, err, st.Error)
+		}
+		return st
+	}
+	var savepoint string
+	run("first", coordinator.SubmitOptions{}, func(id string) {
+		poll.UntilNil(b, 10*time.Minute, "half the events read", func() error {
+			st, err := coord.Status(id)
+			if err != nil {
+				return err
+			}
+			if n := st.Totals.RecordsIn; n < int64(events)/2 {
+				return fmt.Errorf("%d events read", n)
+			}
+			return nil
+		})
+		var err error
+		if savepoint, err = coord.StopWithSavepoint(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	})
+	st := run("restored", coordinator.SubmitOptions{FromSavepoint: savepoint}, nil)
+	if st.Totals.RestoreTotal == 0 || st.Totals.RestoreRead != st.Totals.RestoreTotal {
+		b.Fatalf("the restored job read %d of %d bytes of state", st.Totals.RestoreRead, st.Totals.RestoreTotal)
+	}
+	return time.Duration(st.Totals.RestoreSeconds * float64(time.Second)), st.Totals.RestoreTotal
 }
 
 // reportCheckpoints reports what the job's completed checkpoints cost the

@@ -66,6 +66,15 @@ type Snapshotter interface {
 	Restore(rec arrow.RecordBatch) error
 }
 
+// RestoreSizer is a Snapshotter told, before a state file's batches are
+// restored, every one of them at once (the rows of the owner's key groups
+// only), so that it can size its structures for what comes instead of
+// growing them row by row.
+type RestoreSizer interface {
+	Snapshotter
+	SizeRestore(recs []arrow.RecordBatch)
+}
+
 // SteppedSnapshotter is a Snapshotter that the task can capture in steps
 // between batches, so that a large state does not stop processing at the
 // barrier. BeginSnapshot only marks the state as of now; from then on, the

@@ -153,6 +153,10 @@ type Stats struct {
 	// has restored so far (while it restores; equal once it has).
 	RestoreRead  int64 `json:"restoreRead,omitempty"`
 	RestoreTotal int64 `json:"restoreTotal,omitempty"`
+	// RestoreSeconds is how long the task took to restore its state
+	// (reading, checking and decoding its files, rebuilding the state),
+	// once it has; in a sum, the longest of them.
+	RestoreSeconds float64 `json:"restoreSeconds,omitempty"`
 }
 
 // ChannelStats are the counters of one output channel of a task.
@@ -250,6 +254,7 @@ func (a Stats) Add(b Stats) Stats {
 	}
 	a.RestoreRead += b.RestoreRead
 	a.RestoreTotal += b.RestoreTotal
+	a.RestoreSeconds = max(a.RestoreSeconds, b.RestoreSeconds)
 	return a
 }
 

@@ -161,6 +161,40 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 
 var _ statestore.SteppedSnapshotter = windowSnapshotter{}
 
+var _ statestore.RestoreSizer = windowSnapshotter{}
+
+// SizeRestore grows each empty key group's table to hold the keys the
+// replace rows of recs bring, so that a base's keys, which come sorted
+// by their place in the table they were captured from, do not crowd a
+// table still growing (see reserve). A group that has keys already is
+// being given a delta: its rows come in the order of the changes, and
+// many of its replace rows are of keys the table holds, so it is left
+// to grow as they come.
+func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
+	w := s.w
+	if w.groups == nil {
+		return
+	}
+	added := make([]int, len(w.groups))
+	for _, b := range recs {
+		if w.state.Check(b.Schema()) != nil {
+			return // Restore says what is wrong
+		}
+		groups, kinds := b.Column(0).(*array.Int32), b.Column(w.state.kind).(*array.String)
+		for r := range int(b.NumRows()) {
+			g := int(groups.Value(r)) - w.kgStart
+			if g >= 0 && g < len(added) && kinds.IsValid(r) && kinds.Value(r) == windowRowReplace {
+				added[g]++
+			}
+		}
+	}
+	for g, n := range added {
+		if t := &w.groups[g]; n > 0 && t.n == 0 {
+			w.reserve(t, n)
+		}
+	}
+}
+
 // windowCapture is a snapshot of a window operator captured in steps
 // beside processing (statestore.Capture), so that the task does not stop
 // at the barrier for the whole state; capture number seq began at epoch

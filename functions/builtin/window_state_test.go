@@ -178,28 +178,139 @@ func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
 		if want := h.op.(task.Stateful).State().Schema(); !fr.Schema().Equal(want) {
 			h.t.Fatalf("state file schema %v, want %v", fr.Schema(), want)
 		}
+		var kept []arrow.RecordBatch
 		for i := range fr.NumRecords() {
 			b, err := fr.RecordBatchAt(i)
 			if err != nil {
 				h.t.Fatal(err)
 			}
-			kept := winStateFilter(h.t, b, kgStart, kgEnd, mem)
+			if k := winStateFilter(h.t, b, kgStart, kgEnd, mem); k != nil {
+				kept = append(kept, k)
+			}
 			b.Release()
-			if kept == nil {
-				continue
-			}
-			err = h.op.(task.Stateful).State().Restore(kept)
-			kept.Release()
-			if err != nil {
-				fr.Close()
-				return err
-			}
 		}
 		if err := fr.Close(); err != nil {
 			h.t.Fatal(err)
 		}
+		err = restoreFile(h.op.(task.Stateful).State(), kept)
+		for _, k := range kept {
+			k.Release()
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// restoreFile restores the batches of one state file as the runtime
+// does (task.RestoreStateFile): sized first, then batch by batch.
+func restoreFile(st statestore.Snapshotter, recs []arrow.RecordBatch) error {
+	if s, ok := st.(statestore.RestoreSizer); ok && len(recs) > 0 {
+		s.SizeRestore(recs)
+	}
+	for _, b := range recs {
+		if err := st.Restore(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestRestoreSizesTables: a base's keys come sorted by their place in the
+// table they were captured from (its home slots, the high bits of their
+// tags). Into a table that grows as they come, the first keys all have
+// homes in its first part, at a load above one there, so each insert and
+// lookup probed the run of every key before it until the next growth
+// spread them: a restore took time growing with the square of the keys
+// in a group (5M keys: 5 s). SizeRestore grows each table to hold what
+// the file brings before any row is restored, so that no table grows
+// during the restore; a delta, whose keys the tables mostly hold, grows
+// none.
+func TestRestoreSizesTables(t *testing.T) {
+	const keys = 200_000
+	mem := memory.NewGoAllocator()
+	schema, err := arrowfmt.NewSchema([]arrowfmt.Field{{Name: "ts", Type: arrowfmt.TimestampMs}, {Name: "k", Type: arrowfmt.Int64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newOp := func() *windowOperator {
+		o, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"k"}, "n", "count()"), Stream{Schema: schema, TimeColumn: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = o.Close() })
+		return o.(*windowOperator)
+	}
+	src := newOp()
+	ts, k := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType)), array.NewInt64Builder(mem)
+	for i := range keys {
+		ts.Append(arrow.Timestamp(i % 1000))
+		k.Append(int64(i) * 7919)
+	}
+	cols := []arrow.Array{ts.NewArray(), k.NewArray()}
+	rec := array.NewRecordBatch(schema, cols, keys)
+	for _, c := range cols {
+		c.Release()
+	}
+	ts.Release()
+	k.Release()
+	defer rec.Release()
+	if err := src.ProcessBatch(rec); err != nil {
+		t.Fatal(err)
+	}
+	base, err := src.State().Snapshot(mem, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, b := range base {
+			b.Release()
+		}
+	}()
+	dst := newOp()
+	dst.State().(statestore.RestoreSizer).SizeRestore(base)
+	sized := make([]int, len(dst.groups))
+	for g := range dst.groups {
+		sized[g] = len(dst.groups[g].slots)
+		if n := src.groups[g].n; n*4 > sized[g]*3 {
+			t.Fatalf("key group %d: a table of %d slots for the %d keys to come, want room for them all", g, sized[g], n)
+		}
+	}
+	if err := restoreFile(dst.State(), base); err != nil {
+		t.Fatal(err)
+	}
+	for g := range dst.groups {
+		d, s := &dst.groups[g], &src.groups[g]
+		if d.n != s.n || len(d.slots) != sized[g] {
+			t.Fatalf("key group %d: %d keys in %d slots restored (sized %d), want %d keys, no growth", g, d.n, len(d.slots), sized[g], s.n)
+		}
+	}
+	// A delta of every key (each counted again) brings no new key: the
+	// tables keep their size.
+	if err := src.ProcessBatch(rec); err != nil {
+		t.Fatal(err)
+	}
+	delta, err := src.State().Snapshot(mem, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, b := range delta {
+			b.Release()
+		}
+	}()
+	if err := restoreFile(dst.State(), delta); err != nil {
+		t.Fatal(err)
+	}
+	for g := range dst.groups {
+		if d := &dst.groups[g]; len(d.slots) != sized[g] {
+			t.Fatalf("key group %d: %d slots after a delta of keys it has, want %d", g, len(d.slots), sized[g])
+		}
+	}
 }
 
 // winStateFilter returns the rows of b whose key group is in [start, end),

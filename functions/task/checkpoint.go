@@ -348,6 +348,7 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		return nil
 	}
 	r := c.r
+	start := time.Now()
 	kgStart, kgEnd := c.keyGroups()
 	// Progress for the status: bytes of the state files restored so far,
 	// counted file by file (a file is read whole).
@@ -384,6 +385,7 @@ func (c *checkpointer) restore(ctx context.Context) error {
 			ch.capGen, ch.upGen = 1, 1
 		}
 	}
+	r.stats.restoreTook.Store(int64(time.Since(start)))
 	if rs.Watermark != nil && *rs.Watermark > r.wm {
 		wm := *rs.Watermark
 		r.wm = wm
@@ -419,17 +421,26 @@ func RestoreStateFile(ctx context.Context, b blob.BucketReader, state statestore
 			b.Release()
 		}
 	}()
+	kept := make([]arrow.RecordBatch, 0, len(batches))
+	defer func() {
+		for _, b := range kept {
+			b.Release()
+		}
+	}()
 	for _, rec := range batches {
-		kept, err := keepKeyGroups(rec, kgStart, kgEnd, mem)
+		k, err := keepKeyGroups(rec, kgStart, kgEnd, mem)
 		if err != nil {
 			return fmt.Errorf("state file %s: %w", f.Segment(), err)
 		}
-		if kept == nil {
-			continue
+		if k != nil {
+			kept = append(kept, k)
 		}
-		err = state.Restore(kept)
-		kept.Release()
-		if err != nil {
+	}
+	if s, ok := state.(statestore.RestoreSizer); ok && len(kept) > 0 {
+		s.SizeRestore(kept)
+	}
+	for _, rec := range kept {
+		if err := state.Restore(rec); err != nil {
 			return fmt.Errorf("state file %s: %w", f.Segment(), err)
 		}
 	}

@@ -3,6 +3,7 @@ package task
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +12,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/statefile"
 )
 
 // countOp counts rows per key in a statestore.Memory (a process
@@ -247,5 +250,68 @@ func TestPartsWaitForSlotsBesideProcessing(t *testing.T) {
 		if u.part == nil || u.part.part.KeyGroupStart != want.start || u.part.last != (i == 1) {
 			t.Fatalf("queued %d: %+v, want the part of key groups from %d, last %v", i, u.part, want.start, i == 1)
 		}
+	}
+}
+
+// sizedState records what RestoreStateFile tells it, in order.
+type sizedState struct {
+	schema *arrow.Schema
+	calls  []string
+}
+
+func (s *sizedState) Schema() *arrow.Schema { return s.schema }
+func (s *sizedState) Snapshot(memory.Allocator, bool) ([]arrow.RecordBatch, error) {
+	return nil, nil
+}
+func (s *sizedState) SizeRestore(recs []arrow.RecordBatch) {
+	rows := 0
+	for _, r := range recs {
+		rows += int(r.NumRows())
+	}
+	s.calls = append(s.calls, fmt.Sprintf("size %d batches, %d rows", len(recs), rows))
+}
+func (s *sizedState) Restore(rec arrow.RecordBatch) error {
+	s.calls = append(s.calls, fmt.Sprintf("restore %d rows", rec.NumRows()))
+	return nil
+}
+
+// TestRestoreSizesFirst: a state that can size itself for a restore
+// (statestore.RestoreSizer: the window operator's key tables) is told
+// every batch of a state file, only the rows of its key groups, before
+// the first is restored.
+func TestRestoreSizesFirst(t *testing.T) {
+	mem := checkedMem(t)
+	schema := arrow.NewSchema([]arrow.Field{{Name: StateKeyGroupField, Type: arrow.PrimitiveTypes.Int32}}, nil)
+	batch := func(groups ...int32) arrow.RecordBatch {
+		b := array.NewInt32Builder(mem)
+		defer b.Release()
+		b.AppendValues(groups, nil)
+		col := b.NewArray()
+		defer col.Release()
+		return array.NewRecordBatch(schema, []arrow.Array{col}, int64(len(groups)))
+	}
+	recs := []arrow.RecordBatch{batch(1, 2, 3), batch(7, 9), batch(4, 5)}
+	f, data, err := statefile.Encode(manifest.File{Key: "state/f.arrow", Kind: manifest.KindBase, Operator: "op", KeyGroupEnd: 128}, schema, recs, mem, arrowfmt.CompressZstd)
+	for _, r := range recs {
+		r.Release()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	if err := bucket.Put(t.Context(), f.Key, data); err != nil {
+		t.Fatal(err)
+	}
+	st := &sizedState{schema: schema}
+	if err := RestoreStateFile(t.Context(), bucket, st, f, 2, 5, mem); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"size 2 batches, 3 rows", "restore 2 rows", "restore 1 rows"}
+	if !slices.Equal(st.calls, want) {
+		t.Errorf("calls %q, want %q", st.calls, want)
 	}
 }

@@ -32,6 +32,7 @@ type Stats struct {
 	sourceRead, sourceTotal   atomic.Int64
 	sourceUnit                atomic.Pointer[string]
 	restoreRead, restoreTotal atomic.Int64
+	restoreTook               atomic.Int64 // nanoseconds, once restored
 
 	mu       sync.Mutex
 	channels []outChannel // the task's output channels, as opened
@@ -124,6 +125,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		SourceUnit:      srcUnit,
 		RestoreRead:     s.restoreRead.Load(),
 		RestoreTotal:    s.restoreTotal.Load(),
+		RestoreSeconds:  time.Duration(s.restoreTook.Load()).Seconds(),
 	}
 }
 
