@@ -451,8 +451,11 @@ type windowOperator struct {
 	started      bool
 
 	// Scratch reused across batches.
-	hashes      []uint64
-	warmed      uint64 // see warm
+	hashes []uint64
+	warmed uint64 // see warm
+	// baseSized: SizeRestore sized tables for the file being restored,
+	// a base, whose keys are new: Restore reads nothing ahead.
+	baseSized   bool
 	keyBuf      []byte
 	rows        []int32 // (rows[j], slots[j]): row rows[j] goes into slot slots[j]
 	slots       []int32

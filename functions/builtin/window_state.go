@@ -188,9 +188,11 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 			}
 		}
 	}
+	w.baseSized = false
 	for g, n := range added {
 		if t := &w.groups[g]; n > 0 && t.n == 0 {
 			w.reserve(t, n)
+			w.baseSized = true
 		}
 	}
 }
@@ -582,6 +584,12 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 	}
 	w.hashes = arrowfmt.HashKeys(b, l.keyCols, w.hashes)
 	for r := range n {
+		if r%warmRows == 0 && !w.baseSized {
+			// A delta's keys are mostly in the tables already, found
+			// in the order of their changes: read ahead as
+			// ProcessBatch does. (A base's are new: nothing to read.)
+			w.warm(w.hashes[r:min(r+warmRows, n)])
+		}
 		if err := w.restoreRow(&rs, r); err != nil {
 			return fmt.Errorf("window %s: restore state: row %d (%s): %w", w.cfg.name, r, w.state.DescribeKey(b, w.state.keyCols, r), err)
 		}
