@@ -50,17 +50,7 @@ func TestManyReadersShareThePool(t *testing.T) {
 	writers := make([]exchange.Writer, n)
 	for i := range n {
 		ch := exchange.Channel{Job: "pool", Attempt: 1, Edge: "src", Producer: i, ConsumerVertex: "sink", Consumer: i}
-		r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		w, err := tr.NewWriter(ch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		readers[i], writers[i] = r, w
+		readers[i], writers[i] = openChannel(ctx, t, tr, ch, 2)
 	}
 	// Every reader blocks in XREAD before anything is written.
 	g, gctx := errgroup.WithContext(ctx)
@@ -102,6 +92,23 @@ func TestManyReadersShareThePool(t *testing.T) {
 		t.Errorf("the last reader had its %d entries %v after the start, want well under 5s", entries, last.Round(time.Millisecond))
 	}
 	t.Logf("the last reader had its entries %v after the start", last.Round(time.Millisecond))
+}
+
+// openChannel opens both ends of ch, the reader with credits; the test's
+// end closes them.
+func openChannel(ctx context.Context, t *testing.T, tr exchange.Transport, ch exchange.Channel, credits int) (exchange.Reader, exchange.Writer) {
+	t.Helper()
+	r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: credits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	w, err := tr.NewWriter(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return r, w
 }
 
 // streamKey finds the one stream key of job.
@@ -422,16 +429,7 @@ func TestRedisLostTailWhileWaitingForCredit(t *testing.T) {
 	tr := newRedis(t, srv)
 	ctx := context.Background()
 	ch := exchange.Channel{Job: "lost-tail", Edge: "src", ConsumerVertex: "sink"}
-	r, err := tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	w, err := tr.NewWriter(ch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	_, w := openChannel(ctx, t, tr, ch, 2)
 	mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte("a")})
 	mustWrite(t, w, exchange.Entry{Kind: exchange.KindBarrier, Value: 1})
 	mustWrite(t, w, exchange.Entry{Kind: exchange.KindData, Payload: []byte("b")})
@@ -439,7 +437,7 @@ func TestRedisLostTailWhileWaitingForCredit(t *testing.T) {
 	// A writer that merely waits long is not taken for one that lost its
 	// tail.
 	wctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
-	err = w.Write(wctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte("c")})
+	err := w.Write(wctx, exchange.Entry{Kind: exchange.KindData, Payload: []byte("c")})
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("write waiting 2.5s for credit with its entries in place = %v, want %v", err, context.DeadlineExceeded)

@@ -245,15 +245,7 @@ func startTailLoss(ctx context.Context, t *testing.T, job string) *tailLoss {
 	l := &tailLoss{c: c, key: tag + ":ch:src:0"}
 	l.shard = c.ShardOf(l.key)
 	l.m, l.rep = c.Master(l.shard), c.Replica(l.shard)
-	var err error
-	if l.r, err = tr.NewReader(ctx, []exchange.Channel{ch}, exchange.ReaderOptions{Credits: 4}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.r.Close() })
-	if l.w, err = tr.NewWriter(ch); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.w.Close() })
+	l.r, l.w = openChannel(ctx, t, tr, ch, 4)
 	for i := range 10 {
 		mustWrite(t, l.w, exchange.Entry{Kind: exchange.KindData, Payload: []byte(strconv.Itoa(i))})
 		if _, e, ok, err := l.r.Read(ctx, 5*time.Second); !ok || err != nil || string(e.Payload) != strconv.Itoa(i) {
