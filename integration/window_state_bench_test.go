@@ -83,7 +83,9 @@ func startTrace(b *testing.B, path string) (stop func()) {
 // largest resident memory and its growth per key, and with checkpoints:
 // the longest stall (the synchronous part of a snapshot, or a step of a
 // capture beside processing),
-// the longest checkpoint, the bytes uploaded in all and the state's size.
+// the longest checkpoint, the bytes uploaded in all and the state's size;
+// then keys=N/restore, the time a restore from a savepoint of the state
+// takes (measureRestore).
 // WINDOW_STATE_TRACE=file writes an execution trace of the runs with
 // checkpoints (the last one's stays). `make bench-state` runs it at
 // 100K, 1M, 5M and 10M keys.
