@@ -217,6 +217,40 @@ func restoreFile(st statestore.Snapshotter, recs []arrow.RecordBatch) error {
 	return nil
 }
 
+// openCount opens a window operator that counts the rows of each value
+// of schema's column key (timestamps in column 0) in hour windows. The
+// caller closes it.
+func openCount(tb testing.TB, schema *arrow.Schema, key string, mem memory.Allocator) *windowOperator {
+	tb.Helper()
+	o, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{key}, "n", "count()"), Stream{Schema: schema, TimeColumn: 0})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := o.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+		tb.Fatal(err)
+	}
+	return o.(*windowOperator)
+}
+
+// countedSnapshot gives o the rows of rec and captures its state (full:
+// a base, else a delta); the batches are released when the test ends.
+func countedSnapshot(tb testing.TB, o *windowOperator, rec arrow.RecordBatch, mem memory.Allocator, full bool) []arrow.RecordBatch {
+	tb.Helper()
+	if err := o.ProcessBatch(rec); err != nil {
+		tb.Fatal(err)
+	}
+	batches, err := o.State().Snapshot(mem, full)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	})
+	return batches
+}
+
 // TestRestoreSizesTables: a base's keys come sorted by their place in the
 // table they were captured from (its home slots, the high bits of their
 // tags). Into a table that grows as they come, the first keys all have
@@ -235,15 +269,9 @@ func TestRestoreSizesTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	newOp := func() *windowOperator {
-		o, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"k"}, "n", "count()"), Stream{Schema: schema, TimeColumn: 0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
-			t.Fatal(err)
-		}
+		o := openCount(t, schema, "k", mem)
 		t.Cleanup(func() { _ = o.Close() })
-		return o.(*windowOperator)
+		return o
 	}
 	src := newOp()
 	ts, k := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType)), array.NewInt64Builder(mem)
@@ -259,18 +287,7 @@ func TestRestoreSizesTables(t *testing.T) {
 	ts.Release()
 	k.Release()
 	defer rec.Release()
-	if err := src.ProcessBatch(rec); err != nil {
-		t.Fatal(err)
-	}
-	base, err := src.State().Snapshot(mem, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, b := range base {
-			b.Release()
-		}
-	}()
+	base := countedSnapshot(t, src, rec, mem, true)
 	dst := newOp()
 	dst.State().(statestore.RestoreSizer).SizeRestore(base)
 	sized := make([]int, len(dst.groups))
@@ -291,18 +308,7 @@ func TestRestoreSizesTables(t *testing.T) {
 	}
 	// A delta of every key (each counted again) brings no new key: the
 	// tables keep their size.
-	if err := src.ProcessBatch(rec); err != nil {
-		t.Fatal(err)
-	}
-	delta, err := src.State().Snapshot(mem, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, b := range delta {
-			b.Release()
-		}
-	}()
+	delta := countedSnapshot(t, src, rec, mem, false)
 	if err := restoreFile(dst.State(), delta); err != nil {
 		t.Fatal(err)
 	}

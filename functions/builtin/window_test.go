@@ -1410,45 +1410,20 @@ func BenchmarkWindowRestore(b *testing.B) {
 			mem := memory.NewGoAllocator()
 			rec := benchBids(mem, schema, keys, func(i int) (ts, auction, price int64) { return int64(i % 1000), int64(i) * 7919, int64(i % 10000) })
 			defer rec.Release()
-			newOp := func() task.Operator {
-				o, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"auction"}, "bids", "count()"), Stream{Schema: schema, TimeColumn: 0})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := o.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
-					b.Fatal(err)
-				}
-				return o
-			}
-			src := newOp()
+			src := openCount(b, schema, "auction", mem)
 			defer src.Close()
-			snapshot := func(full bool) []arrow.RecordBatch {
-				if err := src.ProcessBatch(rec); err != nil {
-					b.Fatal(err)
-				}
-				batches, err := src.(task.Stateful).State().Snapshot(mem, full)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return batches
-			}
-			base, delta := snapshot(true), snapshot(false)
-			defer func() {
-				for _, x := range append(base, delta...) {
-					x.Release()
-				}
-			}()
+			base, delta := countedSnapshot(b, src, rec, mem, true), countedSnapshot(b, src, rec, mem, false)
 			var baseTook, deltaTook time.Duration
 			for range b.N {
 				b.StopTimer()
-				dst := newOp()
+				dst := openCount(b, schema, "auction", mem)
 				b.StartTimer()
 				t0 := time.Now()
-				if err := restoreFile(dst.(task.Stateful).State(), base); err != nil {
+				if err := restoreFile(dst.State(), base); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if err := restoreFile(dst.(task.Stateful).State(), delta); err != nil {
+				if err := restoreFile(dst.State(), delta); err != nil {
 					b.Fatal(err)
 				}
 				baseTook, deltaTook = baseTook+t1.Sub(t0), deltaTook+time.Since(t1)
