@@ -78,16 +78,6 @@ func BenchmarkProcessState(b *testing.B) {
 	}
 }
 
-// sampleRSS samples the process's resident memory every 100 ms until the
-// returned stop, which returns the largest sample in bytes.
-func sampleRSS() (stop func() int64) {
-	stopAll := sampleMemory()
-	return func() int64 {
-		rss, _ := stopAll()
-		return rss
-	}
-}
-
 // sampleMemory samples the process's resident memory and the Go heap's
 // live and free spans (runtime/metrics: what the heap holds, whatever the
 // garbage collector has not returned) every 100 ms until the returned

@@ -23,6 +23,7 @@ import (
 // uniform int64 key of keys values, into a 1-day tumbling count (every key
 // stays in state for the whole run), into a blackhole; checkpoints every
 // 2 s (their state files' codec STATE_BENCH_COMPRESSION, zstd by
+// default, and the size of their parts STATE_BENCH_PART_SIZE, 32MiB by
 // default), or none.
 func windowStateSpec(events, keys int, checkpoints bool) string {
 	ck := ""
@@ -30,6 +31,9 @@ func windowStateSpec(events, keys int, checkpoints bool) string {
 		codec := ""
 		if c := os.Getenv("STATE_BENCH_COMPRESSION"); c != "" {
 			codec = ", compression: " + c
+		}
+		if p := os.Getenv("STATE_BENCH_PART_SIZE"); p != "" {
+			codec += ", partSize: " + p
 		}
 		ck = "checkpoint: {interval: 2s, timeout: 10m" + codec + "}\n"
 	}
@@ -80,7 +84,9 @@ func startTrace(b *testing.B, path string) (stop func()) {
 // each key count of STATE_BENCH_KEYS (comma-separated, default
 // 100000,1000000) with STATE_BENCH_EVENTS events (default 20M), with
 // checkpoints off and every 2 s, and reports events per CPU-second, the
-// largest resident memory and its growth per key, and with checkpoints:
+// largest resident memory and its growth per key, the Go heap's largest
+// size (STATE_BENCH_HEAP_PROFILE=file writes a heap profile at each new
+// peak), and with checkpoints:
 // the longest stall (the synchronous part of a snapshot, or a step of a
 // capture beside processing),
 // the longest checkpoint, the bytes uploaded in all and the state's size;
@@ -125,16 +131,17 @@ func BenchmarkWindowState(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					debug.FreeOSMemory()
 					base := residentBytes()
-					stop := sampleRSS()
+					stop := sampleMemory()
 					stopTrace := func() {}
 					if f := os.Getenv("WINDOW_STATE_TRACE"); f != "" && ck {
 						stopTrace = startTrace(b, f)
 					}
 					r, coord, id := measureJob(b, js, events, exchange.NewLocal(), control.NewLocal(), benchDir(b), nil)
 					stopTrace()
-					peak := stop()
+					peak, heap := stop()
 					b.ReportMetric(perCPU(events, r), "events/cpu-s")
 					b.ReportMetric(float64(peak)/(1<<20), "max-rss-MiB")
+					b.ReportMetric(float64(heap)/(1<<20), "max-go-heap-MiB")
 					b.ReportMetric(float64(peak-base)/float64(keys), "rss-B/key")
 					// Uniform draws do not reach every key: 20M events
 					// reach about 86% of 10M keys.

@@ -146,6 +146,18 @@ type PartedCapture interface {
 	TakeParts() []Part
 }
 
+// PartHolder is a PartedCapture that goes on while its parts wait for
+// the uploader, holding them, rather than wait for the uploads: a window
+// operator's, whose state is in memory anyway, and whose keys would be
+// copied on write while its walk waited (each change to a key the walk
+// has not reached copies it), which costs the task more than the walk.
+// A capture that is not one waits, so that a state larger than memory
+// (pebble) is never held whole.
+type PartHolder interface {
+	PartedCapture
+	HoldsParts() bool
+}
+
 // Backend is the keyed state of one operator instance (one operator of one
 // subtask) over the key groups it owns: tables of values scoped to (key
 // group, key, namespace) by state name, and the timer service. It tracks

@@ -20,7 +20,6 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/offheap"
-	"github.com/weirstream/weir/statestore/rows"
 )
 
 // windowBatchRows caps the rows of one emitted batch.
@@ -233,7 +232,7 @@ func NewWindow(op *spec.Operator, in Stream) (task.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &windowOperator{cfg: cfg, wm: task.MinWatermark, state: newWindowStateLayout(cfg, op.KeyBy)}, nil
+	return &windowOperator{cfg: cfg, wm: task.MinWatermark, state: newWindowStateLayout(cfg, op.KeyBy), minPartBytes: windowMinPartBytes}, nil
 }
 
 // window is one window of one key.
@@ -431,22 +430,27 @@ type windowOperator struct {
 	lateOut   *array.RecordBuilder
 
 	// Checkpoints (window_state.go). state describes the state batches.
-	// Once on (from the first snapshot or Restore of State on), changes
-	// lists the keys whose state changed since the last snapshot began, in
-	// the order they first changed, including keys dropped since (no
-	// windows left). snaps counts the snapshots begun (and restores): the
-	// changes since belong to epoch snaps+1, and capture is the snapshot
-	// in flight, which began at epoch snaps, or nil. rearm: state was
-	// restored and its timers are not registered yet; started: input or
-	// a watermark has come.
-	state     *windowStateLayout
-	changes   rows.ChangeLog[offheap.Ref]
-	snaps     uint32
-	capture   *windowCapture
-	spareKeys []offheap.Ref // a change list a capture is done with
+	// Once tracking (from the first snapshot or Restore of State on),
+	// changed lists, per key group (index: key group - kgStart), the keys
+	// whose state changed since the last snapshot began, in the order
+	// they first changed, including keys dropped since (no windows left),
+	// in chunks of the arena; spare holds lists a capture is done with,
+	// for reuse. snaps counts
+	// the snapshots begun (and restores): the changes since belong to
+	// epoch snaps+1, and capture is the snapshot in flight, which began
+	// at epoch snaps, or nil. rearm: state was restored and its timers
+	// are not registered yet; started: input or a watermark has come.
+	state    *windowStateLayout
+	tracking bool
+	changed  []offheap.Vec[offheap.Ref]
+	spare    []offheap.Vec[offheap.Ref]
+	snaps    uint32
+	capture  *windowCapture
 	// captureChunk is how many keys a capture step takes between looks
-	// at the clock (tests set 1).
+	// at the clock (tests set 1); minPartBytes is the least size of a
+	// capture's parts (windowMinPartBytes; tests set less).
 	captureChunk int
+	minPartBytes int
 	rearm        bool
 	started      bool
 
@@ -502,6 +506,7 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 	}
 	w.kgStart = start
 	w.groups = make([]keyTable, end-start)
+	w.changed = w.newChangeLists()
 	w.keys.Init(&w.arena)
 	w.timers.arena = &w.arena
 	w.acc = newAccumulators(w.cfg.aggs)
@@ -530,8 +535,7 @@ func (w *windowOperator) Close() error {
 	w.keys.Release()
 	w.arena.Close()
 	w.groups, w.longKeys, w.spill, w.spillFree, w.dead, w.acc = nil, nil, nil, nil, nil, nil
-	w.changes = rows.ChangeLog[offheap.Ref]{}
-	w.spareKeys = nil
+	w.tracking, w.changed, w.spare = false, nil, nil
 	return nil
 }
 
@@ -738,18 +742,18 @@ func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
 	ks.tag, ks.ref, ks.group, ks.captured = tagOf(hash), r, uint16(kg), w.snaps
 	w.setKey(ks, w.keyBuf)
 	w.insert(&w.groups[kg-w.kgStart], ks)
-	if tracked && w.changes.On() {
+	if tracked && w.tracking {
 		ks.changed, ks.fresh = w.snaps+1, true
-		w.changes.Add(r)
+		w.changed[kg-w.kgStart].Append(r)
 	}
 	return ks
 }
 
 // markDirty records that the state of ks changed, for the next delta.
 func (w *windowOperator) markDirty(ks *windowKey) {
-	if w.changes.On() && ks.changed != w.snaps+1 {
+	if w.tracking && ks.changed != w.snaps+1 {
 		ks.changed, ks.fresh = w.snaps+1, false
-		w.changes.Add(ks.ref)
+		w.changed[int(ks.group)-w.kgStart].Append(ks.ref)
 	}
 }
 
@@ -768,7 +772,7 @@ func (w *windowOperator) touch(ks *windowKey) {
 // ends.
 func (w *windowOperator) removeKey(ks *windowKey) {
 	w.groups[int(ks.group)-w.kgStart].remove(ks)
-	if w.changes.On() {
+	if w.tracking {
 		w.dead = append(w.dead, ks.ref)
 	} else {
 		w.freeKey(ks)

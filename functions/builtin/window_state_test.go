@@ -164,6 +164,16 @@ func winStateDump(t testing.TB, h *winHarness) []string {
 	return rows
 }
 
+// inRange reports whether the key group kg (decimal) is in [start, end).
+func inRange(t testing.TB, kg string, start, end int) bool {
+	t.Helper()
+	n, err := strconv.Atoi(kg)
+	if err != nil {
+		t.Fatalf("key group %q: %v", kg, err)
+	}
+	return n >= start && n < end
+}
+
 // restore applies snapshot files to h in order, keeping the rows of key
 // groups [kgStart, kgEnd) as the runtime does.
 func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
@@ -317,6 +327,23 @@ func TestRestoreSizesTables(t *testing.T) {
 			t.Fatalf("key group %d: %d slots after a delta of keys it has, want %d", g, len(d.slots), sized[g])
 		}
 	}
+	// The delta's walk went down change lists of several chunks (about
+	// 1,600 keys a key group): every key is counted twice in both.
+	got, want := sortedStateRows(dst, mem), sortedStateRows(src, mem)
+	if len(got) != keys || !slices.Equal(got, want) {
+		t.Fatalf("restored from a base and a delta: %d rows, want %d\n%s", len(got), len(want), winDiff(got, want))
+	}
+}
+
+// sortedStateRows renders the rows of every key of o, sorted.
+func sortedStateRows(o *windowOperator, mem memory.Allocator) []string {
+	var rows []string
+	for _, b := range o.writeState(mem) {
+		rows = append(rows, winStateRows(b)...)
+		b.Release()
+	}
+	slices.Sort(rows)
+	return rows
 }
 
 // winStateFilter returns the rows of b whose key group is in [start, end),
@@ -380,7 +407,7 @@ func winStateName(w spec.Window) string {
 
 // winSnap is a snapshot taken in a run, after steps[:cut].
 type winSnap struct {
-	file           []byte
+	files          [][]byte // one, or a file per part
 	rows           int
 	full           bool
 	cut            int
@@ -404,10 +431,14 @@ type winSnap struct {
 // state at its barrier all the same.
 func TestWindowStateRestore(t *testing.T) {
 	for _, w := range winStateCases {
-		for seed := range uint64(4) {
+		for seed := range uint64(6) {
 			stepped := seed >= 2
+			// Seeds 4 and 5 run the input of 2 and 3 in parts of about 8
+			// rows: a part per few key groups, each its own file, as the
+			// runtime uploads them.
+			parted := seed >= 4
 			t.Run(fmt.Sprintf("%s/%d", winStateName(w), seed), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(seed, 11))
+				rng := rand.New(rand.NewPCG(seed-2*(seed/4), 11))
 				events := winGenerate(rng, 1500, 120)
 				if seed%2 == 1 {
 					// Many keys: most are untouched between snapshots, so
@@ -435,10 +466,13 @@ func TestWindowStateRestore(t *testing.T) {
 				// the first is a delta (since Open).
 				h := newWinHarnessRange(t, op, in, 0, 128)
 				h.op.(*windowOperator).captureChunk = 1
+				h.op.(*windowOperator).minPartBytes = 0
 				var (
 					snaps   []winSnap
 					capture statestore.Capture // stepped: the snapshot being captured
 					steps1  int                // steps it took
+					parts   []statestore.Part  // parted: the capture's parts so far
+					nparts  []int              // parted: the parts of each capture
 				)
 				// collect adds the captured snapshot once its last step is done.
 				collect := func(deadline time.Time) {
@@ -447,13 +481,42 @@ func TestWindowStateRestore(t *testing.T) {
 						t.Fatal(err)
 					}
 					steps1++
+					if parted {
+						parts = append(parts, capture.(statestore.PartedCapture).TakeParts()...)
+					}
 					if !done {
 						return
 					}
-					file, rows := h.snapshotFile(capture.Batches())
 					snap := &snaps[len(snaps)-1]
-					snap.file, snap.rows = file, len(rows)
-					capture = nil
+					if !parted {
+						file, rows := h.snapshotFile(capture.Batches())
+						snap.files, snap.rows = [][]byte{file}, len(rows)
+						capture = nil
+						return
+					}
+					if b := capture.Batches(); len(b) > 0 {
+						t.Fatalf("a capture in parts handed out %d batches besides its parts", len(b))
+					}
+					next := 0
+					for _, p := range parts {
+						if p.KeyGroupStart != next || p.KeyGroupEnd <= p.KeyGroupStart {
+							t.Fatalf("part [%d, %d) follows key group %d", p.KeyGroupStart, p.KeyGroupEnd, next)
+						}
+						next = p.KeyGroupEnd
+						file, rows := h.snapshotFile(p.Batches)
+						for _, r := range rows {
+							if kg, _, _ := strings.Cut(r, " "); !inRange(t, kg, p.KeyGroupStart, p.KeyGroupEnd) {
+								t.Fatalf("part [%d, %d) has a row of key group %s: %s", p.KeyGroupStart, p.KeyGroupEnd, kg, r)
+							}
+						}
+						snap.files = append(snap.files, file)
+						snap.rows += len(rows)
+					}
+					if next != 128 {
+						t.Fatalf("the parts end at key group %d, want 128", next)
+					}
+					nparts = append(nparts, len(parts))
+					parts, capture = nil, nil
 				}
 				wm := task.MinWatermark
 				var stepsTaken []int
@@ -486,11 +549,13 @@ func TestWindowStateRestore(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
+						if parted {
+							capture.(statestore.PartedCapture).SplitParts(8 * h.op.(*windowOperator).state.RowBytes)
+						}
 						steps1 = 0
 					} else {
-						var rows []string
-						snap.file, rows = h.snapshot(full)
-						snap.rows = len(rows)
+						file, rows := h.snapshot(full)
+						snap.files, snap.rows = [][]byte{file}, len(rows)
 					}
 					snaps = append(snaps, snap)
 				}
@@ -511,6 +576,9 @@ func TestWindowStateRestore(t *testing.T) {
 				if len(snaps) < 5 {
 					t.Fatalf("only %d snapshots", len(snaps))
 				}
+				if parted && slices.Max(nparts) < 3 {
+					t.Fatalf("captures came in %v parts: the test does not test parts", nparts)
+				}
 				var baseRows, deltaRows, bases, deltas int
 				for k, snap := range snaps {
 					if snap.full {
@@ -529,7 +597,7 @@ func TestWindowStateRestore(t *testing.T) {
 					}
 					var files [][]byte
 					for _, s := range snaps[base : k+1] {
-						files = append(files, s.file)
+						files = append(files, s.files...)
 					}
 					r := newWinHarnessRange(t, op, in, 0, 128)
 					if err := r.restore(files, 0, 128); err != nil {
@@ -555,6 +623,7 @@ func TestWindowStateRestore(t *testing.T) {
 						t.Errorf("restored from snapshot %d: %d firings (%d re-fires), want %d (%d)", k, f, rf, ref.counters.WindowsFired.Load(), ref.counters.WindowsRefire.Load())
 					}
 				}
+				t.Logf("parts %v", nparts)
 				t.Logf("stepped %v: %d output rows, %d late; %d bases of %.0f rows on average, %d deltas of %.0f", stepped, len(want), len(wantLate),
 					bases, float64(baseRows)/float64(max(bases, 1)), deltas, float64(deltaRows)/float64(max(deltas, 1)))
 			})

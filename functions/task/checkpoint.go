@@ -246,9 +246,10 @@ type captured struct {
 	capture statestore.Capture // nil once done
 	// parted: the capture hands out parts, uploaded ahead of the
 	// checkpoint (partUpload); held are parts taken and not yet queued
-	// (no upload slot was free).
-	parted bool
-	held   []statestore.Part
+	// (no upload slot was free); holds: the capture goes on while parts
+	// are held (statestore.PartHolder).
+	parted, holds bool
+	held          []statestore.Part
 }
 
 // partUpload is one part of a capture in steps, uploaded while the
@@ -377,11 +378,7 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		if rs.Continue[n.Name] && len(files) > 0 {
 			ch := c.chains[i]
 			ch.files = append([]manifest.File(nil), files...)
-			ch.baseBytes = files[0].Size
-			for _, f := range files[1:] {
-				ch.deltaB += f.Size
-			}
-			ch.captured = len(files) - 1
+			ch.baseBytes, ch.deltaB, ch.captured = chainSizes(files, kgStart)
 			ch.capGen, ch.upGen = 1, 1
 		}
 	}
@@ -504,6 +501,9 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 				if pc, ok := p.capture.(statestore.PartedCapture); ok && err == nil {
 					pc.SplitParts(c.cfg.PartBytes)
 					p.parted = true
+					if h, ok := pc.(statestore.PartHolder); ok {
+						p.holds = h.HoldsParts()
+					}
 				}
 			} else {
 				p.batches, err = state.Snapshot(c.captureMem, full)
@@ -644,16 +644,19 @@ const completeSlice = 20 * time.Millisecond
 // stepParts advances a capture in parts by one step and queues the parts
 // it ended for upload. While maxPartsInFlight parts wait for the
 // uploader, a step beside processing does nothing (the capture waits for
-// the uploads rather than hold more in memory), and a capture done in
+// the uploads rather than hold more in memory) unless the capture holds
+// its parts (statestore.PartHolder: it goes on, and the parts wait in
+// held for a slot), and a capture done in
 // such a step is done for the task once a later step has queued its last
 // parts (waiting for the uploader there stalled the task for an upload);
 // completing at once (a zero deadline) waits for them, a slice at a time.
 func (c *checkpointer) stepParts(u *upload, p *captured, deadline time.Time) (bool, error) {
 	pc := p.capture.(statestore.PartedCapture)
 	for {
-		if !c.queueParts(u, p, deadline.IsZero()) {
-			// Uploads behind: no capture now. Waiting ends only with the
-			// task.
+		if !c.queueParts(u, p, deadline.IsZero()) && (!p.holds || deadline.IsZero()) {
+			// Uploads behind: no capture now (a capture that holds its
+			// parts goes on beside processing). Waiting ends only with
+			// the task.
 			return false, c.r.ctx.Err()
 		}
 		d := deadline
@@ -1108,6 +1111,24 @@ func (c *checkpointer) uploadPart(p *partUpload) {
 		return
 	}
 	up.files = append(up.files, f)
+}
+
+// chainSizes returns the bytes of the base and of the deltas of a chain
+// of a subtask's own files (key groups from kgStart on), and how many
+// deltas it has: a capture in parts is several files, the first of which
+// starts at kgStart.
+func chainSizes(files []manifest.File, kgStart int) (base, deltas int64, n int) {
+	for _, f := range files {
+		if f.Kind == manifest.KindBase {
+			base += f.Size
+			continue
+		}
+		deltas += f.Size
+		if f.KeyGroupStart == kgStart {
+			n++
+		}
+	}
+	return base, deltas, n
 }
 
 func kindOf(full bool) string {

@@ -165,3 +165,34 @@ func TestRestoreForMergesSplits(t *testing.T) {
 		t.Errorf("not a split position: %v", err)
 	}
 }
+
+// TestChainSizes: a chain restored from a checkpoint continues with the
+// sizes of its base and deltas, which decide when the next base is
+// taken. A capture in parts is several files: a base's parts are all of
+// the base (counting the first alone made every delta after a restore
+// "reach" the base's bytes and a base come at once), and the parts of a
+// delta are one delta.
+func TestChainSizes(t *testing.T) {
+	file := func(kind string, start, end int, size int64) manifest.File {
+		return manifest.File{Kind: kind, KeyGroupStart: start, KeyGroupEnd: end, Size: size}
+	}
+	for _, tc := range []struct {
+		name         string
+		files        []manifest.File
+		base, deltas int64
+		n            int
+	}{
+		{"base alone", []manifest.File{file(manifest.KindBase, 64, 128, 100)}, 100, 0, 0},
+		{"whole files", []manifest.File{file(manifest.KindBase, 64, 128, 100), file(manifest.KindDelta, 64, 128, 10), file(manifest.KindDelta, 64, 128, 20)}, 100, 30, 2},
+		{"parts", []manifest.File{
+			file(manifest.KindBase, 64, 80, 40), file(manifest.KindBase, 80, 100, 40), file(manifest.KindBase, 100, 128, 40),
+			file(manifest.KindDelta, 64, 90, 5), file(manifest.KindDelta, 90, 128, 5),
+			file(manifest.KindDelta, 64, 128, 7),
+		}, 120, 17, 2},
+	} {
+		base, deltas, n := chainSizes(tc.files, 64)
+		if base != tc.base || deltas != tc.deltas || n != tc.n {
+			t.Errorf("%s: base %d, deltas %d in %d captures; want %d, %d in %d", tc.name, base, deltas, n, tc.base, tc.deltas, tc.n)
+		}
+	}
+}

@@ -253,6 +253,73 @@ func TestPartsWaitForSlotsBesideProcessing(t *testing.T) {
 	}
 }
 
+// partPerStep is a capture in parts that ends a part of 32 key groups in
+// each step, four in all, and holds its parts if holds.
+type partPerStep struct {
+	steps, ended int
+	holds        bool
+	parts        []statestore.Part
+}
+
+func (c *partPerStep) Step(time.Time) (bool, error) {
+	if c.ended == 4 {
+		return true, nil
+	}
+	c.steps++
+	c.parts = append(c.parts, statestore.Part{KeyGroupStart: 32 * c.ended, KeyGroupEnd: 32 * (c.ended + 1)})
+	c.ended++
+	return c.ended == 4, nil
+}
+func (c *partPerStep) Batches() []arrow.RecordBatch { return nil }
+func (c *partPerStep) Release()                     {}
+func (c *partPerStep) SplitParts(int)               {}
+func (c *partPerStep) TakeParts() []statestore.Part { p := c.parts; c.parts = nil; return p }
+func (c *partPerStep) HoldsParts() bool             { return c.holds }
+
+// TestHoldersStepWhileSlotsAreTaken: while every upload slot is taken, a
+// step of a capture in parts does nothing, unless the capture holds its
+// parts (statestore.PartHolder: a window's, whose walk waiting would let
+// more keys be copied on write): that one goes on, and its parts wait,
+// in order, for slots.
+func TestHoldersStepWhileSlotsAreTaken(t *testing.T) {
+	for _, holds := range []bool{false, true} {
+		r := &runner{ctx: t.Context(), cfg: &Config{Parallelism: 1, MaxParallelism: 128}}
+		c := &checkpointer{r: r, queue: make(chan *upload, 64), slots: make(chan struct{}, maxPartsInFlight)}
+		for range maxPartsInFlight {
+			c.slots <- struct{}{} // every slot taken
+		}
+		pc := &partPerStep{holds: holds}
+		p := &captured{capture: pc, parted: true, holds: holds}
+		for range 6 {
+			if done, err := c.stepParts(&upload{id: 1}, p, time.Now().Add(5*time.Millisecond)); err != nil || done {
+				t.Fatalf("holds %v: a step with every slot taken: done %v, %v", holds, done, err)
+			}
+		}
+		want := 1 // its first step ends a part, which waits
+		if holds {
+			want = 4
+		}
+		if pc.steps != want || len(p.held) != want || len(c.queue) != 0 {
+			t.Fatalf("holds %v: %d steps of the capture, %d parts held, %d queued; want %d, %d, 0", holds, pc.steps, len(p.held), len(c.queue), want, want)
+		}
+		if !holds {
+			continue
+		}
+		for range maxPartsInFlight {
+			<-c.slots
+		}
+		done, err := c.stepParts(&upload{id: 1}, p, time.Now().Add(5*time.Millisecond))
+		if err != nil || done || len(c.queue) != maxPartsInFlight {
+			t.Fatalf("slots free: done %v, %v, %d queued; want %d queued and the rest held", done, err, len(c.queue), maxPartsInFlight)
+		}
+		for i := range maxPartsInFlight {
+			if u := <-c.queue; u.part.part.KeyGroupStart != 32*i {
+				t.Fatalf("queued %d: the part from key group %d, want %d", i, u.part.part.KeyGroupStart, 32*i)
+			}
+		}
+	}
+}
+
 // sizedState records what RestoreStateFile tells it, in order.
 type sizedState struct {
 	schema *arrow.Schema

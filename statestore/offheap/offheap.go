@@ -239,23 +239,32 @@ type Vec[T any] struct {
 	chunks [][]T // their lengths are what they hold: each full up to cur
 	cur    int   // the chunk being filled, if any
 	n      int
+	room   int // the capacity of chunks up to cur: n == room when full
 }
 
 // Init makes the list allocate from a.
 func (v *Vec[T]) Init(a *Arena) { v.a = a }
 
-// Append adds x at the end.
+// Append adds x at the end. (It is small enough to be inlined: lists of
+// changes append once per key changed.)
 func (v *Vec[T]) Append(x T) {
-	if len(v.chunks) == 0 || len(v.chunks[v.cur]) == cap(v.chunks[v.cur]) {
-		if len(v.chunks) > 0 {
-			v.cur++
-		}
-		if v.cur == len(v.chunks) {
-			v.chunks = append(v.chunks, Make[T](v.a, chunkLen(v.cur, int(reflect.TypeFor[T]().Size())))[:0])
-		}
+	if v.n == v.room {
+		v.grow()
 	}
-	v.chunks[v.cur] = append(v.chunks[v.cur], x)
+	c := &v.chunks[v.cur]
+	*c = append(*c, x)
 	v.n++
+}
+
+// grow moves to the next chunk, making it if there is none.
+func (v *Vec[T]) grow() {
+	if len(v.chunks) > 0 {
+		v.cur++
+	}
+	if v.cur == len(v.chunks) {
+		v.chunks = append(v.chunks, Make[T](v.a, chunkLen(v.cur, int(reflect.TypeFor[T]().Size())))[:0])
+	}
+	v.room += cap(v.chunks[v.cur])
 }
 
 // Len returns how many values the list holds.
@@ -284,7 +293,10 @@ func (v *Vec[T]) Reset() {
 		keep++
 	}
 	clear(v.chunks[keep:])
-	v.chunks, v.cur, v.n = v.chunks[:keep], 0, 0
+	v.chunks, v.cur, v.n, v.room = v.chunks[:keep], 0, 0, 0
+	if keep > 0 {
+		v.room = cap(v.chunks[0])
+	}
 }
 
 // Release empties the list and frees its chunks.
@@ -293,5 +305,5 @@ func (v *Vec[T]) Release() {
 		Free(v.a, c[:cap(c)])
 	}
 	clear(v.chunks)
-	v.chunks, v.cur, v.n = v.chunks[:0], 0, 0
+	v.chunks, v.cur, v.n, v.room = v.chunks[:0], 0, 0, 0
 }

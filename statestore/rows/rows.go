@@ -52,7 +52,15 @@ func (n *Namer) Unique(name string) string {
 type Layout struct {
 	Schema *arrow.Schema
 	Names  []string // the column names, in order
+	// RowBytes estimates the bytes of a row in a batch: the width of
+	// each fixed-width column, and for each other column its offset and
+	// varBytes.
+	RowBytes int
 }
+
+// varBytes is what a row's value of a variable-length column is taken to
+// take in RowBytes.
+const varBytes = 16
 
 // NewLayout returns the layout of fields; the first must be KeyGroupField
 // (int32), which is a bug in the caller otherwise.
@@ -63,6 +71,11 @@ func NewLayout(fields []arrow.Field) *Layout {
 	l := &Layout{Schema: arrow.NewSchema(fields, nil)}
 	for _, f := range fields {
 		l.Names = append(l.Names, f.Name)
+		if fw, ok := f.Type.(arrow.FixedWidthDataType); ok {
+			l.RowBytes += (fw.BitWidth() + 7) / 8
+		} else {
+			l.RowBytes += 4 + varBytes
+		}
 	}
 	return l
 }
