@@ -238,51 +238,55 @@ type Vec[T any] struct {
 	a      *Arena
 	chunks [][]T // their lengths are what they hold: each full up to cur
 	cur    int   // the chunk being filled, if any
-	n      int
-	room   int // the capacity of chunks up to cur: n == room when full
+	tail   []T   // chunks[cur] as it is filled (chunks[cur] is behind it)
+	full   int   // the values in chunks before cur
 }
 
 // Init makes the list allocate from a.
 func (v *Vec[T]) Init(a *Arena) { v.a = a }
 
-// Append adds x at the end. (It is small enough to be inlined: lists of
-// changes append once per key changed.)
+// Append adds x at the end. It is small enough to be inlined: a window's
+// change lists take one per key changed.
 func (v *Vec[T]) Append(x T) {
-	if v.n == v.room {
+	if len(v.tail) == cap(v.tail) {
 		v.grow()
 	}
-	c := &v.chunks[v.cur]
-	*c = append(*c, x)
-	v.n++
+	v.tail = append(v.tail, x)
 }
 
 // grow moves to the next chunk, making it if there is none.
 func (v *Vec[T]) grow() {
 	if len(v.chunks) > 0 {
+		v.chunks[v.cur] = v.tail
+		v.full += len(v.tail)
 		v.cur++
 	}
 	if v.cur == len(v.chunks) {
 		v.chunks = append(v.chunks, Make[T](v.a, chunkLen(v.cur, int(reflect.TypeFor[T]().Size())))[:0])
 	}
-	v.room += cap(v.chunks[v.cur])
+	v.tail = v.chunks[v.cur][:0]
 }
 
 // Len returns how many values the list holds.
-func (v *Vec[T]) Len() int { return v.n }
+func (v *Vec[T]) Len() int { return v.full + len(v.tail) }
 
 // Chunks returns the list's values, in order, in the slices that hold
 // them. The slices alias the list: they are valid until it is reset or
 // released.
 func (v *Vec[T]) Chunks() [][]T {
-	if v.n == 0 {
+	if v.Len() == 0 {
 		return nil
 	}
+	v.chunks[v.cur] = v.tail
 	return v.chunks[:v.cur+1]
 }
 
 // Reset empties the list. It keeps its chunks on the Go heap for the
 // values to come, and frees the mapped ones.
 func (v *Vec[T]) Reset() {
+	if len(v.chunks) > 0 {
+		v.chunks[v.cur] = v.tail
+	}
 	keep := 0
 	for _, c := range v.chunks {
 		if isMapped(v.a, c) {
@@ -293,17 +297,20 @@ func (v *Vec[T]) Reset() {
 		keep++
 	}
 	clear(v.chunks[keep:])
-	v.chunks, v.cur, v.n, v.room = v.chunks[:keep], 0, 0, 0
+	v.chunks, v.cur, v.full, v.tail = v.chunks[:keep], 0, 0, nil
 	if keep > 0 {
-		v.room = cap(v.chunks[0])
+		v.tail = v.chunks[0]
 	}
 }
 
 // Release empties the list and frees its chunks.
 func (v *Vec[T]) Release() {
+	if len(v.chunks) > 0 {
+		v.chunks[v.cur] = v.tail
+	}
 	for _, c := range v.chunks {
 		Free(v.a, c[:cap(c)])
 	}
 	clear(v.chunks)
-	v.chunks, v.cur, v.n, v.room = v.chunks[:0], 0, 0, 0
+	v.chunks, v.cur, v.full, v.tail = v.chunks[:0], 0, 0, nil
 }
