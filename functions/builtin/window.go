@@ -232,7 +232,7 @@ func NewWindow(op *spec.Operator, in Stream) (task.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &windowOperator{cfg: cfg, wm: task.MinWatermark, state: newWindowStateLayout(cfg, op.KeyBy), minPartBytes: windowMinPartBytes}, nil
+	return &windowOperator{cfg: cfg, wm: task.MinWatermark, state: newWindowStateLayout(cfg, op.KeyBy)}, nil
 }
 
 // window is one window of one key.
@@ -447,10 +447,8 @@ type windowOperator struct {
 	snaps    uint32
 	capture  *windowCapture
 	// captureChunk is how many keys a capture step takes between looks
-	// at the clock (tests set 1); minPartBytes is the least size of a
-	// capture's parts (windowMinPartBytes; tests set less).
+	// at the clock (tests set 1).
 	captureChunk int
-	minPartBytes int
 	rearm        bool
 	started      bool
 

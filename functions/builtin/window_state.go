@@ -499,21 +499,9 @@ func (c *windowCapture) copyKey(ks *windowKey) {
 }
 
 // SplitParts makes the capture hand out its rows in parts of about
-// bytes, estimated from the rows held, and at least minPartBytes
-// (statestore.PartedCapture). Call it before the first Step.
-func (c *windowCapture) SplitParts(bytes int) {
-	if bytes > 0 {
-		c.partBytes = max(bytes, c.w.minPartBytes)
-	}
-}
-
-// windowMinPartBytes is the least size of a window capture's parts. Each
-// part is a state file, and Arrow's IPC writer makes a new zstd encoder
-// for each file (about 18 MB of history and tables, and goroutines): with
-// parts of 32 MiB, the state job at 10M keys did 9% fewer events per
-// CPU-second with checkpoints every 2 s, and none fewer with lz4 files
-// (docs/benchmarks.md).
-const windowMinPartBytes = 128 << 20
+// bytes, estimated from the rows held (statestore.PartedCapture). Call it
+// before the first Step.
+func (c *windowCapture) SplitParts(bytes int) { c.partBytes = max(bytes, 0) }
 
 // TakeParts hands out the parts ended so far.
 func (c *windowCapture) TakeParts() []statestore.Part {

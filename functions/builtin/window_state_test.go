@@ -466,7 +466,6 @@ func TestWindowStateRestore(t *testing.T) {
 				// the first is a delta (since Open).
 				h := newWinHarnessRange(t, op, in, 0, 128)
 				h.op.(*windowOperator).captureChunk = 1
-				h.op.(*windowOperator).minPartBytes = 0
 				var (
 					snaps   []winSnap
 					capture statestore.Capture // stepped: the snapshot being captured

@@ -140,10 +140,11 @@ type Checkpoint struct {
 	MinPause Duration `yaml:"minPause,omitempty" json:"minPause,omitempty"`
 	// Retain is how many completed checkpoints are kept (default 1).
 	Retain int `yaml:"retain,omitempty" json:"retain,omitempty"`
-	// PartSize is the size of the state files a process function's
-	// state is uploaded in while a checkpoint captures it, one per key
-	// group range, so that a large base is never in memory whole
-	// (default 32MiB, at least MinPartSize).
+	// PartSize is the size of the state files a process function's or
+	// a window's state is uploaded in while a checkpoint captures it, one
+	// per key group range, so that a large base is never in memory whole
+	// (default 32MiB, at least MinPartSize; a window's parts are at least
+	// task.MinHeldZstdPartBytes when the files are zstd).
 	PartSize Size `yaml:"partSize,omitempty" json:"partSize,omitempty"`
 	// Compression of the Arrow buffers of state files: zstd (default),
 	// lz4 or none. lz4 encodes in about half of zstd's CPU for about 1.5

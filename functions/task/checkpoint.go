@@ -44,9 +44,9 @@ type Checkpointing struct {
 	MaxDeltas int
 	// PartBytes is the size of the state files a capture in steps that
 	// can hand out its rows in parts (statestore.PartedCapture: a
-	// process function's backend) is uploaded in, one per key group
-	// range, while the capture goes on, so that a large base is never in
-	// memory whole (default DefaultPartBytes).
+	// process function's backend, a window) is uploaded in, one per key
+	// group range, while the capture goes on, so that a large base is
+	// never in memory whole (default DefaultPartBytes; see partBytes).
 	PartBytes int
 	// Compression is the codec of the state files' buffers (the job's
 	// checkpoint.compression: zstd unless it says lz4 or none). The zero
@@ -66,6 +66,27 @@ const MaxPackedFile = 8 << 20
 
 // DefaultPartBytes is Checkpointing.PartBytes by default.
 const DefaultPartBytes = 32 << 20
+
+// MinHeldZstdPartBytes is the least size of the parts of a capture that
+// holds them (statestore.PartHolder: a window's) when the state files
+// are zstd. Each part is a file, and Arrow's IPC writer makes a new zstd
+// encoder for each file (about 18 MB of history and tables, and
+// goroutines): with parts of 32 MiB, the state job at 10M keys did 9%
+// fewer events per CPU-second with checkpoints every 2 s, and none
+// fewer with lz4 files (docs/benchmarks.md). A capture that waits for
+// its uploads keeps PartBytes: its parts bound the memory of a state
+// larger than memory.
+const MinHeldZstdPartBytes = 128 << 20
+
+// partBytes is the part size of a capture in parts: PartBytes, or for a
+// capture that holds its parts and writes zstd files at least
+// MinHeldZstdPartBytes.
+func partBytes(cfg Checkpointing, holds bool) int {
+	if holds && cfg.Compression == arrowfmt.CompressZstd {
+		return max(cfg.PartBytes, MinHeldZstdPartBytes)
+	}
+	return cfg.PartBytes
+}
 
 // maxPartsInFlight bounds the parts of a capture captured and not yet
 // uploaded: a capture waits for the uploads rather than hold more.
@@ -499,11 +520,11 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 			if ss, ok := state.(statestore.SteppedSnapshotter); ok {
 				p.capture, err = ss.BeginSnapshot(c.captureMem, full)
 				if pc, ok := p.capture.(statestore.PartedCapture); ok && err == nil {
-					pc.SplitParts(c.cfg.PartBytes)
-					p.parted = true
 					if h, ok := pc.(statestore.PartHolder); ok {
 						p.holds = h.HoldsParts()
 					}
+					pc.SplitParts(partBytes(*c.cfg, p.holds))
+					p.parted = true
 				}
 			} else {
 				p.batches, err = state.Snapshot(c.captureMem, full)
