@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/blob"
@@ -120,7 +122,9 @@ func chaosRunSpec(t *testing.T, c *cluster, specPath string, fault func(ctx cont
 
 // checkStatePacked checks that the retained checkpoints' state files are
 // packed, a worker's of a checkpoint into one object (the chaos job's are
-// all small), and logs how many objects each checkpoint wrote.
+// all small), except the parts of a capture in parts (a file of fewer key
+// groups than its subtask's), which are objects of their own, and logs
+// how many objects each checkpoint wrote.
 func checkStatePacked(t *testing.T, b blob.BucketReader, id string) {
 	t.Helper()
 	ctx := context.Background()
@@ -146,7 +150,8 @@ func checkStatePacked(t *testing.T, b blob.BucketReader, id string) {
 		for _, v := range m.Vertices {
 			for _, s := range v.Subtasks {
 				for _, f := range s.State {
-					if !f.Packed {
+					part := f.KeyGroupStart != s.KeyGroupStart || f.KeyGroupEnd != s.KeyGroupEnd
+					if !f.Packed && !part {
 						t.Errorf("checkpoint %d: %s[%d]'s state file %s is not packed", m.Checkpoint, v.Name, s.Index, f.Key)
 					}
 					if n, _ := layout.StateFileCheckpoint(f.Key); n == m.Checkpoint {
@@ -257,7 +262,10 @@ func recomputePairs(join string, input []row) []row {
 // still exactly the failure-free output.
 //
 // Its state files are LZ4-compressed (checkpoint.compression), so that
-// every restore after a kill reads LZ4 state.
+// every restore after a kill reads LZ4 state, in parts of 64 KiB
+// (checkpoint.partSize), so that the windows' captures come in parts
+// (a window's parts with zstd files are at least 128 MiB) and restores
+// read them: the test fails if none of the perride window's did.
 func TestChaosWorkerKills(t *testing.T) {
 	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
@@ -270,12 +278,13 @@ func TestChaosWorkerKills(t *testing.T) {
 		t.Fatalf("%s has no %q", chaosSpec, ck)
 	}
 	lz4Spec := filepath.Join(t.TempDir(), filepath.Base(chaosSpec))
-	text = []byte(strings.Replace(string(text), ck, strings.TrimSuffix(ck, "}")+", compression: lz4}", 1))
+	text = []byte(strings.Replace(string(text), ck, strings.TrimSuffix(ck, "}")+", compression: lz4, partSize: 64KiB}", 1))
 	if err := os.WriteFile(lz4Spec, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kills := 0
 	var jobID string
+	windowParts := 0 // the most part files of perride's seen at once
 	st := chaosRunSpec(t, c, lz4Spec, func(ctx context.Context, id string) {
 		jobID = id
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -285,6 +294,7 @@ func TestChaosWorkerKills(t *testing.T) {
 				return
 			case <-time.After(time.Duration(3000+rng.IntN(2000)) * time.Millisecond):
 			}
+			windowParts = max(windowParts, countParts(t, c.bucket, id, "perride", 3))
 			var ws []string
 			c.mu.Lock()
 			for _, w := range c.workersWithTasks(id) {
@@ -306,10 +316,39 @@ func TestChaosWorkerKills(t *testing.T) {
 	if kills < 3 {
 		t.Errorf("only %d kills happened while the job ran", kills)
 	}
+	if windowParts == 0 {
+		t.Error("no capture of the perride window came in parts")
+	}
+	t.Logf("up to %d part files of perride's at once", windowParts)
 	if len(st.Recoveries) < kills {
 		t.Errorf("%d recoveries for %d kills", len(st.Recoveries), kills)
 	}
 	checkStateCodec(t, c.bucket, jobID, []byte{0x04, 0x22, 0x4d, 0x18}) // an LZ4 frame
+}
+
+// countParts returns how many state files of operator, at parallelism
+// parallelism, cover fewer key groups than a subtask owns: the parts of
+// captures in parts (a whole capture is one file of the subtask's range,
+// or packed into a worker's object).
+func countParts(t *testing.T, b blob.BucketReader, id, operator string, parallelism int) int {
+	t.Helper()
+	objs, err := b.List(context.Background(), layout.OperatorStatePrefix(id, operator))
+	if err != nil {
+		return 0 // MinIO busy: the next look counts
+	}
+	whole := map[string]bool{}
+	for i := range parallelism {
+		start, end := arrowfmt.KeyGroupRange(i, arrowfmt.DefaultMaxParallelism, parallelism)
+		whole[fmt.Sprintf("%d-%d", start, end)] = true
+	}
+	n := 0
+	for _, o := range objs {
+		rng, _, _ := strings.Cut(strings.TrimPrefix(o.Key, layout.OperatorStatePrefix(id, operator)), "/")
+		if !whole[rng] {
+			n++
+		}
+	}
+	return n
 }
 
 // checkStateCodec checks that the job's state objects hold frames of its
