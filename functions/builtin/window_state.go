@@ -533,8 +533,9 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 		case len(c.chunks) > 0:
 			c.keys, c.chunks, c.next = c.chunks[0], c.chunks[1:], 0
 		default:
-			// The walk of the groups before c.group is done.
-			if c.partBytes > 0 && c.group > c.partStart && c.heldBytes() >= c.partBytes {
+			// The walk of the groups before c.group is done. (After
+			// the last group, finish ends the last part.)
+			if c.partBytes > 0 && c.group > c.partStart && c.group < len(w.groups) && c.heldBytes() >= c.partBytes {
 				c.endPart(c.group)
 			}
 			if !c.list() {
@@ -641,9 +642,7 @@ func (c *windowCapture) endPart(end int) {
 func (c *windowCapture) finish() {
 	c.done = true
 	if c.partBytes > 0 {
-		if c.partStart < len(c.w.groups) || len(c.w.groups) == 0 {
-			c.endPart(len(c.w.groups))
-		}
+		c.endPart(len(c.w.groups))
 	} else {
 		c.batches = c.rowsOf(0, len(c.w.groups))
 	}
