@@ -226,7 +226,8 @@ type Table[V any] interface {
 	// backend keeps v by reference.
 	Put(kg int, key, ns string, v V)
 	// Delete removes the entry at (kg, key, ns), marking it dirty if it
-	// existed.
+	// existed. Get and Delete keep neither key nor ns, which may point
+	// into memory the caller reuses; Put keeps both.
 	Delete(kg int, key, ns string)
 	// Range calls fn for every entry of key group kg, in no particular
 	// order, until fn returns false. fn may Delete the entry it is given.
@@ -276,7 +277,7 @@ func (valueType[V]) Type() reflect.Type { return reflect.TypeFor[V]() }
 func (vt valueType[V]) Encoded(t EncodedTable) any { return &encodedValues[V]{t: t, codec: vt.codec} }
 
 func (vt valueType[V]) newHeapTable(name string, start, end int) anyTable {
-	return &heapTable[V]{name: name, codec: vt.codec, start: start, end: end, groups: make([]group[V], end-start)}
+	return &heapTable[V]{name: name, codec: vt.codec, start: start, end: end, groups: make([]group[V], end-start), epoch: 1}
 }
 
 // OpenTable returns table name of b holding values of type V, registering

@@ -52,9 +52,35 @@ type entryCopy struct {
 // the table: the dirty set taken at the barrier (a delta) and the entries
 // copied before they changed.
 type groupView struct {
-	dirty  map[entryKey]struct{}
+	dirty  dirtySet // nil: none
 	copies map[entryKey]entryCopy
 }
+
+// dirtySet is the dirty set of one key group of a table, as a capture
+// holds it from the barrier on.
+type dirtySet interface {
+	// has reports whether k is in the set.
+	has(k entryKey) bool
+	// appendTo appends the set's keys to dst, in no particular order.
+	appendTo(dst []entryKey) []entryKey
+	// settle tells the set that the walk has written its key group: it
+	// is only read again to be given back (restoreDirty).
+	settle()
+}
+
+// keySet is a dirtySet held as a map (a store's tables).
+type keySet map[entryKey]struct{}
+
+func (s keySet) has(k entryKey) bool { _, ok := s[k]; return ok }
+
+func (s keySet) appendTo(dst []entryKey) []entryKey {
+	for k := range s {
+		dst = append(dst, k)
+	}
+	return dst
+}
+
+func (keySet) settle() {}
 
 // timerView is groupView for the timers of one key group, per domain.
 type timerView struct {
@@ -240,10 +266,8 @@ func (c *memCapture) copyEntry(i, kg int, k entryKey) {
 		return
 	}
 	v := &c.tables[i].views[kg-c.b.start]
-	if !c.full {
-		if _, ok := v.dirty[k]; !ok {
-			return
-		}
+	if !c.full && (v.dirty == nil || !v.dirty.has(k)) {
+		return
 	}
 	if _, ok := v.copies[k]; ok {
 		return
@@ -320,6 +344,9 @@ func (c *memCapture) Step(deadline time.Time) (bool, error) {
 				// The dirty set stays until the end: a failure gives it
 				// back.
 				t.views[g].copies = nil
+				if d := t.views[g].dirty; d != nil {
+					d.settle()
+				}
 				c.part++
 			}
 		case c.part == len(c.tables):

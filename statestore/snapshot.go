@@ -109,11 +109,11 @@ type snapTable interface {
 	// rows returns how many rows the segments write over all key groups.
 	rows(full bool) int
 	// takeDirtyGroups hands out the dirty set of each key group (index:
-	// key group - start) and empties them.
-	takeDirtyGroups() []map[entryKey]struct{}
-	// restoreDirty marks the entries of d, taken from key group kg,
-	// dirty again.
-	restoreDirty(kg int, d map[entryKey]struct{})
+	// key group - start; nil: none) and empties them.
+	takeDirtyGroups() []dirtySet
+	// restoreDirty marks the entries of d (nil: none), taken from key
+	// group kg, dirty again.
+	restoreDirty(kg int, d dirtySet)
 	// copyOnWrite reports whether a capture in steps may copy the
 	// table's entries before they change (memCapture).
 	copyOnWrite() bool
@@ -449,7 +449,17 @@ func compareTimerKeys(a, b timerKey) int {
 func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
 	g := &t.groups[kg-t.start]
 	if full {
-		for k := range g.entries {
+		for k, c := range g.entries {
+			if c.absent {
+				// Absent at the barrier (a change since is copied), or
+				// deleted before it: a base has no row for it. A
+				// tombstone no capture reads any more goes.
+				if c.epoch+1 < t.epoch {
+					delete(g.entries, k)
+					g.dead--
+				}
+				continue
+			}
 			if _, copied := v.copies[k]; !copied {
 				keys = append(keys, k)
 			}
@@ -459,10 +469,8 @@ func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, key
 				keys = append(keys, k)
 			}
 		}
-	} else {
-		for k := range v.dirty {
-			keys = append(keys, k)
-		}
+	} else if v.dirty != nil {
+		keys = v.dirty.appendTo(keys)
 	}
 	return newKeySegment(name, kg, keys, v, t.appendEncoded)
 }
@@ -470,27 +478,75 @@ func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, key
 func (t *heapTable[V]) rows(full bool) int {
 	n := 0
 	for i := range t.groups {
+		g := &t.groups[i]
 		if full {
-			n += len(t.groups[i].entries)
+			n += len(g.entries) - g.dead
 		} else {
-			n += len(t.groups[i].dirty)
+			n += len(g.dirty)
 		}
 	}
 	return n
 }
 
-func (t *heapTable[V]) takeDirtyGroups() []map[entryKey]struct{} {
-	out := make([]map[entryKey]struct{}, len(t.groups))
+// takeDirtyGroups hands out each key group's dirty list as it is and
+// starts a new epoch, leaving the entries' marks as they are: an entry
+// marked in the epoch that ended is in the set handed out (heapDirty.has).
+func (t *heapTable[V]) takeDirtyGroups() []dirtySet {
+	out := make([]dirtySet, len(t.groups))
 	for i := range t.groups {
-		out[i], t.groups[i].dirty = t.groups[i].dirty, nil
+		g := &t.groups[i]
+		if len(g.dirty) > 0 {
+			out[i] = &heapDirty[V]{g: g, epoch: t.epoch, keys: g.dirty}
+			g.dirty = nil
+		}
 	}
+	t.epoch++
 	return out
 }
 
-func (t *heapTable[V]) restoreDirty(kg int, d map[entryKey]struct{}) {
-	g := &t.groups[kg-t.start]
-	for k := range d {
-		g.markDirty(k)
+func (t *heapTable[V]) restoreDirty(kg int, d dirtySet) {
+	if d == nil {
+		return
+	}
+	g := t.group(kg)
+	for _, k := range d.(*heapDirty[V]).keys {
+		c, ok := g.entries[k]
+		if !ok {
+			// Settled: it was absent at the barrier and still is.
+			c = cell[V]{absent: true}
+			g.dead++
+		}
+		t.mark(g, k, &c)
+		g.entries[k] = c
+	}
+}
+
+// heapDirty is a heap table's dirty set of one key group, taken at a
+// barrier: the keys marked in the epoch that the barrier ended. An entry
+// marked since is marked anew, in the next epoch, and has copied it
+// before (memCapture.copyEntry).
+type heapDirty[V any] struct {
+	g     *group[V]
+	epoch uint32
+	keys  []entryKey
+}
+
+func (d *heapDirty[V]) has(k entryKey) bool {
+	c, ok := d.g.entries[k]
+	return ok && c.epoch == d.epoch
+}
+
+func (d *heapDirty[V]) appendTo(dst []entryKey) []entryKey { return append(dst, d.keys...) }
+
+// settle drops the tombstones the capture has written that nothing
+// marked since.
+func (d *heapDirty[V]) settle() {
+	g := d.g
+	for _, k := range d.keys {
+		if c, ok := g.entries[k]; ok && c.absent && c.epoch == d.epoch {
+			delete(g.entries, k)
+			g.dead--
+		}
 	}
 }
 
@@ -501,21 +557,24 @@ func (t *heapTable[V]) copyOnWrite() bool { return immutable(reflect.TypeFor[V](
 func (t *heapTable[V]) hook(c *memCapture, i int) { t.capture, t.index = c, i }
 
 func (t *heapTable[V]) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
-	g := &t.groups[kg-t.start]
 	if deleted {
-		delete(g.entries, entryKey{key, ns})
+		g := &t.groups[kg-t.start]
+		k := entryKey{key, ns}
+		switch c, ok := g.entries[k]; {
+		case !ok || c.absent:
+		case c.epoch == t.epoch: // in a dirty list: keep it as a tombstone
+			g.entries[k] = cell[V]{epoch: c.epoch, absent: true}
+			g.dead++
+		default:
+			delete(g.entries, k)
+		}
 		return nil
 	}
 	v, err := t.codec.Decode(value)
 	if err != nil {
 		return err
 	}
-	if g.entries == nil {
-		g.entries = map[entryKey]V{}
-	}
-	// Assigning replaces the map's key too: clone, or it would point into
-	// the batch.
-	g.entries[entryKey{strings.Clone(key), strings.Clone(ns)}] = v
+	t.restore(kg, key, ns, v)
 	return nil
 }
 
@@ -538,9 +597,9 @@ func (e *encodedTable) segment(name string, kg int, full bool, v *groupView, key
 
 // An encodedTable never changes: OpenTable decodes it into a new table.
 
-func (e *encodedTable) takeDirtyGroups() []map[entryKey]struct{} { return nil }
+func (e *encodedTable) takeDirtyGroups() []dirtySet { return nil }
 
-func (e *encodedTable) restoreDirty(int, map[entryKey]struct{}) {}
+func (e *encodedTable) restoreDirty(int, dirtySet) {}
 
 func (e *encodedTable) copyOnWrite() bool { return true }
 

@@ -780,3 +780,100 @@ func TestSnapshotIncrementalSize(t *testing.T) {
 		}
 	}
 }
+
+// heapCells returns the cells a heap table keeps in key group kg,
+// tombstones included, and checks its count of tombstones.
+func heapCells(t *testing.T, tab Table[int64], kg int) int {
+	t.Helper()
+	h := tab.(*heapTable[int64])
+	g := h.group(kg)
+	dead := 0
+	for _, c := range g.entries {
+		if c.absent {
+			dead++
+		}
+	}
+	if dead != g.dead {
+		t.Fatalf("key group %d: %d tombstones, counted %d", kg, dead, g.dead)
+	}
+	return len(g.entries)
+}
+
+// TestHeapTombstones: a deleted heap entry is kept (a tombstone) while a
+// dirty set needs it, is listed once per epoch however often it comes
+// and goes, and goes once the snapshot that writes it is done; a
+// capture that fails after letting it go gives it back.
+func TestHeapTombstones(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	b := NewMemory(0, 4)
+	n, _ := OpenTable[int64](b, "n", failCodec{})
+
+	// Churn within epochs: each key once in a delta, and nothing kept.
+	for epoch := range 20 {
+		for i := range 50 {
+			k := fmt.Sprint("k", i)
+			n.Put(0, k, "", int64(epoch))
+			n.Delete(0, k, "")
+			n.Put(0, k, "", int64(epoch))
+			if i%2 == 0 {
+				n.Delete(0, k, "")
+			}
+		}
+		if got := n.Len(0); got != 25 {
+			t.Fatalf("epoch %d: Len %d, want 25", epoch, got)
+		}
+		recs := snapshot(t, b, mem, false)
+		if got := countRows(recs); got != 50 {
+			t.Fatalf("epoch %d: a delta of %d rows, want 50 (each key once)", epoch, got)
+		}
+		releaseAll(recs)
+		if got := heapCells(t, n, 0); got != 25 {
+			t.Fatalf("epoch %d: %d cells after the delta, want the 25 entries", epoch, got)
+		}
+	}
+	// Deleting what is gone changes nothing.
+	n.Delete(0, "k0", "")
+	if d := b.TakeDirty(); len(d) != 0 {
+		t.Fatalf("TakeDirty after deleting a deleted key: %v", d)
+	}
+
+	// A delta that fails in key group 3, after writing (and letting go
+	// of) the tombstone of key group 0: the next delta still deletes it.
+	n.Delete(0, "k1", "")
+	n.Put(3, "bad", "", -1)
+	c, err := b.BeginSnapshot(mem, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Step(time.Time{}); err == nil {
+		t.Fatal("a value its codec refuses was captured")
+	}
+	n.Put(3, "bad", "", 2)
+	recs := snapshot(t, b, mem, false)
+	want := []string{
+		`0 n "k1" "" - - true`,
+		`3 n "bad" "" 0200000000000000 - false`,
+	}
+	if got := snapRows(t, recs); !slices.Equal(got, want) {
+		t.Errorf("delta after a failed one\n got %q\nwant %q", got, want)
+	}
+	releaseAll(recs)
+
+	// A capture dropped unfinished loses its dirty sets (the next
+	// snapshot is a base, by contract); its tombstones go with the
+	// base.
+	n.Delete(0, "k3", "")
+	c, err = b.BeginSnapshot(mem, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	if got := heapCells(t, n, 0); got != 24 {
+		t.Fatalf("%d cells after a dropped capture, want the 23 entries and a tombstone", got)
+	}
+	releaseAll(snapshot(t, b, mem, true))
+	if got := heapCells(t, n, 0); got != 23 {
+		t.Fatalf("%d cells after a base, want the 23 entries", got)
+	}
+}

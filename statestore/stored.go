@@ -3,6 +3,7 @@ package statestore
 import (
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // Store keeps a backend's tables as encoded values outside the Go heap:
@@ -145,7 +146,7 @@ func (s *storedTable) Delete(kg int, key, ns string) {
 	if _, ok := s.Get(kg, key, ns); !ok {
 		return
 	}
-	s.markDirty(kg, key, ns)
+	s.markDirty(kg, strings.Clone(key), strings.Clone(ns)) // the dirty set keeps them
 	s.t.Delete(kg, key, ns)
 }
 
@@ -208,8 +209,8 @@ func (s *storedTable) putEncoded(kg int, key, ns string, b []byte) error {
 // runs to the end at the barrier. Either way v has no copies.
 func (s *storedTable) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
 	if !full {
-		for k := range v.dirty {
-			keys = append(keys, k)
+		if v.dirty != nil {
+			keys = v.dirty.appendTo(keys)
 		}
 		snap := s.snap
 		if snap == nil {
@@ -295,14 +296,22 @@ func (s *iterSegment) written(k entryKey) bool {
 
 func (s *iterSegment) release() []entryKey { return nil }
 
-func (s *storedTable) takeDirtyGroups() []map[entryKey]struct{} {
-	out := s.dirty
+func (s *storedTable) takeDirtyGroups() []dirtySet {
+	out := make([]dirtySet, len(s.dirty))
+	for i, d := range s.dirty {
+		if d != nil {
+			out[i] = keySet(d)
+		}
+	}
 	s.dirty = make([]map[entryKey]struct{}, s.end-s.start)
 	return out
 }
 
-func (s *storedTable) restoreDirty(kg int, d map[entryKey]struct{}) {
-	for k := range d {
+func (s *storedTable) restoreDirty(kg int, d dirtySet) {
+	if d == nil {
+		return
+	}
+	for k := range d.(keySet) {
 		s.markDirty(kg, k.key, k.ns)
 	}
 }

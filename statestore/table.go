@@ -3,24 +3,32 @@ package statestore
 import (
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // heapTable is the in-memory Table: it holds Go values per key group
 // and (key, namespace). It tracks which entries changed since the last
 // TakeDirty. Key groups outside the backend's range are a bug in the caller
 // and panic.
+//
+// Change tracking costs no map of its own: each entry carries the epoch
+// it was last marked dirty in, and a key group lists the keys marked in
+// the current epoch, each once. Taking the dirty sets starts a new epoch.
+// A deleted entry stays as a tombstone while a dirty set needs it.
 type heapTable[V any] struct {
 	name       string
 	codec      Codec[V]
 	start, end int
 	groups     []group[V]
+	// epoch is the current epoch: entries marked in it are in the
+	// groups' dirty lists. Restored entries are in epoch 0, which is
+	// never current.
+	epoch uint32
 	// capture is the snapshot being captured in steps, which this table
 	// is the index-th table of, or nil.
 	capture *memCapture
 	index   int
 }
-
-var _ Table[int64] = (*heapTable[int64])(nil)
 
 // anyTable is a table of the in-memory backend seen without its value
 // type, as snapshots see it.
@@ -39,18 +47,31 @@ type anyTable interface {
 
 type entryKey struct{ key, ns string }
 
-// group is one key group's part of a table; its maps are made on first
-// write, since most of a subtask's tables × key groups stay empty.
-type group[V any] struct {
-	entries map[entryKey]V
-	dirty   map[entryKey]struct{}
+// cell is an entry of a heap table.
+type cell[V any] struct {
+	v V
+	// epoch is the table's epoch when the entry was last marked dirty.
+	epoch uint32
+	// absent: deleted, a tombstone kept for the dirty sets.
+	absent bool
 }
 
-func (g *group[V]) markDirty(k entryKey) {
-	if g.dirty == nil {
-		g.dirty = map[entryKey]struct{}{}
+// group is one key group's part of a table; its map is made on first
+// write, since most of a subtask's tables × key groups stay empty.
+type group[V any] struct {
+	entries map[entryKey]cell[V]
+	// dirty lists the keys marked in the table's current epoch.
+	dirty []entryKey
+	// dead counts the tombstones in entries.
+	dead int
+}
+
+// mark marks the entry c of key k dirty, once per epoch.
+func (t *heapTable[V]) mark(g *group[V], k entryKey, c *cell[V]) {
+	if c.epoch != t.epoch {
+		c.epoch = t.epoch
+		g.dirty = append(g.dirty, k)
 	}
-	g.dirty[k] = struct{}{}
 }
 
 // Name implements Table.
@@ -67,50 +88,66 @@ func (t *heapTable[V]) group(kg int) *group[V] {
 // Get returns the value at (kg, key, ns) and whether there is one. The value
 // is the one stored, not a copy: change a mutable value only to Put it back.
 func (t *heapTable[V]) Get(kg int, key, ns string) (V, bool) {
-	v, ok := t.group(kg).entries[entryKey{key, ns}]
-	return v, ok
+	c, ok := t.group(kg).entries[entryKey{key, ns}]
+	return c.v, ok && !c.absent
 }
 
 // Put stores v at (kg, key, ns) and marks the entry dirty.
 func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 	g := t.group(kg)
 	if g.entries == nil {
-		g.entries = map[entryKey]V{}
+		g.entries = map[entryKey]cell[V]{}
 	}
 	k := entryKey{key, ns}
 	if t.capture != nil {
 		t.capture.copyEntry(t.index, kg, k)
 	}
-	g.entries[k] = v
-	g.markDirty(k)
+	c, ok := g.entries[k]
+	if ok && c.absent {
+		g.dead--
+	}
+	t.mark(g, k, &c)
+	g.entries[k] = cell[V]{v: v, epoch: c.epoch}
 }
 
 // Delete removes the entry at (kg, key, ns), marking it dirty if it existed.
 func (t *heapTable[V]) Delete(kg int, key, ns string) {
 	g := t.group(kg)
 	k := entryKey{key, ns}
-	if _, ok := g.entries[k]; !ok {
+	c, ok := g.entries[k]
+	if !ok || c.absent {
 		return
 	}
+	// The tombstone, the dirty list and a capture's copy keep the key:
+	// clone it, the caller's strings may be borrowed (Table.Delete).
+	// Assigning replaces the map's key too.
+	k = entryKey{strings.Clone(key), strings.Clone(ns)}
 	if t.capture != nil {
 		t.capture.copyEntry(t.index, kg, k)
 	}
-	delete(g.entries, k)
-	g.markDirty(k)
+	t.mark(g, k, &c)
+	g.entries[k] = cell[V]{epoch: c.epoch, absent: true}
+	g.dead++
 }
 
 // Range calls fn for every entry of key group kg, in no particular order,
 // until fn returns false. fn may Delete the entry it is given.
 func (t *heapTable[V]) Range(kg int, fn func(key, ns string, v V) bool) {
-	for k, v := range t.group(kg).entries {
-		if !fn(k.key, k.ns, v) {
+	for k, c := range t.group(kg).entries {
+		if c.absent {
+			continue
+		}
+		if !fn(k.key, k.ns, c.v) {
 			return
 		}
 	}
 }
 
 // Len returns the number of entries in key group kg.
-func (t *heapTable[V]) Len(kg int) int { return len(t.group(kg).entries) }
+func (t *heapTable[V]) Len(kg int) int {
+	g := t.group(kg)
+	return len(g.entries) - g.dead
+}
 
 // TakeDirty returns the scopes written or deleted since the last call,
 // sorted by key group, key and namespace, and clears the dirty set. An
@@ -125,12 +162,18 @@ func (t *heapTable[V]) takeDirty() []Scope {
 			continue
 		}
 		first := len(out)
-		for k := range g.dirty {
+		for _, k := range g.dirty {
 			out = append(out, Scope{KeyGroup: t.start + i, Key: k.key, Namespace: k.ns})
+			if c := g.entries[k]; c.absent {
+				delete(g.entries, k) // no dirty set holds it now
+				g.dead--
+			}
 		}
 		slices.SortFunc(out[first:], Scope.compare)
-		g.dirty = nil
+		clear(g.dirty)
+		g.dirty = g.dirty[:0]
 	}
+	t.epoch++
 	return out
 }
 
@@ -152,11 +195,23 @@ func (t *heapTable[V]) putEncoded(kg int, key, ns string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	// Restored entries are in the snapshot already: not dirty.
+	t.restore(kg, key, ns, v)
+	return nil
+}
+
+// restore stores a restored entry: it is in the snapshot already, so it
+// is not marked dirty (an entry marked before keeps its mark). The key
+// and namespace are cloned: they may point into a batch.
+func (t *heapTable[V]) restore(kg int, key, ns string, v V) {
 	g := t.group(kg)
 	if g.entries == nil {
-		g.entries = map[entryKey]V{}
+		g.entries = map[entryKey]cell[V]{}
 	}
-	g.entries[entryKey{key, ns}] = v
-	return nil
+	c, ok := g.entries[entryKey{key, ns}]
+	if ok && c.absent {
+		g.dead--
+	}
+	// Assigning replaces the map's key too: clone, or it would point
+	// into the batch.
+	g.entries[entryKey{strings.Clone(key), strings.Clone(ns)}] = cell[V]{v: v, epoch: c.epoch}
 }
