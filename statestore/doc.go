@@ -16,7 +16,9 @@
 // and aggregating kinds of state are built over its tables (state.go), and
 // statetest is the contract suite every backend passes. Memory, the
 // in-memory backend, keeps Go values, not bytes, like Flink's heap
-// backend: a Get or Put costs a map operation and no serialisation. Each
+// backend: a Get or Put costs a hash lookup and no serialisation (its
+// tables are open-addressing indexes over cells, with the keys' bytes in
+// an arena: cells.go). Each
 // table is registered by name with a Codec that turns its values into
 // bytes; in Memory, snapshots are the only users of codecs.
 //
@@ -25,7 +27,8 @@
 // Checkpoints upload state incrementally: only what changed since the last
 // checkpoint. To make that cheap, every table and the timer service track,
 // per key group, a dirty set of the scopes (entries, timers) written or
-// deleted since the last snapshot. Backend.Snapshot, synchronously at the
+// deleted since the last snapshot (a heap table as an epoch per entry and
+// a list of the keys marked in the current one: table.go). Backend.Snapshot, synchronously at the
 // barrier, turns either everything (a base) or the dirty sets (a delta)
 // into Arrow record batches of SnapshotSchema, one row per entry or timer
 // with its key group first:

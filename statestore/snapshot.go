@@ -449,19 +449,21 @@ func compareTimerKeys(a, b timerKey) int {
 func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
 	g := &t.groups[kg-t.start]
 	if full {
-		for k, c := range g.entries {
-			if c.absent {
+		for i := range g.cells {
+			switch c := &g.cells[i]; c.state {
+			case cellAbsent:
 				// Absent at the barrier (a change since is copied), or
 				// deleted before it: a base has no row for it. A
 				// tombstone no capture reads any more goes.
 				if c.epoch+1 < t.epoch {
-					delete(g.entries, k)
+					g.drop(i)
 					g.dead--
 				}
-				continue
-			}
-			if _, copied := v.copies[k]; !copied {
-				keys = append(keys, k)
+			case cellLive:
+				k := g.key(i)
+				if _, copied := v.copies[k]; !copied {
+					keys = append(keys, k)
+				}
 			}
 		}
 		for k, c := range v.copies {
@@ -480,7 +482,7 @@ func (t *heapTable[V]) rows(full bool) int {
 	for i := range t.groups {
 		g := &t.groups[i]
 		if full {
-			n += len(g.entries) - g.dead
+			n += g.live
 		} else {
 			n += len(g.dirty)
 		}
@@ -510,14 +512,14 @@ func (t *heapTable[V]) restoreDirty(kg int, d dirtySet) {
 	}
 	g := t.group(kg)
 	for _, k := range d.(*heapDirty[V]).keys {
-		c, ok := g.entries[k]
-		if !ok {
+		i, h := g.find(k.key, k.ns)
+		if i < 0 {
 			// Settled: it was absent at the barrier and still is.
-			c = cell[V]{absent: true}
+			i = g.add(h, k.key, k.ns)
+			g.cells[i].state = cellAbsent
 			g.dead++
 		}
-		t.mark(g, k, &c)
-		g.entries[k] = c
+		t.mark(g, i)
 	}
 }
 
@@ -532,8 +534,8 @@ type heapDirty[V any] struct {
 }
 
 func (d *heapDirty[V]) has(k entryKey) bool {
-	c, ok := d.g.entries[k]
-	return ok && c.epoch == d.epoch
+	i, _ := d.g.find(k.key, k.ns)
+	return i >= 0 && d.g.cells[i].epoch == d.epoch
 }
 
 func (d *heapDirty[V]) appendTo(dst []entryKey) []entryKey { return append(dst, d.keys...) }
@@ -543,8 +545,8 @@ func (d *heapDirty[V]) appendTo(dst []entryKey) []entryKey { return append(dst, 
 func (d *heapDirty[V]) settle() {
 	g := d.g
 	for _, k := range d.keys {
-		if c, ok := g.entries[k]; ok && c.absent && c.epoch == d.epoch {
-			delete(g.entries, k)
+		if i, _ := g.find(k.key, k.ns); i >= 0 && g.cells[i].state == cellAbsent && g.cells[i].epoch == d.epoch {
+			g.drop(i)
 			g.dead--
 		}
 	}
@@ -559,14 +561,13 @@ func (t *heapTable[V]) hook(c *memCapture, i int) { t.capture, t.index = c, i }
 func (t *heapTable[V]) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
 	if deleted {
 		g := &t.groups[kg-t.start]
-		k := entryKey{key, ns}
-		switch c, ok := g.entries[k]; {
-		case !ok || c.absent:
-		case c.epoch == t.epoch: // in a dirty list: keep it as a tombstone
-			g.entries[k] = cell[V]{epoch: c.epoch, absent: true}
-			g.dead++
+		switch i, _ := g.find(key, ns); {
+		case i < 0 || g.cells[i].state != cellLive:
+		case g.cells[i].epoch == t.epoch: // in a dirty list: keep it as a tombstone
+			t.tombstone(g, i)
 		default:
-			delete(g.entries, k)
+			g.drop(i)
+			g.live--
 		}
 		return nil
 	}

@@ -787,16 +787,19 @@ func heapCells(t *testing.T, tab Table[int64], kg int) int {
 	t.Helper()
 	h := tab.(*heapTable[int64])
 	g := h.group(kg)
-	dead := 0
-	for _, c := range g.entries {
-		if c.absent {
+	var live, dead int
+	for _, c := range g.cells {
+		switch c.state {
+		case cellLive:
+			live++
+		case cellAbsent:
 			dead++
 		}
 	}
-	if dead != g.dead {
-		t.Fatalf("key group %d: %d tombstones, counted %d", kg, dead, g.dead)
+	if live != g.live || dead != g.dead {
+		t.Fatalf("key group %d: %d entries and %d tombstones, counted %d and %d", kg, live, dead, g.live, g.dead)
 	}
-	return len(g.entries)
+	return live + dead
 }
 
 // TestHeapTombstones: a deleted heap entry is kept (a tombstone) while a

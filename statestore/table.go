@@ -3,7 +3,6 @@ package statestore
 import (
 	"reflect"
 	"slices"
-	"strings"
 )
 
 // heapTable is the in-memory Table: it holds Go values per key group
@@ -47,30 +46,11 @@ type anyTable interface {
 
 type entryKey struct{ key, ns string }
 
-// cell is an entry of a heap table.
-type cell[V any] struct {
-	v V
-	// epoch is the table's epoch when the entry was last marked dirty.
-	epoch uint32
-	// absent: deleted, a tombstone kept for the dirty sets.
-	absent bool
-}
-
-// group is one key group's part of a table; its map is made on first
-// write, since most of a subtask's tables × key groups stay empty.
-type group[V any] struct {
-	entries map[entryKey]cell[V]
-	// dirty lists the keys marked in the table's current epoch.
-	dirty []entryKey
-	// dead counts the tombstones in entries.
-	dead int
-}
-
-// mark marks the entry c of key k dirty, once per epoch.
-func (t *heapTable[V]) mark(g *group[V], k entryKey, c *cell[V]) {
-	if c.epoch != t.epoch {
+// mark marks cell i of g dirty, once per epoch.
+func (t *heapTable[V]) mark(g *group[V], i int) {
+	if c := &g.cells[i]; c.epoch != t.epoch {
 		c.epoch = t.epoch
-		g.dirty = append(g.dirty, k)
+		g.dirty = append(g.dirty, g.key(i))
 	}
 }
 
@@ -88,66 +68,75 @@ func (t *heapTable[V]) group(kg int) *group[V] {
 // Get returns the value at (kg, key, ns) and whether there is one. The value
 // is the one stored, not a copy: change a mutable value only to Put it back.
 func (t *heapTable[V]) Get(kg int, key, ns string) (V, bool) {
-	c, ok := t.group(kg).entries[entryKey{key, ns}]
-	return c.v, ok && !c.absent
+	g := t.group(kg)
+	if i, _ := g.find(key, ns); i >= 0 && g.cells[i].state == cellLive {
+		return g.cells[i].v, true
+	}
+	var zero V
+	return zero, false
 }
 
 // Put stores v at (kg, key, ns) and marks the entry dirty.
 func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 	g := t.group(kg)
-	if g.entries == nil {
-		g.entries = map[entryKey]cell[V]{}
-	}
-	k := entryKey{key, ns}
 	if t.capture != nil {
-		t.capture.copyEntry(t.index, kg, k)
+		t.capture.copyEntry(t.index, kg, entryKey{key, ns})
 	}
-	c, ok := g.entries[k]
-	if ok && c.absent {
+	i, h := g.find(key, ns)
+	switch {
+	case i < 0:
+		i = g.add(h, key, ns)
+		g.live++
+	case g.cells[i].state == cellAbsent:
 		g.dead--
+		g.live++
 	}
-	t.mark(g, k, &c)
-	g.entries[k] = cell[V]{v: v, epoch: c.epoch}
+	c := &g.cells[i]
+	c.v, c.state = v, cellLive
+	t.mark(g, i)
 }
 
 // Delete removes the entry at (kg, key, ns), marking it dirty if it existed.
 func (t *heapTable[V]) Delete(kg int, key, ns string) {
 	g := t.group(kg)
-	k := entryKey{key, ns}
-	c, ok := g.entries[k]
-	if !ok || c.absent {
+	i, _ := g.find(key, ns)
+	if i < 0 || g.cells[i].state != cellLive {
 		return
 	}
-	// The tombstone, the dirty list and a capture's copy keep the key:
-	// clone it, the caller's strings may be borrowed (Table.Delete).
-	// Assigning replaces the map's key too.
-	k = entryKey{strings.Clone(key), strings.Clone(ns)}
 	if t.capture != nil {
-		t.capture.copyEntry(t.index, kg, k)
+		// The arena's key: the caller's strings may be borrowed.
+		t.capture.copyEntry(t.index, kg, g.key(i))
 	}
-	t.mark(g, k, &c)
-	g.entries[k] = cell[V]{epoch: c.epoch, absent: true}
+	t.tombstone(g, i)
+	t.mark(g, i)
+}
+
+// tombstone makes live cell i of g a tombstone.
+func (t *heapTable[V]) tombstone(g *group[V], i int) {
+	var zero V
+	c := &g.cells[i]
+	c.v, c.state = zero, cellAbsent
+	g.live--
 	g.dead++
 }
 
 // Range calls fn for every entry of key group kg, in no particular order,
 // until fn returns false. fn may Delete the entry it is given.
 func (t *heapTable[V]) Range(kg int, fn func(key, ns string, v V) bool) {
-	for k, c := range t.group(kg).entries {
-		if c.absent {
+	g := t.group(kg)
+	for i := 0; i < len(g.cells); i++ {
+		if g.cells[i].state != cellLive {
 			continue
 		}
-		if !fn(k.key, k.ns, c.v) {
+		k := g.key(i)
+		if !fn(k.key, k.ns, g.cells[i].v) {
 			return
 		}
 	}
 }
 
 // Len returns the number of entries in key group kg.
-func (t *heapTable[V]) Len(kg int) int {
-	g := t.group(kg)
-	return len(g.entries) - g.dead
-}
+func (t *heapTable[V]) Len(kg int) int { return t.group(kg).live }
 
 // TakeDirty returns the scopes written or deleted since the last call,
 // sorted by key group, key and namespace, and clears the dirty set. An
@@ -164,8 +153,8 @@ func (t *heapTable[V]) takeDirty() []Scope {
 		first := len(out)
 		for _, k := range g.dirty {
 			out = append(out, Scope{KeyGroup: t.start + i, Key: k.key, Namespace: k.ns})
-			if c := g.entries[k]; c.absent {
-				delete(g.entries, k) // no dirty set holds it now
+			if j, _ := g.find(k.key, k.ns); j >= 0 && g.cells[j].state == cellAbsent {
+				g.drop(j) // no dirty set holds it now
 				g.dead--
 			}
 		}
@@ -200,18 +189,18 @@ func (t *heapTable[V]) putEncoded(kg int, key, ns string, b []byte) error {
 }
 
 // restore stores a restored entry: it is in the snapshot already, so it
-// is not marked dirty (an entry marked before keeps its mark). The key
-// and namespace are cloned: they may point into a batch.
+// is not marked dirty (an entry marked before keeps its mark).
 func (t *heapTable[V]) restore(kg int, key, ns string, v V) {
 	g := t.group(kg)
-	if g.entries == nil {
-		g.entries = map[entryKey]cell[V]{}
-	}
-	c, ok := g.entries[entryKey{key, ns}]
-	if ok && c.absent {
+	i, h := g.find(key, ns)
+	switch {
+	case i < 0:
+		i = g.add(h, key, ns)
+		g.live++
+	case g.cells[i].state == cellAbsent:
 		g.dead--
+		g.live++
 	}
-	// Assigning replaces the map's key too: clone, or it would point
-	// into the batch.
-	g.entries[entryKey{strings.Clone(key), strings.Clone(ns)}] = cell[V]{v: v, epoch: c.epoch}
+	c := &g.cells[i]
+	c.v, c.state = v, cellLive
 }

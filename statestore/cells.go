@@ -1,0 +1,223 @@
+package statestore
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+	"unsafe"
+)
+
+// A heap table's entries of one key group (group): cells in a slice,
+// found through an open-addressing index of their hashes, with the keys'
+// bytes in an arena.
+//
+// A Go map of (key, namespace) strings to values cost a heap table three
+// cache misses per lookup at a million keys (the map's control word, its
+// slot, the key's bytes) and held a pointer per string for the garbage
+// collector to scan. Here a lookup reads one index slot (a 32-bit hash
+// tag beside the cell's position) and then the cell, which holds the
+// key's first 8 bytes and both lengths: a key of up to 8 bytes without a
+// namespace (an integer key) is compared without reading the arena. The
+// cells and the arena hold no pointers unless V does.
+//
+// Strings handed out (key) point into the arena, which is only ever
+// appended to: a compaction copies the live keys into a new arena, so a
+// string handed out before stays what it was.
+
+// keySeed seeds the hashes of the process's heap tables.
+var keySeed = maphash.MakeSeed()
+
+// Cell states.
+const (
+	cellFree   uint8 = iota // unused, on the free list
+	cellLive                // an entry
+	cellAbsent              // a tombstone: deleted, kept for a dirty set
+)
+
+// cell is an entry of a heap table.
+type cell[V any] struct {
+	v V
+	// prefix is the key's first 8 bytes (little endian, zero padded).
+	prefix uint64
+	// The key's bytes then the namespace's are at off in the arena.
+	off         uint64
+	klen, nslen uint32
+	// epoch is the table's epoch when the entry was last marked dirty.
+	epoch uint32
+	state uint8
+}
+
+// Index slots: 0 is empty, slotGone a slot whose cell was dropped (a
+// probe goes on past it), else the hash's high 32 bits and the cell's
+// position + 1.
+const slotGone = 1 << 32
+
+// group is one key group's part of a table.
+type group[V any] struct {
+	cells []cell[V]
+	index []uint64 // a power of two long, or nil
+	// used counts the index slots not empty (cells and slotGone).
+	used  int
+	free  []uint32 // free cells
+	arena []byte
+	// garbage counts the arena bytes of dropped cells.
+	garbage int
+	// live and dead count the entries and the tombstones.
+	live, dead int
+	// dirty lists the keys marked in the table's current epoch.
+	dirty []entryKey
+}
+
+func hashKey(key, ns string) uint64 {
+	h := maphash.String(keySeed, key)
+	if ns != "" {
+		h ^= bits.RotateLeft64(maphash.String(keySeed, ns), 31) * 0x9e3779b97f4a7c15
+	}
+	return h
+}
+
+func keyPrefix(s string) uint64 {
+	if len(s) >= 8 {
+		return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s), 8))
+	}
+	var b [8]byte
+	copy(b[:], s)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// find returns the position of the cell of (key, ns), live or a
+// tombstone, or -1, and the key's hash.
+func (g *group[V]) find(key, ns string) (int, uint64) {
+	h := hashKey(key, ns)
+	if g.index == nil {
+		return -1, h
+	}
+	p := keyPrefix(key)
+	tag := h >> 32
+	mask := uint64(len(g.index) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := g.index[i]
+		if s == 0 {
+			return -1, h
+		}
+		if s>>32 != tag || uint32(s) == 0 {
+			continue
+		}
+		c := &g.cells[uint32(s)-1]
+		if c.prefix != p || int(c.klen) != len(key) || int(c.nslen) != len(ns) {
+			continue
+		}
+		if (len(key) <= 8 && len(ns) == 0) || g.equal(c, key, ns) {
+			return int(uint32(s) - 1), h
+		}
+	}
+}
+
+func (g *group[V]) equal(c *cell[V], key, ns string) bool {
+	b := g.arena[c.off : c.off+uint64(c.klen)+uint64(c.nslen)]
+	return string(b[:c.klen]) == key && string(b[c.klen:]) == ns
+}
+
+// key returns the key of cell i, pointing into the arena.
+func (g *group[V]) key(i int) entryKey {
+	c := &g.cells[i]
+	return entryKey{g.str(c.off, c.klen), g.str(c.off+uint64(c.klen), c.nslen)}
+}
+
+func (g *group[V]) str(off uint64, n uint32) string {
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&g.arena[off], n)
+}
+
+// add makes a cell for (key, ns), which has none, of hash h (find's),
+// copying the strings into the arena, and returns its position. Its
+// state and value are the caller's to set; its epoch is 0.
+func (g *group[V]) add(h uint64, key, ns string) int {
+	if (g.used+1)*4 > len(g.index)*3 {
+		g.rebuild(len(g.cells) - len(g.free) + 1)
+	}
+	var i int
+	if n := len(g.free); n > 0 {
+		i = int(g.free[n-1])
+		g.free = g.free[:n-1]
+	} else {
+		g.cells = append(g.cells, cell[V]{})
+		i = len(g.cells) - 1
+	}
+	off := uint64(len(g.arena))
+	g.arena = append(append(g.arena, key...), ns...)
+	g.cells[i] = cell[V]{prefix: keyPrefix(key), off: off, klen: uint32(len(key)), nslen: uint32(len(ns))}
+	g.place(h, i)
+	return i
+}
+
+// place puts cell i of hash h in the first empty or dropped slot of its
+// probe.
+func (g *group[V]) place(h uint64, i int) {
+	mask := uint64(len(g.index) - 1)
+	for j := h & mask; ; j = (j + 1) & mask {
+		switch g.index[j] {
+		case 0:
+			g.used++
+			fallthrough
+		case slotGone:
+			g.index[j] = h>>32<<32 | uint64(i+1)
+			return
+		}
+	}
+}
+
+// rebuild makes an index for n cells at most half full, without the
+// dropped slots.
+func (g *group[V]) rebuild(n int) {
+	size := 8
+	for size < 2*n {
+		size *= 2
+	}
+	g.index = make([]uint64, size)
+	g.used = 0
+	for i := range g.cells {
+		if g.cells[i].state != cellFree {
+			k := g.key(i)
+			g.place(hashKey(k.key, k.ns), i)
+		}
+	}
+}
+
+// drop removes cell i from the index and frees it; the caller keeps the
+// counts.
+func (g *group[V]) drop(i int) {
+	c := &g.cells[i]
+	k := g.key(i)
+	h := hashKey(k.key, k.ns)
+	mask := uint64(len(g.index) - 1)
+	for j := h & mask; ; j = (j + 1) & mask {
+		if uint32(g.index[j]) == uint32(i+1) {
+			g.index[j] = slotGone
+			break
+		}
+	}
+	g.garbage += int(c.klen) + int(c.nslen)
+	*c = cell[V]{}
+	g.free = append(g.free, uint32(i))
+	if g.garbage > 4096 && g.garbage*2 > len(g.arena) {
+		g.compact()
+	}
+}
+
+// compact copies the keys of the cells in use into a new arena.
+func (g *group[V]) compact() {
+	arena := make([]byte, 0, len(g.arena)-g.garbage)
+	for i := range g.cells {
+		c := &g.cells[i]
+		if c.state == cellFree {
+			continue
+		}
+		off := uint64(len(arena))
+		arena = append(arena, g.arena[c.off:c.off+uint64(c.klen)+uint64(c.nslen)]...)
+		c.off = off
+	}
+	g.arena, g.garbage = arena, 0
+}
