@@ -288,13 +288,28 @@ func TestChaosWorkerKills(t *testing.T) {
 	st := chaosRunSpec(t, c, lz4Spec, func(ctx context.Context, id string) {
 		jobID = id
 		rng := rand.New(rand.NewPCG(1, 2))
-		for kills < 6 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Duration(3000+rng.IntN(2000)) * time.Millisecond):
+		// wait waits d, looking for perride's parts in the bucket every
+		// 250 ms (a part file lives from its checkpoint to the next
+		// base), and reports whether the job still runs.
+		wait := func(d time.Duration) bool {
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-time.After(250 * time.Millisecond):
+				}
+				windowParts = max(windowParts, countParts(t, c.bucket, id, "perride", 3))
 			}
-			windowParts = max(windowParts, countParts(t, c.bucket, id, "perride", 3))
+			return true
+		}
+		defer func() {
+			for wait(time.Second) { // until the job ends
+			}
+		}()
+		for kills < 6 {
+			if !wait(time.Duration(3000+rng.IntN(2000)) * time.Millisecond) {
+				return
+			}
 			var ws []string
 			c.mu.Lock()
 			for _, w := range c.workersWithTasks(id) {
