@@ -29,9 +29,10 @@ var keySeed = maphash.MakeSeed()
 
 // Cell states.
 const (
-	cellFree   uint8 = iota // unused, on the free list
-	cellLive                // an entry
-	cellAbsent              // a tombstone: deleted, kept for a dirty set
+	cellFree    uint8 = iota // unused, on the free list
+	cellLive                 // an entry
+	cellAbsent               // a tombstone: deleted, kept for a dirty set
+	cellRetired              // a tombstone out of the index, its key kept for a capture's dirty set (group.retire)
 )
 
 // cell is an entry of a heap table.
@@ -64,8 +65,11 @@ type group[V any] struct {
 	garbage int
 	// live and dead count the entries and the tombstones.
 	live, dead int
-	// dirty lists the keys marked in the table's current epoch.
-	dirty []entryKey
+	// dirty lists the cells marked in the table's current epoch.
+	dirty []uint32
+	// retired lists the cells retired while a capture holds its dirty
+	// set; they are freed when it ends (release).
+	retired []uint32
 }
 
 func hashKey(key, ns string) uint64 {
@@ -135,9 +139,7 @@ func (g *group[V]) str(off uint64, n uint32) string {
 // copying the strings into the arena, and returns its position. Its
 // state and value are the caller's to set; its epoch is 0.
 func (g *group[V]) add(h uint64, key, ns string) int {
-	if (g.used+1)*4 > len(g.index)*3 {
-		g.rebuild(len(g.cells) - len(g.free) + 1)
-	}
+	g.room()
 	var i int
 	if n := len(g.free); n > 0 {
 		i = int(g.free[n-1])
@@ -151,6 +153,13 @@ func (g *group[V]) add(h uint64, key, ns string) int {
 	g.cells[i] = cell[V]{prefix: keyPrefix(key), off: off, klen: uint32(len(key)), nslen: uint32(len(ns))}
 	g.place(h, i)
 	return i
+}
+
+// room makes sure the index has room for one more cell.
+func (g *group[V]) room() {
+	if (g.used+1)*4 > len(g.index)*3 {
+		g.rebuild(len(g.cells) - len(g.free) + 1)
+	}
 }
 
 // place puts cell i of hash h in the first empty or dropped slot of its
@@ -179,26 +188,57 @@ func (g *group[V]) rebuild(n int) {
 	g.index = make([]uint64, size)
 	g.used = 0
 	for i := range g.cells {
-		if g.cells[i].state != cellFree {
+		if st := g.cells[i].state; st == cellLive || st == cellAbsent {
 			k := g.key(i)
 			g.place(hashKey(k.key, k.ns), i)
 		}
 	}
 }
 
-// drop removes cell i from the index and frees it; the caller keeps the
-// counts.
-func (g *group[V]) drop(i int) {
-	c := &g.cells[i]
+// unindex takes cell i out of the index.
+func (g *group[V]) unindex(i int) {
 	k := g.key(i)
 	h := hashKey(k.key, k.ns)
 	mask := uint64(len(g.index) - 1)
 	for j := h & mask; ; j = (j + 1) & mask {
 		if uint32(g.index[j]) == uint32(i+1) {
 			g.index[j] = slotGone
-			break
+			return
 		}
 	}
+}
+
+// retire takes cell i out of the index but keeps it, key and all, until
+// release: a capture's dirty set names it by position, and giving the
+// set back (restoreDirty) reads its key.
+func (g *group[V]) retire(i int) {
+	g.unindex(i)
+	var zero V
+	c := &g.cells[i]
+	c.v, c.state = zero, cellRetired
+	g.retired = append(g.retired, uint32(i))
+}
+
+// release frees the retired cells that were not given back.
+func (g *group[V]) release() {
+	for _, i := range g.retired {
+		if g.cells[i].state == cellRetired {
+			g.free1(int(i))
+		}
+	}
+	g.retired = g.retired[:0]
+}
+
+// drop removes cell i from the index and frees it; the caller keeps the
+// counts.
+func (g *group[V]) drop(i int) {
+	g.unindex(i)
+	g.free1(i)
+}
+
+// free1 frees cell i, which is out of the index.
+func (g *group[V]) free1(i int) {
+	c := &g.cells[i]
 	g.garbage += int(c.klen) + int(c.nslen)
 	*c = cell[V]{}
 	g.free = append(g.free, uint32(i))

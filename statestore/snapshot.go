@@ -498,7 +498,7 @@ func (t *heapTable[V]) takeDirtyGroups() []dirtySet {
 	for i := range t.groups {
 		g := &t.groups[i]
 		if len(g.dirty) > 0 {
-			out[i] = &heapDirty[V]{g: g, epoch: t.epoch, keys: g.dirty}
+			out[i] = &heapDirty[V]{g: g, epoch: t.epoch, cells: g.dirty}
 			g.dirty = nil
 		}
 	}
@@ -511,11 +511,19 @@ func (t *heapTable[V]) restoreDirty(kg int, d dirtySet) {
 		return
 	}
 	g := t.group(kg)
-	for _, k := range d.(*heapDirty[V]).keys {
-		i, h := g.find(k.key, k.ns)
-		if i < 0 {
-			// Settled: it was absent at the barrier and still is.
-			i = g.add(h, k.key, k.ns)
+	for _, i := range d.(*heapDirty[V]).cells {
+		i := int(i)
+		if g.cells[i].state == cellRetired {
+			// Settled: absent at the barrier and since. Unless it was
+			// put again (a new cell, marked), it is a tombstone again.
+			k := g.key(i)
+			j, h := g.find(k.key, k.ns)
+			if j >= 0 {
+				t.mark(g, j)
+				continue
+			}
+			g.room()
+			g.place(h, i)
 			g.cells[i].state = cellAbsent
 			g.dead++
 		}
@@ -524,13 +532,14 @@ func (t *heapTable[V]) restoreDirty(kg int, d dirtySet) {
 }
 
 // heapDirty is a heap table's dirty set of one key group, taken at a
-// barrier: the keys marked in the epoch that the barrier ended. An entry
-// marked since is marked anew, in the next epoch, and has copied it
-// before (memCapture.copyEntry).
+// barrier: the cells marked in the epoch that the barrier ended. An
+// entry marked since is marked anew, in the next epoch, and has copied
+// it before (memCapture.copyEntry). Until the capture ends, none of its
+// cells is freed (group.retire).
 type heapDirty[V any] struct {
 	g     *group[V]
 	epoch uint32
-	keys  []entryKey
+	cells []uint32
 }
 
 func (d *heapDirty[V]) has(k entryKey) bool {
@@ -538,15 +547,20 @@ func (d *heapDirty[V]) has(k entryKey) bool {
 	return i >= 0 && d.g.cells[i].epoch == d.epoch
 }
 
-func (d *heapDirty[V]) appendTo(dst []entryKey) []entryKey { return append(dst, d.keys...) }
+func (d *heapDirty[V]) appendTo(dst []entryKey) []entryKey {
+	for _, i := range d.cells {
+		dst = append(dst, d.g.key(int(i)))
+	}
+	return dst
+}
 
-// settle drops the tombstones the capture has written that nothing
+// settle retires the tombstones the capture has written that nothing
 // marked since.
 func (d *heapDirty[V]) settle() {
 	g := d.g
-	for _, k := range d.keys {
-		if i, _ := g.find(k.key, k.ns); i >= 0 && g.cells[i].state == cellAbsent && g.cells[i].epoch == d.epoch {
-			g.drop(i)
+	for _, i := range d.cells {
+		if c := &g.cells[i]; c.state == cellAbsent && c.epoch == d.epoch {
+			g.retire(int(i))
 			g.dead--
 		}
 	}
@@ -556,7 +570,15 @@ func (d *heapDirty[V]) settle() {
 // are put back.
 func (t *heapTable[V]) copyOnWrite() bool { return immutable(reflect.TypeFor[V]()) }
 
-func (t *heapTable[V]) hook(c *memCapture, i int) { t.capture, t.index = c, i }
+// hook: unhooking ends the capture, which frees the cells it retired.
+func (t *heapTable[V]) hook(c *memCapture, i int) {
+	t.capture, t.index = c, i
+	if c == nil {
+		for g := range t.groups {
+			t.groups[g].release()
+		}
+	}
+}
 
 func (t *heapTable[V]) restoreRow(kg int, key, ns string, value []byte, deleted bool) error {
 	if deleted {

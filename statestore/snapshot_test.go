@@ -863,10 +863,38 @@ func TestHeapTombstones(t *testing.T) {
 	}
 	releaseAll(recs)
 
+	// The same, but the tombstone is put again once written: the next
+	// delta holds its new value, once.
+	n.Delete(0, "k5", "")
+	n.Put(3, "bad", "", -1)
+	if c, err = b.BeginSnapshot(mem, false); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := c.Step(time.Now().Add(-time.Second)); done || err != nil {
+		t.Fatalf("the first step: done %v, error %v; want key group 0 written, no more", done, err)
+	}
+	n.Put(0, "k5", "", 7)
+	if _, err := c.Step(time.Time{}); err == nil {
+		t.Fatal("a value its codec refuses was captured")
+	}
+	n.Put(3, "bad", "", 3)
+	recs = snapshot(t, b, mem, false)
+	want = []string{
+		`0 n "k5" "" 0700000000000000 - false`,
+		`3 n "bad" "" 0300000000000000 - false`,
+	}
+	if got := snapRows(t, recs); !slices.Equal(got, want) {
+		t.Errorf("delta after a failed one\n got %q\nwant %q", got, want)
+	}
+	releaseAll(recs)
+	if got := heapCells(t, n, 0); got != 24 {
+		t.Fatalf("%d cells, want the 24 entries", got)
+	}
+
 	// A capture dropped unfinished loses its dirty sets (the next
 	// snapshot is a base, by contract); its tombstones go with the
 	// base.
-	n.Delete(0, "k3", "")
+	n.Delete(0, "k7", "")
 	c, err = b.BeginSnapshot(mem, false)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ type entryKey struct{ key, ns string }
 func (t *heapTable[V]) mark(g *group[V], i int) {
 	if c := &g.cells[i]; c.epoch != t.epoch {
 		c.epoch = t.epoch
-		g.dirty = append(g.dirty, g.key(i))
+		g.dirty = append(g.dirty, uint32(i))
 	}
 }
 
@@ -151,15 +151,17 @@ func (t *heapTable[V]) takeDirty() []Scope {
 			continue
 		}
 		first := len(out)
-		for _, k := range g.dirty {
+		for _, j := range g.dirty {
+			k := g.key(int(j))
 			out = append(out, Scope{KeyGroup: t.start + i, Key: k.key, Namespace: k.ns})
-			if j, _ := g.find(k.key, k.ns); j >= 0 && g.cells[j].state == cellAbsent {
-				g.drop(j) // no dirty set holds it now
+		}
+		for _, j := range g.dirty {
+			if g.cells[j].state == cellAbsent {
+				g.drop(int(j)) // no dirty set holds it now
 				g.dead--
 			}
 		}
 		slices.SortFunc(out[first:], Scope.compare)
-		clear(g.dirty)
 		g.dirty = g.dirty[:0]
 	}
 	t.epoch++
