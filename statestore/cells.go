@@ -135,6 +135,23 @@ func (g *group[V]) str(off uint64, n uint32) string {
 	return unsafe.String(&g.arena[off], n)
 }
 
+// set stores v in the cell of (key, ns), live now, made if there is
+// none, and returns its position.
+func (g *group[V]) set(key, ns string, v V) int {
+	i, h := g.find(key, ns)
+	switch {
+	case i < 0:
+		i = g.add(h, key, ns)
+		g.live++
+	case g.cells[i].state == cellAbsent:
+		g.dead--
+		g.live++
+	}
+	c := &g.cells[i]
+	c.v, c.state = v, cellLive
+	return i
+}
+
 // add makes a cell for (key, ns), which has none, of hash h (find's),
 // copying the strings into the arena, and returns its position. Its
 // state and value are the caller's to set; its epoch is 0.

@@ -82,18 +82,7 @@ func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 	if t.capture != nil {
 		t.capture.copyEntry(t.index, kg, entryKey{key, ns})
 	}
-	i, h := g.find(key, ns)
-	switch {
-	case i < 0:
-		i = g.add(h, key, ns)
-		g.live++
-	case g.cells[i].state == cellAbsent:
-		g.dead--
-		g.live++
-	}
-	c := &g.cells[i]
-	c.v, c.state = v, cellLive
-	t.mark(g, i)
+	t.mark(g, g.set(key, ns, v))
 }
 
 // Delete removes the entry at (kg, key, ns), marking it dirty if it existed.
@@ -193,16 +182,5 @@ func (t *heapTable[V]) putEncoded(kg int, key, ns string, b []byte) error {
 // restore stores a restored entry: it is in the snapshot already, so it
 // is not marked dirty (an entry marked before keeps its mark).
 func (t *heapTable[V]) restore(kg int, key, ns string, v V) {
-	g := t.group(kg)
-	i, h := g.find(key, ns)
-	switch {
-	case i < 0:
-		i = g.add(h, key, ns)
-		g.live++
-	case g.cells[i].state == cellAbsent:
-		g.dead--
-		g.live++
-	}
-	c := &g.cells[i]
-	c.v, c.state = v, cellLive
+	t.group(kg).set(key, ns, v)
 }
