@@ -42,10 +42,23 @@ import (
 // copying a large one would be a long step.
 const captureBatchBytes = 8 << 20
 
-// entryCopy is a table entry as it was at the barrier.
+// entryCopy is a table entry as it was at the barrier: its encoded
+// value, n bytes at off in its view's arena, or absent (n < 0). A copy
+// per entry changed cost a slice header and an allocation of its own.
 type entryCopy struct {
-	value   []byte
-	present bool
+	off uint64
+	n   int32
+}
+
+func (c entryCopy) present() bool { return c.n >= 0 }
+
+// value returns the copy's encoded value, nil if absent.
+func (v *groupView) value(c entryCopy) []byte {
+	if c.n < 0 {
+		return nil
+	}
+	end := c.off + uint64(c.n)
+	return v.arena[c.off:end:end]
 }
 
 // groupView is what a snapshot of one key group of a table reads besides
@@ -54,6 +67,7 @@ type entryCopy struct {
 type groupView struct {
 	dirty  dirtySet // nil: none
 	copies map[entryKey]entryCopy
+	arena  []byte // the copies' values
 }
 
 // dirtySet is the dirty set of one key group of a table, as a capture
@@ -272,7 +286,8 @@ func (c *memCapture) copyEntry(i, kg int, k entryKey) {
 	if _, ok := v.copies[k]; ok {
 		return
 	}
-	enc, present, err := c.tables[i].t.appendEncoded(nil, kg, k.key, k.ns)
+	off := len(v.arena)
+	arena, present, err := c.tables[i].t.appendEncoded(v.arena, kg, k.key, k.ns)
 	if err != nil {
 		if c.err == nil {
 			c.err = fmt.Errorf("statestore: snapshot of table %q, key group %d: key %q, namespace %q: %w", c.tables[i].name, kg, k.key, k.ns, err)
@@ -282,7 +297,12 @@ func (c *memCapture) copyEntry(i, kg int, k entryKey) {
 	if v.copies == nil {
 		v.copies = map[entryKey]entryCopy{}
 	}
-	v.copies[k] = entryCopy{value: enc, present: present}
+	cp := entryCopy{off: uint64(off), n: -1}
+	if present {
+		cp.n = int32(len(arena) - off)
+		v.arena = arena
+	}
+	v.copies[k] = cp
 }
 
 // copyTimer keeps whether timer k of domain d and key group kg is set,
@@ -343,7 +363,7 @@ func (c *memCapture) Step(deadline time.Time) (bool, error) {
 				c.seg = nil
 				// The dirty set stays until the end: a failure gives it
 				// back.
-				t.views[g].copies = nil
+				t.views[g].copies, t.views[g].arena = nil, nil
 				if d := t.views[g].dirty; d != nil {
 					d.settle()
 				}
@@ -450,7 +470,7 @@ func (s *keySegment) write(w *snapWriter, n int) (bool, error) {
 	for ; s.pos < len(s.keys) && n > 0; s.pos, n = s.pos+1, n-1 {
 		k := s.keys[s.pos]
 		if c, ok := s.v.copies[k]; ok {
-			if err := w.entry(s.kg, s.name, k.key, k.ns, c.value, c.present); err != nil {
+			if err := w.entry(s.kg, s.name, k.key, k.ns, s.v.value(c), c.present()); err != nil {
 				return false, err
 			}
 			continue

@@ -467,7 +467,7 @@ func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, key
 			}
 		}
 		for k, c := range v.copies {
-			if c.present {
+			if c.present() {
 				keys = append(keys, k)
 			}
 		}

@@ -80,7 +80,13 @@ func (t *heapTable[V]) Get(kg int, key, ns string) (V, bool) {
 func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 	g := t.group(kg)
 	if t.capture != nil {
-		t.capture.copyEntry(t.index, kg, entryKey{key, ns})
+		// The copy keeps the arena's key where there is one, not the
+		// caller's strings.
+		k := entryKey{key, ns}
+		if i, _ := g.find(key, ns); i >= 0 {
+			k = g.key(i)
+		}
+		t.capture.copyEntry(t.index, kg, k)
 	}
 	t.mark(g, g.set(key, ns, v))
 }
