@@ -53,7 +53,10 @@ func (a *Allocator) Allocate(size int) []byte {
 	return b
 }
 
-// Reallocate returns b resized to size bytes, with b's first bytes.
+// Reallocate returns b resized to size bytes, with b's first bytes. A
+// mapped buffer grows by remapping where the platform can (Linux's
+// mremap), not by copying: a capture's builders double their buffers
+// as they fill, and copying hundreds of megabytes made a long step.
 func (a *Allocator) Reallocate(size int, b []byte) []byte {
 	m := a.mapping(b)
 	switch {
@@ -61,6 +64,15 @@ func (a *Allocator) Reallocate(size int, b []byte) []byte {
 		return b[:size]
 	case m == nil && size < MinMapped:
 		return a.small.Reallocate(size, b)
+	case m != nil:
+		if nb, err := remap(m, size); err == nil {
+			a.mu.Lock()
+			delete(a.maps, unsafe.SliceData(m))
+			a.maps[unsafe.SliceData(nb)] = nb
+			a.mapped += len(nb) - len(m)
+			a.mu.Unlock()
+			return nb
+		}
 	}
 	nb := a.Allocate(size)
 	copy(nb, b)

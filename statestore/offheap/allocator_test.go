@@ -48,11 +48,19 @@ func TestAllocatorMapsLargeBuffers(t *testing.T) {
 	if h := a.Reallocate(2*MinMapped, g[:MinMapped]); &h[0] != &g[0] || h[99] != 99 {
 		t.Fatal("growing within the mapping moved the buffer or lost its bytes")
 	}
-	// Grown past its mapping: a new one, the old one unmapped.
+	// Grown past its mapping: a larger one (remapped on Linux, else a
+	// new one and a copy), with its bytes and zeros after them.
+	g[2*MinMapped] = 7
 	g = a.Reallocate(8*MinMapped, g)
-	if a.Mapped() != 8*MinMapped || g[99] != 99 {
-		t.Fatalf("grown past its mapping: %d bytes mapped, byte 99 = %d", a.Mapped(), g[99])
+	if a.Mapped() != 8*MinMapped || g[99] != 99 || g[2*MinMapped] != 7 {
+		t.Fatalf("grown past its mapping: %d bytes mapped, byte 99 = %d, byte %d = %d", a.Mapped(), g[99], 2*MinMapped, g[2*MinMapped])
 	}
+	for i := 3 * MinMapped; i < len(g); i++ {
+		if g[i] != 0 {
+			t.Fatalf("byte %d of the grown buffer is %d, want 0", i, g[i])
+		}
+	}
+	g[len(g)-1] = 1 // all of it is writable
 	a.Free(g)
 	if a.Mapped() != 0 {
 		t.Fatalf("%d bytes mapped after the last buffer was freed", a.Mapped())
