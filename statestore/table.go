@@ -10,8 +10,9 @@ import (
 // TakeDirty. Key groups outside the backend's range are a bug in the caller
 // and panic.
 //
-// Change tracking costs no map of its own: each entry carries the epoch
-// it was last marked dirty in, and a key group lists the keys marked in
+// Its entries are cells behind an open-addressing index (cells.go).
+// Change tracking costs no map of its own: each cell carries the epoch
+// it was last marked dirty in, and a key group lists the cells marked in
 // the current epoch, each once. Taking the dirty sets starts a new epoch.
 // A deleted entry stays as a tombstone while a dirty set needs it.
 type heapTable[V any] struct {
@@ -28,6 +29,8 @@ type heapTable[V any] struct {
 	capture *memCapture
 	index   int
 }
+
+var _ Table[int64] = (*heapTable[int64])(nil)
 
 // anyTable is a table of the in-memory backend seen without its value
 // type, as snapshots see it.
