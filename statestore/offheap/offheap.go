@@ -21,6 +21,7 @@ package offheap
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -70,6 +71,54 @@ func Make[T any](a *Arena, n int) []T {
 	a.maps[unsafe.SliceData(b)] = b
 	a.mapped += len(b)
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// Append appends x to s, as the built-in append does, for a slice that
+// grows one value at a time into a large table (a join's keys, say): s is
+// nil or a slice Make, Append or Grow returned. Use the slice returned,
+// not s, after.
+func Append[T any](a *Arena, s []T, x T) []T {
+	if len(s) == cap(s) {
+		s = Grow(a, s, 1)
+	}
+	return append(s, x)
+}
+
+// Grow returns s with room for n more values, as slices.Grow does, for s
+// nil or a slice Make, Append or Grow returned. The room doubles; once it
+// takes MinMapped bytes it is mapped outside the Go heap, and from then on
+// it grows by remapping its pages (Linux's mremap) instead of copying
+// them, so that a growing table neither holds its old and new copies at
+// once nor copies itself. The values may move: pointers to them, and
+// values that point into s, are not valid after. Use the slice returned,
+// not s, after.
+func Grow[T any](a *Arena, s []T, n int) []T {
+	if n < 0 {
+		panic("offheap: Grow by a negative length")
+	}
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	checkType(reflect.TypeFor[T]())
+	want := max(len(s)+n, 2*cap(s), 64)
+	size := int(reflect.TypeFor[T]().Size()) * want
+	if size < MinMapped || size == 0 {
+		return slices.Grow(s, want-len(s))
+	}
+	if isMapped(a, s) {
+		p := (*byte)(unsafe.Pointer(unsafe.SliceData(s)))
+		old := a.maps[p]
+		if b, err := remap(old, size); err == nil {
+			delete(a.maps, p)
+			a.maps[unsafe.SliceData(b)] = b
+			a.mapped += len(b) - len(old)
+			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), want)[:len(s)]
+		}
+	}
+	ns := Make[T](a, want)[:len(s)]
+	copy(ns, s)
+	Free(a, s)
+	return ns
 }
 
 // isMapped reports whether s, which Make returned, is mapped outside the

@@ -297,3 +297,65 @@ func TestMakeAlignsHugeMappings(t *testing.T) {
 		t.Fatalf("%d bytes still mapped after freeing every slice", a.Mapped())
 	}
 }
+
+// TestAppendGrowsOutsideTheHeap appends values one at a time past
+// MinMapped bytes: the slice moves outside the heap once, then grows by
+// remapping, and keeps every value.
+func TestAppendGrowsOutsideTheHeap(t *testing.T) {
+	type entry struct {
+		a, b int64
+		c    int32
+	}
+	var a Arena
+	var s []entry
+	const n = 3 * MinMapped // values of 24 bytes: about 72 MinMapped's worth
+	moves := 0
+	for i := range n {
+		before := unsafe.SliceData(s)
+		s = Append(&a, s, entry{a: int64(i), b: -int64(i), c: int32(i)})
+		if before != unsafe.SliceData(s) {
+			moves++
+		}
+		if i == 100 && a.Mapped() != 0 {
+			t.Fatalf("%d bytes mapped for 101 values, want them on the heap", a.Mapped())
+		}
+	}
+	if len(s) != n {
+		t.Fatalf("len %d, want %d", len(s), n)
+	}
+	for i, e := range s {
+		if e != (entry{a: int64(i), b: -int64(i), c: int32(i)}) {
+			t.Fatalf("value %d is %+v", i, e)
+		}
+	}
+	size := int(unsafe.Sizeof(entry{}))
+	if got := a.Mapped(); got != cap(s)*size || !isMapped(&a, s) {
+		t.Fatalf("mapped %d bytes (mapped: %v), want the slice's %d", got, isMapped(&a, s), cap(s)*size)
+	}
+	if len(a.maps) != 1 {
+		t.Fatalf("%d mappings, want only the slice's: a grown one was not given back", len(a.maps))
+	}
+	// The room past the values is zero, as Make's is.
+	extra := s[len(s):cap(s)]
+	for i := range extra {
+		if extra[i] != (entry{}) {
+			t.Fatalf("value %d past the end is %+v, want zero", len(s)+i, extra[i])
+		}
+	}
+	// Grow by more than doubling: the room is what was asked for.
+	s = Grow(&a, s, 5*cap(s))
+	if cap(s)-len(s) < 5*n {
+		t.Fatalf("cap %d after Grow by %d from len %d", cap(s), 5*n, len(s))
+	}
+	if s[n-1].c != n-1 {
+		t.Fatalf("last value after Grow: %+v", s[n-1])
+	}
+	if got := Grow(&a, s, 1); unsafe.SliceData(got) != unsafe.SliceData(s) || cap(got) != cap(s) {
+		t.Fatal("Grow with room enough moved the slice")
+	}
+	t.Logf("%d values of %d bytes: %d moves, %d bytes mapped", n, size, moves, a.Mapped())
+	a.Close()
+	if a.Mapped() != 0 {
+		t.Fatalf("after Close: %d bytes", a.Mapped())
+	}
+}
