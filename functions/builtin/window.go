@@ -739,7 +739,7 @@ func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
 	r, ks := w.keys.New()
 	ks.tag, ks.ref, ks.group, ks.captured = tagOf(hash), r, uint16(kg), w.snaps
 	w.setKey(ks, w.keyBuf)
-	w.insert(&w.groups[kg-w.kgStart], ks)
+	w.groups[kg-w.kgStart].insert(&w.arena, makeSlot(ks.tag, ks.ref))
 	if tracked && w.tracking {
 		ks.changed, ks.fresh = w.snaps+1, true
 		w.changed[kg-w.kgStart].Append(r)
@@ -769,7 +769,7 @@ func (w *windowOperator) touch(ks *windowKey) {
 // dead for the next snapshot to begin, which frees it when its capture
 // ends.
 func (w *windowOperator) removeKey(ks *windowKey) {
-	w.groups[int(ks.group)-w.kgStart].remove(ks)
+	w.groups[int(ks.group)-w.kgStart].remove(makeSlot(ks.tag, ks.ref))
 	if w.tracking {
 		w.dead = append(w.dead, ks.ref)
 	} else {

@@ -224,7 +224,7 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 	w.baseSized = false
 	for g, n := range added {
 		if t := &w.groups[g]; n > 0 && t.n == 0 {
-			w.reserve(t, n)
+			t.reserve(&w.arena, n)
 			w.baseSized = true
 		}
 	}
