@@ -2,12 +2,14 @@ package builtin
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -16,6 +18,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore/offheap"
 	"github.com/weirstream/weir/statestore/rows"
 )
 
@@ -428,12 +431,12 @@ type joinEntry struct {
 
 // joinKey is the state of one key: its rows of each input, as lists of
 // entries. It is kept small: a key has often just one row. Its encoding
-// (keys that are not fast) and windows are in joinOperator.skeys and wins
-// at the same index.
+// (keys that are not fast) is in joinOperator.keyBytes where ikey says;
+// its windows are in win1 at the same index.
 type joinKey struct {
 	hash  uint64
-	ikey  int64 // the key value (fast keys)
-	next  int32 // next key with the same hash, or the next free key
+	ikey  int64 // the key value (fast keys), or its encoding's offset in keyBytes
+	next  int32 // the next free key (free keys)
 	group int32 // key group, or -1 for a free key
 	head  [2]int32
 	tail  [2]int32
@@ -671,12 +674,28 @@ type joinOperator struct {
 	maxFloor int64
 
 	sides [2]joinSide
-	index map[uint64]int32 // key hash -> first key with it
-	keys  []joinKey
-	skeys []string // per key: its arrowfmt encoding (keys that are not fast)
-	// wins holds per key the ends of the windows with rows of the key that
-	// have not fired, sorted (window joins). Each has a timer at end-1.
-	wins    [][]int64
+	// groups holds per key group (index: key group - kgStart) a table of
+	// its keys. arena holds the tables, keys and ents once they are large
+	// (offheap.Append), so that the collector neither scans them nor
+	// lets them double, and a growing list is remapped rather than
+	// copied.
+	groups []keyTable
+	arena  offheap.Arena
+	keys   []joinKey
+	// keyBytes holds the arrowfmt encodings of the keys that are not
+	// fast, each after its length (a uvarint), where the key's ikey says.
+	// A dropped key's bytes stay until keyGarbage, their count, is half
+	// of keyBytes and at least keyCompactMin (0: joinKeyCompactMin;
+	// tests set it low); then the next new key compacts them
+	// (compactKeys, counted in keyCompactions).
+	keyBytes       []byte
+	keyGarbage     int
+	keyCompactMin  int
+	keyCompactions int
+	// win1 and winMore hold per key the ends of the windows with rows of
+	// the key that have not fired (window joins; see addWindow).
+	win1    []int64
+	winMore map[int32][]int64
 	free    int32          // first free key, or -1
 	ents    [2][]joinEntry // per input
 	freeEnt [2]int32       // first free entry of each input, or -1
@@ -756,7 +775,7 @@ func (j *joinOperator) Open(ctx *task.Context) error {
 	for g := range j.saved {
 		j.saved[g] = task.MinWatermark
 	}
-	j.index = map[uint64]int32{}
+	j.groups = make([]keyTable, j.nGroups)
 	j.free, j.freeEnt = -1, [2]int32{-1, -1}
 	j.expiry[0].reset()
 	j.expiry[1].reset()
@@ -883,9 +902,10 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 		if hasTs {
 			ts = times[r] + offset
 		}
+		g := arrowfmt.KeyGroup(j.hashes[r], j.maxPar) - j.kgStart
 		wm := j.wm
 		if j.floor != nil {
-			wm = j.effWm(arrowfmt.KeyGroup(j.hashes[r], j.maxPar) - j.kgStart)
+			wm = j.effWm(g)
 		}
 		switch c.kind {
 		case joinInterval:
@@ -908,7 +928,7 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 		} else {
 			j.keyBuf = arrowfmt.AppendRowKey(j.keyBuf[:0], b, keyCols, r)
 		}
-		k := j.findKey(j.hashes[r], ikey)
+		k := j.findKey(g, j.hashes[r], ikey)
 
 		if k >= 0 && c.kind != joinWindow {
 			me := joinRef{bi, int32(r)}
@@ -944,7 +964,7 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 			continue // no later row can match it: past its ttl, say
 		}
 		if k < 0 {
-			k = j.newKey(j.hashes[r], ikey, arrowfmt.KeyGroup(j.hashes[r], j.maxPar)-j.kgStart)
+			k = j.newKey(j.hashes[r], ikey, g)
 		}
 		j.store(k, input, bi, int32(r), ts, exp)
 		if c.kind == joinWindow {
@@ -971,23 +991,28 @@ func joinKeyNull(b arrow.RecordBatch, cols []int, r int) bool {
 	return false
 }
 
-// findKey returns the key with hash whose value is ikey (fast keys) or
-// j.keyBuf, or -1.
-func (j *joinOperator) findKey(hash uint64, ikey int64) int32 {
-	k, ok := j.index[hash]
-	if !ok {
+// findKey returns the key of key group kgStart+g with hash whose value
+// is ikey (fast keys) or j.keyBuf, or -1.
+func (j *joinOperator) findKey(g int, hash uint64, ikey int64) int32 {
+	t := &j.groups[g]
+	if t.n == 0 {
 		return -1
 	}
-	if j.cfg.fast {
-		for k >= 0 && j.keys[k].ikey != ikey {
-			k = j.keys[k].next
+	tag := tagOf(hash)
+	mask := len(t.slots) - 1
+	for i := t.home(tag); ; i = (i + 1) & mask {
+		sl := t.slots[i]
+		if sl == 0 {
+			return -1
 		}
-		return k
+		if sl.tag() != tag {
+			continue
+		}
+		k := int32(sl.ref())
+		if j.cfg.fast && j.keys[k].ikey == ikey || !j.cfg.fast && j.keyOf(k) == string(j.keyBuf) {
+			return k
+		}
 	}
-	for k >= 0 && j.skeys[k] != string(j.keyBuf) {
-		k = j.keys[k].next
-	}
-	return k
 }
 
 // newKey adds a key with no rows: ikey (fast keys) or j.keyBuf.
@@ -997,13 +1022,10 @@ func (j *joinOperator) newKey(hash uint64, ikey int64, g int) int32 {
 		j.touch(k) // a capture must not take the slot's new key
 		j.free = j.keys[k].next
 	} else {
-		j.keys = append(j.keys, joinKey{})
+		j.keys = offheap.Append(&j.arena, j.keys, joinKey{})
 		k = int32(len(j.keys) - 1)
-		if !j.cfg.fast {
-			j.skeys = append(j.skeys, "")
-		}
 		if j.cfg.kind == joinWindow {
-			j.wins = append(j.wins, nil)
+			j.win1 = offheap.Append(&j.arena, j.win1, winNone)
 		}
 	}
 	key := &j.keys[k]
@@ -1012,36 +1034,83 @@ func (j *joinOperator) newKey(hash uint64, ikey int64, g int) int32 {
 	if j.cfg.fast {
 		key.ikey = ikey
 	} else {
-		j.skeys[k] = string(j.keyBuf)
+		key.ikey = j.addKeyBytes(j.keyBuf)
 	}
-	if first, ok := j.index[hash]; ok {
-		key.next = first
-	} else {
-		key.next = -1
-	}
-	j.index[hash] = k
+	j.groups[g].insert(&j.arena, makeSlot(tagOf(hash), offheap.Ref(k)))
 	return k
+}
+
+// joinKeyCompactMin is the least garbage in keyBytes that compactKeys
+// gives back.
+const joinKeyCompactMin = 64 << 10
+
+// keyOf returns the encoding of key k (keys that are not fast). The
+// string aliases keyBytes: it is for comparing at once, and not valid
+// after the next new key.
+func (j *joinOperator) keyOf(k int32) string {
+	e := j.keyEntry(j.keys[k].ikey)
+	n, w := binary.Uvarint(e)
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&e[w], int(n))
+}
+
+// keyEntry returns the entry of keyBytes at off: a key's length and
+// encoding.
+func (j *joinOperator) keyEntry(off int64) []byte { return keyEntryAt(j.keyBytes, off) }
+
+func keyEntryAt(b []byte, off int64) []byte {
+	e := b[off:]
+	n, w := binary.Uvarint(e)
+	return e[:w+int(n)]
+}
+
+// addKeyBytes appends the entry of encoding key to keyBytes, compacting
+// them first if dropped keys' bytes are half of them, and returns its
+// offset.
+func (j *joinOperator) addKeyBytes(key []byte) int64 {
+	least := j.keyCompactMin
+	if least <= 0 {
+		least = joinKeyCompactMin
+	}
+	if j.keyGarbage >= least && 2*j.keyGarbage >= len(j.keyBytes) {
+		j.compactKeys()
+	}
+	j.keyBytes = offheap.Grow(&j.arena, j.keyBytes, binary.MaxVarintLen64+len(key))
+	off := int64(len(j.keyBytes))
+	j.keyBytes = binary.AppendUvarint(j.keyBytes, uint64(len(key)))
+	j.keyBytes = append(j.keyBytes, key...)
+	return off
+}
+
+// compactKeys copies the entries of the kept keys' encodings into new
+// keyBytes, and frees the old. It takes time in proportion to the keys
+// kept, once for every half of keyBytes the dropped keys leave.
+func (j *joinOperator) compactKeys() {
+	old := j.keyBytes
+	j.keyBytes = offheap.Grow[byte](&j.arena, nil, len(old)-j.keyGarbage)
+	for k := range j.keys {
+		key := &j.keys[k]
+		if key.group < 0 {
+			continue
+		}
+		e := keyEntryAt(old, key.ikey)
+		key.ikey = int64(len(j.keyBytes))
+		j.keyBytes = append(j.keyBytes, e...)
+	}
+	offheap.Free(&j.arena, old)
+	j.keyGarbage = 0
+	j.keyCompactions++
 }
 
 // dropKey removes key k, which has no rows and no windows.
 func (j *joinOperator) dropKey(k int32) {
 	key := &j.keys[k]
-	first := j.index[key.hash]
-	switch {
-	case first == k && key.next < 0:
-		delete(j.index, key.hash)
-	case first == k:
-		j.index[key.hash] = key.next
-	default:
-		p := first
-		for j.keys[p].next != k {
-			p = j.keys[p].next
-		}
-		j.keys[p].next = key.next
-	}
+	j.groups[int(key.group)-j.kgStart].remove(makeSlot(tagOf(key.hash), offheap.Ref(k)))
 	key.group = -1
 	if !j.cfg.fast {
-		j.skeys[k] = ""
+		j.keyGarbage += len(j.keyEntry(key.ikey))
 	}
 	key.next = j.free
 	j.free = k
@@ -1053,7 +1122,7 @@ func (j *joinOperator) store(k int32, side int, bi, r int32, ts, exp int64) {
 	if e >= 0 {
 		j.freeEnt[side] = j.ents[side][e].next
 	} else {
-		j.ents[side] = append(j.ents[side], joinEntry{})
+		j.ents[side] = offheap.Append(&j.arena, j.ents[side], joinEntry{})
 		e = int32(len(j.ents[side]) - 1)
 	}
 	j.touch(k)
@@ -1083,15 +1152,72 @@ func (j *joinOperator) store(k int32, side int, bi, r int32, ts, exp int64) {
 func (j *joinOperator) addWindows(k int32, ts, wm int64) {
 	c := j.cfg
 	for start := ts - floorMod(ts, c.slide); start > ts-c.size; start -= c.slide {
-		end := start + c.size
+		end := satAdd(start, c.size)
 		if end-1 <= wm {
 			break // earlier windows end earlier
 		}
-		i, found := slices.BinarySearch(j.wins[k], end)
-		if !found {
-			j.wins[k] = slices.Insert(j.wins[k], i, end)
+		if j.addWindow(k, end) {
 			j.timers.push(end-1, k)
 		}
+	}
+}
+
+// A window join keeps per key the ends of its windows that have not
+// fired, each with a timer at end-1. Most keys have one window at a time:
+// its end is in win1, 8 bytes a key outside the Go heap. A key with more
+// has winSpilled in win1 and its ends, sorted, in winMore. No end is
+// winNone or winSpilled: a window is kept only while end-1 is above the
+// watermark, which is at least task.MinWatermark (math.MinInt64+1).
+const (
+	winNone    = math.MinInt64
+	winSpilled = math.MinInt64 + 1
+)
+
+// hasWindows reports whether key k has windows that have not fired.
+func (j *joinOperator) hasWindows(k int32) bool {
+	return j.win1 != nil && j.win1[k] != winNone
+}
+
+// addWindow adds the window ending at end to key k, and reports whether
+// the key did not have it.
+func (j *joinOperator) addWindow(k int32, end int64) bool {
+	switch w := j.win1[k]; w {
+	case winNone:
+		j.win1[k] = end
+	case end:
+		return false
+	case winSpilled:
+		ends := j.winMore[k]
+		i, found := slices.BinarySearch(ends, end)
+		if found {
+			return false
+		}
+		j.winMore[k] = slices.Insert(ends, i, end)
+	default:
+		if j.winMore == nil {
+			j.winMore = map[int32][]int64{}
+		}
+		j.win1[k], j.winMore[k] = winSpilled, []int64{min(w, end), max(w, end)}
+	}
+	return true
+}
+
+// removeWindow removes the window ending at end from key k, if it has it.
+func (j *joinOperator) removeWindow(k int32, end int64) {
+	switch w := j.win1[k]; w {
+	case end:
+		j.win1[k] = winNone
+	case winSpilled:
+		ends := j.winMore[k]
+		if i, ok := slices.BinarySearch(ends, end); ok {
+			ends = slices.Delete(ends, i, i+1)
+		}
+		if len(ends) > 1 {
+			j.winMore[k] = ends
+			return
+		}
+		j.win1[k] = ends[0]
+		delete(j.winMore, k)
 	}
 }
 
@@ -1242,7 +1368,7 @@ func (j *joinOperator) unlink(side int, e int32) {
 
 // dropKeyIfEmpty drops key k if it has no rows and no windows.
 func (j *joinOperator) dropKeyIfEmpty(k int32) {
-	if key := &j.keys[k]; key.head[0] < 0 && key.head[1] < 0 && (j.wins == nil || len(j.wins[k]) == 0) {
+	if key := &j.keys[k]; key.head[0] < 0 && key.head[1] < 0 && !j.hasWindows(k) {
 		j.dropKey(k)
 	}
 }
@@ -1274,13 +1400,11 @@ func (j *joinOperator) fireWindows(wm int64) error {
 		if fast {
 			return cmp.Compare(j.keys[a.key].ikey, j.keys[b.key].ikey)
 		}
-		return strings.Compare(j.skeys[a.key], j.skeys[b.key])
+		return strings.Compare(j.keyOf(a.key), j.keyOf(b.key))
 	})
 	for _, f := range j.fire {
 		key := &j.keys[f.key]
-		if i, ok := slices.BinarySearch(j.wins[f.key], f.end); ok {
-			j.wins[f.key] = slices.Delete(j.wins[f.key], i, i+1)
-		}
+		j.removeWindow(f.key, f.end)
 		if key.head[0] < 0 || key.head[1] < 0 {
 			continue
 		}
@@ -1331,7 +1455,8 @@ func (j *joinOperator) Close() error {
 	for s := range j.sides {
 		j.sides[s].release()
 	}
-	j.keys, j.skeys, j.wins, j.ents, j.index, j.changes = nil, nil, nil, [2][]joinEntry{}, nil, rows.ChangeLog[joinDirty]{}
+	j.keys, j.keyBytes, j.win1, j.winMore, j.ents, j.groups, j.changes = nil, nil, nil, nil, [2][]joinEntry{}, nil, rows.ChangeLog[joinDirty]{}
+	j.arena.Close()
 	j.expiry[0].reset()
 	j.expiry[1].reset()
 	j.timers.reset()

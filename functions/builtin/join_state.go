@@ -146,7 +146,7 @@ func (s joinSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.Reco
 // as a base does.
 func (s joinSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (statestore.Capture, error) {
 	j := s.j
-	if j.index == nil {
+	if j.groups == nil {
 		return nil, fmt.Errorf("join %s: snapshot state: the operator is not open", j.cfg.name)
 	}
 	if j.capture != nil {
@@ -470,7 +470,7 @@ func (j *joinOperator) buildStateRows(rb *array.RecordBuilder, rs []joinStateRow
 // nothing of b is retained.
 func (s joinSnapshotter) Restore(b arrow.RecordBatch) error {
 	j := s.j
-	if j.index == nil {
+	if j.groups == nil {
 		return fmt.Errorf("join %s: restore state: the operator is not open", j.cfg.name)
 	}
 	if j.started {
@@ -547,7 +547,7 @@ func (s joinSnapshotter) Restore(b arrow.RecordBatch) error {
 			j.keyBuf = arrowfmt.AppendRowKey(j.keyBuf[:0], b, l.keyCols[side], r)
 		}
 		hash := rs.hashes[side][r]
-		k := j.findKey(hash, ikey)
+		k := j.findKey(g, hash, ikey)
 		if k < 0 {
 			k = j.newKey(hash, ikey, g)
 		}

@@ -3,7 +3,9 @@ package builtin
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -599,3 +601,78 @@ func BenchmarkJoinCapture(b *testing.B) {
 	}
 	statetest.BenchmarkCapture(b, op.(task.Stateful).State().(statestore.SteppedSnapshotter), mem, keys, nil)
 }
+
+// BenchmarkJoinStateMemory keeps one left row (a bid) for each of
+// JOIN_MEM_KEYS keys (1M by default) in a join and reports the memory
+// they take per key: the growth of the Go heap (which holds the kept
+// batches too, allocated by a Go allocator), what the join maps outside
+// the heap (keys, entries and tables: reserved, not all resident), and
+// the growth of the process's largest RSS; and the rows/s at which they
+// came. Sub-benchmarks: a regular join with a ttl, keyed by an int64 (a
+// fast key) or by two columns (an encoded key); a tumbling window join.
+func BenchmarkJoinStateMemory(b *testing.B) {
+	const batchRows = 8192
+	keys := 1_000_000
+	if v := os.Getenv("JOIN_MEM_KEYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("JOIN_MEM_KEYS=%q: want a positive number of keys", v)
+		}
+		keys = n
+	}
+	day := spec.Duration(24 * time.Hour)
+	for _, c := range []struct {
+		name string
+		jn   spec.Join
+		key  []string
+	}{
+		{"regular/int-key", spec.Join{Type: spec.JoinRegular, TTL: day}, []string{"auction"}},
+		{"regular/two-column-key", spec.Join{Type: spec.JoinRegular, TTL: day}, []string{"auction", "price"}},
+		{"window/int-key", spec.Join{Type: spec.JoinWindow, Window: &spec.Window{Type: spec.WindowTumbling, Size: day}}, []string{"auction"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			schema := benchBidSchema(b)
+			mem := memory.NewGoAllocator()
+			jn := c.jn
+			jn.Left = spec.JoinSide{Input: "l", KeyBy: c.key}
+			jn.Right = spec.JoinSide{Input: "r", KeyBy: c.key}
+			jn.Columns = spec.NewOrderedMap(spec.Pair{Key: "auction", Value: "left.auction"}, spec.Pair{Key: "price", Value: "right.price"})
+			var heap, off, peak, rate float64
+			for range b.N {
+				probe := startMemProbe(b)
+				in := Stream{Schema: schema, TimeColumn: 0}
+				op, err := NewJoin(&spec.Operator{Name: "j", Join: &jn}, in, in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := op.Open(&task.Context{MaxParallelism: 128, KeyGroupStart: 0, KeyGroupEnd: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+					b.Fatal(err)
+				}
+				two := op.(task.TwoInputOperator)
+				start := time.Now()
+				for i := 0; i < keys; i += batchRows {
+					rec := benchBids(mem, schema, min(batchRows, keys-i), func(r int) (ts, auction, price int64) {
+						return int64(i + r), int64((i + r) * 7919 % keys), int64(r % 100)
+					})
+					err := two.ProcessBatchFrom(0, rec)
+					rec.Release()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				rate = float64(keys) / time.Since(start).Seconds()
+				heap = float64(probe.heapGrowth()) / float64(keys)
+				off = float64(joinOffHeapBytes(op)) / float64(keys)
+				peak = float64(probe.rssGrowth(b)) / float64(keys)
+				op.Close()
+			}
+			b.ReportMetric(heap, "heap-B/key")
+			b.ReportMetric(off, "offheap-B/key")
+			b.ReportMetric(peak, "peak-B/key")
+			b.ReportMetric(rate, "rows/s")
+		})
+	}
+}
+
+// joinOffHeapBytes is the memory join o maps outside the Go heap.
+func joinOffHeapBytes(o task.Operator) int { return o.(*joinOperator).arena.Mapped() }

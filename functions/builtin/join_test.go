@@ -575,7 +575,10 @@ func TestJoinBruteForce(t *testing.T) {
 					for _, coarse := range []bool{false, true} {
 						h := newJoinHarness(t, joinOp(tc.jn, keys), joinStreams(t), 0, 128)
 						if coarse {
+							// And the encodings of dropped keys compacted
+							// as soon as they are half of all.
 							h.op.(*joinOperator).shift = 4
+							h.op.(*joinOperator).keyCompactMin = 1
 						}
 						for _, s := range steps {
 							h.step(s, keys, 0, 128)
@@ -588,6 +591,21 @@ func TestJoinBruteForce(t *testing.T) {
 						}
 						if l := h.counters.LateDropped.Load(); l != int64(wantLate) {
 							t.Errorf("coarse cleanup %v: %d late rows, want %d", coarse, l, wantLate)
+						}
+						// Past the last watermark every row of an interval
+						// or window join is forgotten and every window
+						// fired, and with them every key. (A regular join
+						// keeps the rows that have no time.)
+						if j := h.op.(*joinOperator); coarse && keys == "multi" && tc.jn.Type != spec.JoinRegular && j.keyCompactions == 0 {
+							t.Error("the encodings of dropped keys were never compacted")
+						}
+						if j := h.op.(*joinOperator); tc.jn.Type != spec.JoinRegular {
+							if n := j.keyCount(); n != 0 {
+								t.Errorf("coarse cleanup %v: %d keys left after the last watermark", coarse, n)
+							}
+							if n := len(j.winMore); n != 0 {
+								t.Errorf("coarse cleanup %v: %d keys with windows left after the last watermark", coarse, n)
+							}
 						}
 					}
 					if len(want) < 20 {
@@ -649,8 +667,8 @@ func TestJoinInterval(t *testing.T) {
 	j := h.op.(*joinOperator)
 	h.watermark(100)
 	h.watermark(task.MaxWatermark)
-	if len(j.index) != 0 {
-		t.Errorf("%d keys left after the last watermark", len(j.index))
+	if n := j.keyCount(); n != 0 {
+		t.Errorf("%d keys left after the last watermark", n)
 	}
 	for s := range j.sides {
 		for _, bt := range j.sides[s].batches {
@@ -917,4 +935,13 @@ func BenchmarkIntervalJoin(b *testing.B) {
 // 100K keys, about ten rows per key.
 func BenchmarkRegularJoin(b *testing.B) {
 	benchJoin(b, spec.Join{Type: spec.JoinRegular, TTL: spec.Duration(10 * time.Second)}, 100_000, 50)
+}
+
+// keyCount returns the keys the join's tables hold.
+func (j *joinOperator) keyCount() int {
+	n := 0
+	for i := range j.groups {
+		n += j.groups[i].n
+	}
+	return n
 }

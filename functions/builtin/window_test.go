@@ -1256,17 +1256,7 @@ func BenchmarkWindowStateMemory(b *testing.B) {
 	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(86_400_000)}, []string{"auction"}, "bids", "count()")
 	var heap, off, goal, keysPeak, peak float64
 	for range b.N {
-		var before, after runtime.MemStats
-		runtime.GC()
-		debug.FreeOSMemory()
-		runtime.ReadMemStats(&before)
-		if err := testenv.ResetPeakRSS(0); err != nil {
-			b.Fatal(err)
-		}
-		rssBefore, err := testenv.ProcessPeakRSS(0)
-		if err != nil {
-			b.Fatal(err)
-		}
+		probe := startMemProbe(b)
 		o, err := NewWindow(op, Stream{Schema: schema, TimeColumn: 0})
 		if err != nil {
 			b.Fatal(err)
@@ -1288,24 +1278,14 @@ func BenchmarkWindowStateMemory(b *testing.B) {
 				peakGoal = max(peakGoal, ms.NextGC)
 			}
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		heap = float64(after.HeapAlloc-before.HeapAlloc) / float64(keys)
-		goal = float64(peakGoal-before.HeapAlloc) / float64(keys)
+		heap = float64(probe.heapGrowth()) / float64(keys)
+		goal = float64(peakGoal-probe.heap) / float64(keys)
 		off = float64(offHeapBytes(o)) / float64(keys)
-		rssKeys, err := testenv.ProcessPeakRSS(0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		keysPeak = float64(rssKeys-rssBefore) / float64(keys)
+		keysPeak = float64(probe.rssGrowth(b)) / float64(keys)
 		if err := o.ProcessWatermark(task.MaxWatermark); err != nil {
 			b.Fatal(err)
 		}
-		rssPeak, err := testenv.ProcessPeakRSS(0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		peak = float64(rssPeak-rssBefore) / float64(keys)
+		peak = float64(probe.rssGrowth(b)) / float64(keys)
 		o.Close()
 	}
 	b.ReportMetric(keysPeak, "keys-peak-B/key")
@@ -1313,6 +1293,49 @@ func BenchmarkWindowStateMemory(b *testing.B) {
 	b.ReportMetric(heap, "heap-B/key")
 	b.ReportMetric(off, "offheap-B/key")
 	b.ReportMetric(goal, "goal-B/key")
+}
+
+// memProbe measures how much memory a benchmark's state takes: the growth
+// of the live Go heap and of the process's largest RSS since it started.
+type memProbe struct {
+	heap uint64 // live heap at the start
+	rss  int64  // the largest RSS at the start (reset then)
+}
+
+// startMemProbe collects the garbage, gives free memory back to the
+// system and resets the largest RSS, and notes where they start.
+func startMemProbe(b *testing.B) *memProbe {
+	b.Helper()
+	var ms runtime.MemStats
+	runtime.GC()
+	debug.FreeOSMemory()
+	runtime.ReadMemStats(&ms)
+	if err := testenv.ResetPeakRSS(0); err != nil {
+		b.Fatal(err)
+	}
+	rss, err := testenv.ProcessPeakRSS(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &memProbe{heap: ms.HeapAlloc, rss: rss}
+}
+
+// heapGrowth collects the garbage and returns how much the live heap grew.
+func (p *memProbe) heapGrowth() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc - p.heap
+}
+
+// rssGrowth returns how much the largest RSS grew.
+func (p *memProbe) rssGrowth(b *testing.B) int64 {
+	b.Helper()
+	rss, err := testenv.ProcessPeakRSS(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rss - p.rss
 }
 
 // offHeapBytes is the memory operator o holds outside the Go heap.
