@@ -42,7 +42,7 @@ func (a *Allocator) Allocate(size int) []byte {
 	if size < MinMapped {
 		return a.small.Allocate(size)
 	}
-	b, err := mapAnon(size)
+	b, err := mapAnon(size, false)
 	if err != nil { // not supported here, or out of address space
 		return a.small.Allocate(size)
 	}

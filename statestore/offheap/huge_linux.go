@@ -17,3 +17,13 @@ const hugePage = 2 << 20
 func adviseHuge(p unsafe.Pointer, n int) {
 	_ = unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_HUGEPAGE)
 }
+
+// mapPopulate is the mmap flag that brings a mapping's pages in at once.
+const mapPopulate = unix.MAP_POPULATE
+
+// populateWrite brings n bytes at p into memory for writing (MakeFilled, for
+// a mapping aligned after it was made); where the kernel is older than
+// 5.14 and cannot, the pages fault in as they are written.
+func populateWrite(p unsafe.Pointer, n int) {
+	_ = unix.Madvise(unsafe.Slice((*byte)(p), n), unix.MADV_POPULATE_WRITE)
+}

@@ -8,3 +8,8 @@ import "unsafe"
 const hugePage = 0
 
 func adviseHuge(unsafe.Pointer, int) {}
+
+// mapPopulate is 0: the pages of a mapping fault in as they are written.
+const mapPopulate = 0
+
+func populateWrite(unsafe.Pointer, int) {}

@@ -5,7 +5,7 @@ package offheap
 import "errors"
 
 // mapAnon is not supported here: Make allocates on the heap.
-func mapAnon(int) ([]byte, error) {
+func mapAnon(int, bool) ([]byte, error) {
 	return nil, errors.New("offheap: no anonymous mappings on this platform")
 }
 

@@ -14,13 +14,22 @@ import (
 // huge pages (adviseHuge), so that random reads over gigabytes of keyed
 // state miss the TLB less: with 4 KiB pages, 10M keys' records span 160,000
 // pages and almost every lookup walks the page table.
-func mapAnon(size int) ([]byte, error) {
+//
+// populate asks for the pages to be in memory at once (see MakeFilled).
+func mapAnon(size int, populate bool) ([]byte, error) {
 	align := 0
 	if hugePage > 0 && size >= hugePage {
 		align = hugePage
 	}
 	length := uintptr(size + align)
-	p, err := unix.MmapPtr(-1, 0, nil, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	flags := unix.MAP_ANON | unix.MAP_PRIVATE
+	if populate && align == 0 {
+		// An aligned mapping is trimmed after it is made: the trimmed
+		// parts would be populated for nothing, so it is populated
+		// below, where it is kept.
+		flags |= mapPopulate
+	}
+	p, err := unix.MmapPtr(-1, 0, nil, length, unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +50,9 @@ func mapAnon(size int) ([]byte, error) {
 		}
 		p = start
 		adviseHuge(p, size)
+		if populate {
+			populateWrite(p, size)
+		}
 	}
 	return unsafe.Slice((*byte)(p), size), nil
 }
