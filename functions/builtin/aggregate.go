@@ -231,16 +231,13 @@ func (acc *accumulators) alloc() int32 {
 	return s
 }
 
-// appendZero appends a zero to s, growing it in a (if not nil) when it
-// is full.
+// appendZero appends a zero to s, growing it in a (if not nil: outside
+// the heap once large, by remapping rather than copying) when it is full.
 func appendZero[T int64 | float64](a *offheap.Arena, s []T) []T {
-	if a == nil || len(s) < cap(s) {
+	if a == nil {
 		return append(s, 0)
 	}
-	grown := offheap.Make[T](a, max(64, 2*cap(s)))[:len(s)+1]
-	copy(grown, s)
-	offheap.Free(a, s)
-	return grown
+	return offheap.Append(a, s, 0)
 }
 
 // reset sets slot s to the empty state: zero sums and counts, and the

@@ -74,7 +74,7 @@ func (t *keyTable) reserve(a *offheap.Arena, n int) {
 // too, so the new table is written from start to end.
 func (t *keyTable) resize(a *offheap.Arena, size int) {
 	old := t.slots
-	t.slots = offheap.Make[keySlot](a, size)
+	t.slots = offheap.MakeFilled[keySlot](a, size)
 	t.shift = uint8(32 - log2(size))
 	for _, s := range old {
 		if s != 0 {
