@@ -98,10 +98,12 @@ func (c *Coordinator) checkFunction(ctx context.Context, p *plan.Plan, n *plan.N
 	if maxP <= 0 {
 		maxP = arrowfmt.DefaultMaxParallelism
 	}
+	state := statestore.NewMemory(0, maxP)
+	defer state.Close()
 	inst, err := m.NewInstance(ctx, wasm.InstanceConfig{
 		Operator: n.Name, Input: in.Schema, InputTimeColumn: in.TimeColumn, InputTimeOffset: in.TimeOffset,
 		KeyColumns: n.Op.KeyBy, Output: n.Out.Schema, Config: n.Op.Config,
-		State:   statestore.NewMemory(0, maxP),
+		State:   state,
 		Subtask: 0, Parallelism: n.Parallelism,
 		Emit: func(arrow.RecordBatch) error { return nil },
 	})

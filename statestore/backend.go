@@ -199,6 +199,11 @@ type Backend interface {
 	// Snapshotter: Schema is SnapshotSchema; see the package doc and
 	// snapshot.go for the rows.
 	Snapshotter
+	// Close frees what the backend holds outside the Go heap (a heap
+	// table's index and cells, say). Neither the backend nor its tables
+	// may be used after. Safe to call twice; a backend never closed is
+	// freed by the collector once unreachable.
+	Close()
 }
 
 // Dirty is what changed in one table since its last TakeDirty.
@@ -277,7 +282,7 @@ func (valueType[V]) Type() reflect.Type { return reflect.TypeFor[V]() }
 func (vt valueType[V]) Encoded(t EncodedTable) any { return &encodedValues[V]{t: t, codec: vt.codec} }
 
 func (vt valueType[V]) newHeapTable(name string, start, end int) anyTable {
-	return &heapTable[V]{name: name, codec: vt.codec, start: start, end: end, groups: make([]group[V], end-start), epoch: 1}
+	return newHeapTable[V](name, vt.codec, start, end)
 }
 
 // OpenTable returns table name of b holding values of type V, registering

@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"unsafe"
+
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 // A heap table's entries of one key group (group): cells in a slice,
@@ -19,6 +21,13 @@ import (
 // key's first 8 bytes and both lengths: a key of up to 8 bytes without a
 // namespace (an integer key) is compared without reading the arena. The
 // cells and the arena hold no pointers unless V does.
+//
+// The index, and the cells when V holds no pointers, are outside the Go
+// heap once large (statestore/offheap: the table's arena), so that the
+// collector does not let them double and a growing slice of cells is
+// remapped rather than copied. The arena of keys stays on the heap: the
+// strings handed out point into it, and the collector keeps an old
+// arena while they do.
 //
 // Strings handed out (key) point into the arena, which is only ever
 // appended to: a compaction copies the live keys into a new arena, so a
@@ -55,8 +64,12 @@ const slotGone = 1 << 32
 
 // group is one key group's part of a table.
 type group[V any] struct {
-	cells []cell[V]
-	index []uint64 // a power of two long, or nil
+	// mem holds the index, and the cells if offCells (V holds no
+	// pointers).
+	mem      *offheap.Arena
+	offCells bool
+	cells    []cell[V]
+	index    []uint64 // a power of two long, or nil
 	// used counts the index slots not empty (cells and slotGone).
 	used  int
 	free  []uint32 // free cells
@@ -162,7 +175,11 @@ func (g *group[V]) add(h uint64, key, ns string) int {
 		i = int(g.free[n-1])
 		g.free = g.free[:n-1]
 	} else {
-		g.cells = append(g.cells, cell[V]{})
+		if g.offCells {
+			g.cells = offheap.Append(g.mem, g.cells, cell[V]{})
+		} else {
+			g.cells = append(g.cells, cell[V]{})
+		}
 		i = len(g.cells) - 1
 	}
 	off := uint64(len(g.arena))
@@ -202,7 +219,8 @@ func (g *group[V]) rebuild(n int) {
 	for size < 2*n {
 		size *= 2
 	}
-	g.index = make([]uint64, size)
+	offheap.Free(g.mem, g.index)
+	g.index = offheap.MakeFilled[uint64](g.mem, size)
 	g.used = 0
 	for i := range g.cells {
 		if st := g.cells[i].state; st == cellLive || st == cellAbsent {

@@ -53,6 +53,15 @@ func NewMemory(start, end int) *Memory {
 	}
 }
 
+// Close implements Backend: it unmaps what the heap tables hold outside
+// the Go heap. A Store's tables are its owner's to close.
+func (b *Memory) Close() {
+	for _, t := range b.tables {
+		t.free()
+	}
+	clear(b.tables)
+}
+
 // KeyGroups implements Backend.
 func (b *Memory) KeyGroups() (start, end int) { return b.start, b.end }
 

@@ -129,6 +129,9 @@ func (s *storedTable) markDirty(kg int, key, ns string) {
 
 // EncodedTable.
 
+// free does nothing: the store's owner closes it.
+func (s *storedTable) free() {}
+
 func (s *storedTable) Name() string { return s.name }
 
 func (s *storedTable) Get(kg int, key, ns string) ([]byte, bool) {

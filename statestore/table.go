@@ -2,7 +2,10 @@ package statestore
 
 import (
 	"reflect"
+	"runtime"
 	"slices"
+
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 // heapTable is the in-memory Table: it holds Go values per key group
@@ -28,9 +31,32 @@ type heapTable[V any] struct {
 	// is the index-th table of, or nil.
 	capture *memCapture
 	index   int
+	// mem holds the groups' indexes, and their cells if V holds no
+	// pointers (cells.go). free unmaps it; so does the collector once
+	// the table is unreachable.
+	mem *offheap.Arena
 }
 
 var _ Table[int64] = (*heapTable[int64])(nil)
+
+func newHeapTable[V any](name string, codec Codec[V], start, end int) *heapTable[V] {
+	t := &heapTable[V]{name: name, codec: codec, start: start, end: end, groups: make([]group[V], end-start), epoch: 1, mem: new(offheap.Arena)}
+	off := offheap.Allowed[cell[V]]()
+	for i := range t.groups {
+		t.groups[i].mem, t.groups[i].offCells = t.mem, off
+	}
+	// The arena is reachable from the table only, so when the table is
+	// not, nothing can read what it maps.
+	runtime.AddCleanup(t, func(a *offheap.Arena) { a.Close() }, t.mem)
+	return t
+}
+
+// free unmaps what the table holds outside the heap: the table must not
+// be used after.
+func (t *heapTable[V]) free() {
+	t.groups = nil
+	t.mem.Close()
+}
 
 // anyTable is a table of the in-memory backend seen without its value
 // type, as snapshots see it.
@@ -44,6 +70,9 @@ type anyTable interface {
 	appendEncoded(dst []byte, kg int, key, ns string) (out []byte, ok bool, err error)
 	// putEncoded decodes b and stores it (restore).
 	putEncoded(kg int, key, ns string, b []byte) error
+	// free gives back what the table holds outside the Go heap; the
+	// table must not be used after.
+	free()
 	snapTable
 }
 

@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 func TestTableGetPutDelete(t *testing.T) {
@@ -458,4 +461,53 @@ func TestHeapTableTagCollision(t *testing.T) {
 	if n := tab.Len(0); n != 2 {
 		t.Errorf("Len = %d, want 2", n)
 	}
+}
+
+// TestHeapTableOffHeap fills a table past what stays on the Go heap: a
+// table of int64 keeps its cells and index outside it, one of strings
+// only its index; both keep every entry through growth, deletes and
+// reuse of cells, and Close gives the memory back.
+func TestHeapTableOffHeap(t *testing.T) {
+	const n = 40_000 // 40-byte cells: 1.6 MB, mapped from 64 KiB on
+	b := NewMemory(0, 1)
+	ints, _ := OpenTable[int64](b, "ints", nil)
+	strs, _ := OpenTable[string](b, "strs", nil)
+	hi, hs := ints.(*heapTable[int64]), strs.(*heapTable[string])
+	if !hi.groups[0].offCells || hs.groups[0].offCells {
+		t.Fatalf("cells off the heap: int64 %v, string %v; want true, false", hi.groups[0].offCells, hs.groups[0].offCells)
+	}
+	key := func(i int) string { return fmt.Sprintf("k%d", i) }
+	for i := range n {
+		ints.Put(0, key(i), "", int64(i))
+		strs.Put(0, key(i), "", key(i))
+	}
+	for i := 0; i < n; i += 2 {
+		ints.Delete(0, key(i), "")
+		strs.Delete(0, key(i), "")
+	}
+	for i := n; i < n+n/4; i++ { // into freed cells, and past them
+		ints.Put(0, key(i), "", int64(i))
+		strs.Put(0, key(i), "", key(i))
+	}
+	for i := range n + n/4 {
+		vi, oki := ints.Get(0, key(i), "")
+		vs, oks := strs.Get(0, key(i), "")
+		want := i%2 == 1 || i >= n
+		if oki != want || oks != want || want && (vi != int64(i) || vs != key(i)) {
+			t.Fatalf("key %d: ints %d, %v; strs %q, %v; want present %v", i, vi, oki, vs, oks, want)
+		}
+	}
+	cells := cap(hi.groups[0].cells) * int(unsafe.Sizeof(cell[int64]{}))
+	index := len(hi.groups[0].index) * 8
+	if got := hi.mem.Mapped(); got < cells+index {
+		t.Errorf("int64 table: %d bytes mapped, want its cells' %d and its index's %d", got, cells, index)
+	}
+	if got, index := hs.mem.Mapped(), len(hs.groups[0].index)*8; got < index || got >= index+offheap.MinMapped {
+		t.Errorf("string table: %d bytes mapped, want its index's %d alone", got, index)
+	}
+	b.Close()
+	if hi.mem.Mapped() != 0 || hs.mem.Mapped() != 0 {
+		t.Errorf("after Close: %d and %d bytes mapped", hi.mem.Mapped(), hs.mem.Mapped())
+	}
+	b.Close() // twice is safe
 }

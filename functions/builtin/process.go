@@ -429,6 +429,7 @@ func (p *processOp) Close() error {
 		return nil
 	}
 	err := p.inst.Close()
+	p.state.Close()
 	p.inst, p.state = nil, nil
 	return errors.Join(err, p.closeStore())
 }

@@ -283,7 +283,8 @@ func (x *exporter) subtask(ctx context.Context, r Request, st subtaskState, out 
 // operator itself.
 func (x *exporter) open(st subtaskState, mem memory.Allocator) (statestore.Snapshotter, func(), error) {
 	if x.kind == "function" {
-		return statestore.NewMemory(st.kgStart, st.kgEnd), func() {}, nil
+		m := statestore.NewMemory(st.kgStart, st.kgEnd)
+		return m, m.Close, nil
 	}
 	op, err := x.p.NewOperator(x.n)
 	if err != nil {
