@@ -18,7 +18,8 @@
 // in-memory backend, keeps Go values, not bytes, like Flink's heap
 // backend: a Get or Put costs a hash lookup and no serialisation (its
 // tables are open-addressing indexes over cells, with the keys' bytes in
-// an arena: cells.go). Each
+// an arena: cells.go; the indexes, and the cells of values without
+// pointers, live outside the Go heap, which Close gives back). Each
 // table is registered by name with a Codec that turns its values into
 // bytes; in Memory, snapshots are the only users of codecs.
 //
