@@ -45,9 +45,11 @@ func newHeapTable[V any](name string, codec Codec[V], start, end int) *heapTable
 	for i := range t.groups {
 		t.groups[i].mem, t.groups[i].offCells = t.mem, off
 	}
-	// The arena is reachable from the table only, so when the table is
-	// not, nothing can read what it maps.
-	runtime.AddCleanup(t, func(a *offheap.Arena) { a.Close() }, t.mem)
+	// What the arena maps is reached only through the groups (every
+	// method, and a dirty set, holds a group), so once their array is
+	// unreachable nothing can read it. (Not the table: a method that
+	// goes on with a group may no longer need the table.)
+	runtime.AddCleanup(&t.groups[0], func(a *offheap.Arena) { a.Close() }, t.mem)
 	return t
 }
 
