@@ -153,15 +153,18 @@ bench-checkpoints:
 # checkpoints off and every 2 s: events per CPU-second, RSS and bytes per
 # key, the longest snapshot stall and checkpoint, bytes uploaded; and the
 # time a restore from a savepoint of that state takes; then the
-# process-function state on the heap and in pebble. STATE_KEYS overrides
+# process-function state on the heap and in pebble; then the memory a
+# join's kept rows take per key (JOIN_MEM_KEYS, 4M). STATE_KEYS overrides
 # the key counts, STATE_EVENTS the events (20M; 60M shows what
 # checkpoints cost once the state is whole). The 10M-key runs need about
 # 10 GiB of memory.
 STATE_KEYS ?= 100000,1000000,5000000,10000000
 STATE_EVENTS ?= 20000000
+JOIN_MEM_KEYS ?= 4000000
 bench-state:
 	set -o pipefail; STATE_BENCH_KEYS='$(STATE_KEYS)' STATE_BENCH_EVENTS='$(STATE_EVENTS)' $(GO) test -run '^$$' -bench 'WindowState' -benchtime 1x -count 1 -timeout 60m ./integration/ | tee .bench-state.txt
 	set -o pipefail; $(GO) test -run '^$$' -bench 'ProcessState' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee -a .bench-state.txt
+	set -o pipefail; JOIN_MEM_KEYS=$(JOIN_MEM_KEYS) $(GO) test -run '^$$' -bench 'JoinStateMemory' -benchtime 1x -count 1 ./functions/builtin/ | tee -a .bench-state.txt
 
 # Pebble state several times the memory it is given (10M keys in stores
 # of 32 MiB; PEBBLE_LARGE_KEYS, PEBBLE_LARGE_MEMORY) on a real cluster,
