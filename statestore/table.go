@@ -32,9 +32,10 @@ type heapTable[V any] struct {
 	capture *memCapture
 	index   int
 	// mem holds the groups' indexes, and their cells if V holds no
-	// pointers (cells.go). free unmaps it; so does the collector once
-	// the table is unreachable.
-	mem *offheap.Arena
+	// pointers (cells.go). free unmaps it; so does cleanup, the
+	// collector's, if the table becomes unreachable unfreed.
+	mem     *offheap.Arena
+	cleanup runtime.Cleanup
 }
 
 var _ Table[int64] = (*heapTable[int64])(nil)
@@ -49,13 +50,16 @@ func newHeapTable[V any](name string, codec Codec[V], start, end int) *heapTable
 	// method, and a dirty set, holds a group), so once their array is
 	// unreachable nothing can read it. (Not the table: a method that
 	// goes on with a group may no longer need the table.)
-	runtime.AddCleanup(&t.groups[0], func(a *offheap.Arena) { a.Close() }, t.mem)
+	t.cleanup = runtime.AddCleanup(&t.groups[0], func(a *offheap.Arena) { a.Close() }, t.mem)
 	return t
 }
 
 // free unmaps what the table holds outside the heap: the table must not
 // be used after.
 func (t *heapTable[V]) free() {
+	// The arena is not safe for concurrent use: the collector's
+	// goroutine must not close it again.
+	t.cleanup.Stop()
 	t.groups = nil
 	t.mem.Close()
 }

@@ -10,11 +10,10 @@ import "github.com/weirstream/weir/statestore/offheap"
 // A slot holds a key's Ref (a window's record in its slab; a join's
 // index in its keys) and, beside it, the high 32 bits of the key's
 // multiplied hash (tagOf), its tag: the high bits of the tag are the
-// key's home slot. So a lookup reads a key's record only
-// where the tag matches: it passes other keys in the slot's cache line,
-// and a new key is found absent, without a load from memory each; and a
-// table grows, and a removal shifts keys back, without reading any
-// record.
+// key's home slot. So a lookup reads a key's record only where the tag
+// matches: it passes other keys in the slot's cache line, and a new key
+// is found absent, without a load from memory each; and a table grows,
+// and a removal shifts keys back, without reading any record.
 type keyTable struct {
 	slots []keySlot // 0: free; a power of two long, or empty
 	n     int
