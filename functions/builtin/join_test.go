@@ -592,14 +592,15 @@ func TestJoinBruteForce(t *testing.T) {
 						if l := h.counters.LateDropped.Load(); l != int64(wantLate) {
 							t.Errorf("coarse cleanup %v: %d late rows, want %d", coarse, l, wantLate)
 						}
+						j := h.op.(*joinOperator)
+						if coarse && keys == "multi" && tc.jn.Type != spec.JoinRegular && j.keyCompactions == 0 {
+							t.Error("the encodings of dropped keys were never compacted")
+						}
 						// Past the last watermark every row of an interval
 						// or window join is forgotten and every window
 						// fired, and with them every key. (A regular join
 						// keeps the rows that have no time.)
-						if j := h.op.(*joinOperator); coarse && keys == "multi" && tc.jn.Type != spec.JoinRegular && j.keyCompactions == 0 {
-							t.Error("the encodings of dropped keys were never compacted")
-						}
-						if j := h.op.(*joinOperator); tc.jn.Type != spec.JoinRegular {
+						if tc.jn.Type != spec.JoinRegular {
 							if n := j.keyCount(); n != 0 {
 								t.Errorf("coarse cleanup %v: %d keys left after the last watermark", coarse, n)
 							}
