@@ -11,10 +11,16 @@
 // new, empty store. So it writes no WAL and syncs nothing, and Close
 // deletes its directory.
 //
-// Keys are the table's id (a uvarint, given in order of first use), the
-// key group (2 bytes, big-endian), the state key with 0x00 escaped as
-// 0x00 0xff and ended by 0x00 0x01, then the namespace: a key group's
-// entries are one contiguous range, sorted by key and namespace.
+// A store can also be taken whole as its database's files at a barrier
+// (CaptureFiles) and opened again from them (OpenFiles), without a stall:
+// the sstables are immutable, so consecutive captures share most of them.
+// The checkpoint runtime does not use this yet.
+//
+// Keys are the table's id (a uvarint from 1, given in order of first use;
+// id 0 is the table of the tables' ids by name), the key group (2 bytes,
+// big-endian), the state key with 0x00 escaped as 0x00 0xff and ended by
+// 0x00 0x01, then the namespace: a key group's entries are one contiguous
+// range, sorted by key and namespace.
 package pebblestate
 
 import (
@@ -24,6 +30,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -82,12 +89,25 @@ type Store struct {
 	dirty    int // the tables' dirty hot entries
 
 	snaps map[*snapshot]struct{} // open snapshots (Close closes them)
+
+	// meta is the table of the tables' ids (tables[""]), by name, so that
+	// a database's files say which table each key is in; nextID is the
+	// next table's.
+	meta   *table
+	nextID uint64
+	// files is the file capture whose flush is in flight: until it ends,
+	// nothing is written to pebble (see CaptureFiles).
+	files *FileCapture
 }
 
 var _ statestore.Store = (*Store)(nil)
 
 // Open makes an empty store in a new directory under o.Dir.
-func Open(o Options) (*Store, error) {
+func Open(o Options) (*Store, error) { return open(o, "") }
+
+// open makes a store in a new directory under o.Dir: empty, or with the
+// files of a database's checkpoint in directory from (OpenFiles).
+func open(o Options, from string) (*Store, error) {
 	if o.Memory == 0 {
 		o.Memory = DefaultMemory
 	}
@@ -104,12 +124,22 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestate: %w", err)
 	}
+	if from != "" {
+		if err := linkFiles(from, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	cache := pebble.NewCache(o.Memory / 4)
 	opts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: uint64(o.Memory / 4),
 		DisableWAL:   true,
 		Logger:       quiet{},
+		// A file capture copies the MANIFEST (the sstables are linked):
+		// a small one, rolled over often, keeps that copy short.
+		MaxManifestFileSize: maxManifest,
+		ErrorIfNotExists:    from != "",
 	}
 	// Point reads are what state does: a Bloom filter per table lets a Get
 	// skip the files without its key, and uncompressed blocks cost no
@@ -122,9 +152,22 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		cache.Unref()
 		_ = os.RemoveAll(dir)
+		if from != "" {
+			return nil, fmt.Errorf("pebblestate: open the files in %s: %w", from, err)
+		}
 		return nil, fmt.Errorf("pebblestate: open %s: %w", dir, err)
 	}
-	return &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}, nil
+	s := &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}
+	s.meta = &table{s: s, name: "", id: []byte{metaID}, hot: map[string]*hotEntry{}}
+	s.tables[""] = s.meta
+	s.nextID = metaID + 1
+	if from != "" {
+		if err := s.loadTables(); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("pebblestate: open the checkpoint in %s: %w", from, err)
+		}
+	}
+	return s, nil
 }
 
 // Dir returns the store's directory.
@@ -141,12 +184,38 @@ func (s *Store) Table(name string) (statestore.StoredTable, error) {
 	if s.closed {
 		return nil, errors.New("pebblestate: table of a closed store")
 	}
+	if name == "" {
+		return nil, errors.New("pebblestate: a table needs a name")
+	}
 	if t := s.tables[name]; t != nil {
 		return t, nil
 	}
-	t := &table{s: s, name: name, id: binary.AppendUvarint(nil, uint64(len(s.tables))), hot: map[string]*hotEntry{}}
-	s.tables[name] = t
+	t := s.addTable(name, binary.AppendUvarint(nil, s.nextID))
+	s.meta.remember(s.meta.entryKey(0, name, ""), t.id, true, true)
 	return t, nil
+}
+
+// addTable makes table name with id id.
+func (s *Store) addTable(name string, id []byte) *table {
+	t := &table{s: s, name: name, id: id, hot: map[string]*hotEntry{}}
+	s.tables[name] = t
+	if n, _ := binary.Uvarint(id); n >= s.nextID {
+		s.nextID = n + 1
+	}
+	return t
+}
+
+// TableNames returns the names of the store's tables, sorted: those made
+// with Table, and a checkpoint's (OpenFiles).
+func (s *Store) TableNames() []string {
+	names := make([]string, 0, len(s.tables))
+	for name := range s.tables {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Close closes the database and deletes its directory; safe to call
@@ -156,6 +225,10 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if c := s.files; c != nil {
+		<-c.flushed // pebble's Close fails while a flush is in flight
+		c.err, c.done, s.files = errors.New("pebblestate: the store was closed during the capture"), true, nil
+	}
 	for sn := range s.snaps {
 		sn.Close()
 	}
@@ -204,7 +277,7 @@ func (t *table) remember(k []byte, v []byte, present, dirty bool) {
 		}
 		return
 	}
-	if t.s.hot >= t.s.hotLimit {
+	if t.s.hot >= t.s.hotLimit && t.s.files == nil {
 		t.s.evict()
 	}
 	ks := string(k)
@@ -235,7 +308,7 @@ func (t *table) markDirty(k string, e *hotEntry) {
 		t.dirtyKeys = live
 	}
 	t.dirtyKeys = append(t.dirtyKeys, k)
-	if t.s.dirty > maxDirty {
+	if t.s.dirty > maxDirty && t.s.files == nil {
 		t.s.writeBack(writeBackBatch)
 	}
 }
@@ -308,6 +381,7 @@ func (t *table) flush() {
 	if t.dirty == 0 {
 		return
 	}
+	t.s.settle()
 	b := t.s.db.NewBatch()
 	t.stageDirty(b, t.dirty)
 	if err := b.Commit(pebble.NoSync); err != nil {
@@ -550,6 +624,7 @@ func (s *Store) Snapshot() (statestore.StoreSnapshot, error) {
 	if s.closed {
 		return nil, errors.New("pebblestate: snapshot of a closed store")
 	}
+	s.settle()
 	ids := make(map[string][]byte, len(s.tables))
 	for name, t := range s.tables {
 		t.flush()

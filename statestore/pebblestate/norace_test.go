@@ -1,0 +1,5 @@
+//go:build !race
+
+package pebblestate_test
+
+const raceEnabled = false
