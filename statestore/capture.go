@@ -170,6 +170,9 @@ func (b *Memory) BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
 			c.tables = append(c.tables, capturedTable{name: name, t: t})
 		}
 	}
+	if b.storeFiles {
+		c.tables = nil // captured as the store's files (CaptureStore)
+	}
 	slices.SortFunc(c.tables, func(x, y capturedTable) int { return strings.Compare(x.name, y.name) })
 
 	c.reserve = b.timers.rows(full)
@@ -202,7 +205,7 @@ func (b *Memory) BeginSnapshot(mem memory.Allocator, full bool) (Capture, error)
 
 	b.capture = c
 	if steppable {
-		if ss, ok := b.store.(SnapshotStore); ok {
+		if ss, ok := b.store.(SnapshotStore); ok && len(c.tables) > 0 {
 			snap, err := ss.Snapshot()
 			if err != nil {
 				return nil, c.fail(fmt.Errorf("statestore: snapshot of the store: %w", err))

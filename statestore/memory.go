@@ -27,6 +27,9 @@ type Memory struct {
 	// snapshots carry them on meanwhile (see Restore).
 	pending map[string]snapTable
 	store   Store // nil: the heap
+	// storeFiles: the store's tables are checkpointed as its files
+	// (NewStoredFiles), not as rows, and track no changes.
+	storeFiles bool
 	// batchBytes caps the variable-length bytes of one snapshot batch
 	// (tests lower it).
 	batchBytes int
@@ -112,7 +115,7 @@ func (b *Memory) OpenTable(name string, vt ValueType) (any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("statestore: open table %q: %w", name, err)
 			}
-			st = newStoredTable(name, t, b.start, b.end, b.storeSnapshots())
+			st = b.newStoredTable(name, t)
 		}
 		st.open(vt)
 		delete(b.pending, name)

@@ -229,7 +229,7 @@ func (b *Memory) pendingTable(name string) (snapTable, error) {
 		if err != nil {
 			return nil, fmt.Errorf("statestore: restore table %q: %w", name, err)
 		}
-		p = newStoredTable(strings.Clone(name), t, b.start, b.end, b.storeSnapshots())
+		p = b.newStoredTable(strings.Clone(name), t)
 	} else {
 		p = &encodedTable{name: strings.Clone(name), start: b.start, groups: make([]map[entryKey][]byte, b.end-b.start)}
 	}

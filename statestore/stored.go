@@ -72,13 +72,32 @@ type StoredIter interface {
 	Close()
 }
 
-// NewStored returns an empty backend owning key groups [start, end) whose
-// tables live in s (which must be empty). Its timers are in memory. It
-// panics if the range is empty or negative.
+// NewStored returns a backend owning key groups [start, end) whose tables
+// live in s: empty, or a FileStore opened from a capture, whose tables
+// it then holds as restored. Its timers are in memory. It panics if the
+// range is empty or negative.
 func NewStored(start, end int, s Store) *Memory {
 	b := NewMemory(start, end)
 	b.store = s
+	b.adoptTables()
 	return b
+}
+
+// adoptTables makes the tables the store holds already (a FileStore
+// opened from a capture) the backend's restored tables, until opened.
+func (b *Memory) adoptTables() {
+	fs, ok := b.store.(FileStore)
+	if !ok {
+		return
+	}
+	for _, name := range fs.TableNames() {
+		if _, open := b.tables[name]; open {
+			continue
+		}
+		if t, err := fs.Table(name); err == nil {
+			b.pending[name] = b.newStoredTable(name, t)
+		}
+	}
 }
 
 // storeSnapshots reports whether the backend's store takes snapshots.
@@ -101,6 +120,9 @@ type storedTable struct {
 	// in steps reads from snap, the one taken at its barrier.
 	stepped bool
 	snap    StoreSnapshot
+	// untracked: the table tracks no changes, since checkpoints capture
+	// its store as files (NewStoredFiles).
+	untracked bool
 }
 
 var (
@@ -108,8 +130,9 @@ var (
 	_ anyTable     = (*storedTable)(nil)
 )
 
-func newStoredTable(name string, t StoredTable, start, end int, stepped bool) *storedTable {
-	return &storedTable{name: name, t: t, start: start, end: end, dirty: make([]map[entryKey]struct{}, end-start), stepped: stepped}
+// newStoredTable makes the backend's table of its store's table t.
+func (b *Memory) newStoredTable(name string, t StoredTable) *storedTable {
+	return &storedTable{name: name, t: t, start: b.start, end: b.end, dirty: make([]map[entryKey]struct{}, b.end-b.start), stepped: b.storeSnapshots(), untracked: b.storeFiles}
 }
 
 // open gives the table its value type (OpenTable).
@@ -120,6 +143,9 @@ func (s *storedTable) open(vt ValueType) {
 
 func (s *storedTable) markDirty(kg int, key, ns string) {
 	checkGroup(kg, s.start, s.end)
+	if s.untracked {
+		return
+	}
 	d := &s.dirty[kg-s.start]
 	if *d == nil {
 		*d = map[entryKey]struct{}{}
@@ -146,6 +172,11 @@ func (s *storedTable) Put(kg int, key, ns string, v []byte) {
 
 // Delete removes the entry, marking it dirty if it existed.
 func (s *storedTable) Delete(kg int, key, ns string) {
+	if s.untracked {
+		checkGroup(kg, s.start, s.end)
+		s.t.Delete(kg, key, ns)
+		return
+	}
 	if _, ok := s.Get(kg, key, ns); !ok {
 		return
 	}

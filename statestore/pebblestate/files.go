@@ -11,6 +11,13 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirstream/weir/statestore"
+)
+
+var (
+	_ statestore.FileStore        = (*Store)(nil)
+	_ statestore.StoreFileCapture = (*FileCapture)(nil)
 )
 
 // A file capture takes the store as it is at a barrier in the form
@@ -37,19 +44,13 @@ const maxManifest = 1 << 20
 // metaID is the id of the table of the tables' ids.
 const metaID = 0
 
-// File is one file of a captured database.
-type File struct {
-	// Name is the file's name in the capture's directory.
-	Name string
-	// Size is its size in bytes.
-	Size int64
-	// Immutable is true for an sstable (or a blob file): named by a
-	// number pebble never gives twice in one database, and never
-	// rewritten, so a file of this name in two captures of a database,
-	// or of the database opened from one (OpenFiles), is the same file.
-	// The others (MANIFEST, OPTIONS, markers) belong to their capture.
-	Immutable bool
-}
+// File is one file of a captured database. Immutable ones are sstables
+// and blob files: named by a number pebble never gives twice in one
+// database, and never rewritten, so a file of this name in two captures
+// of a database, or of the database opened from one (OpenFiles), is the
+// same file. The others (MANIFEST, OPTIONS, markers) belong to their
+// capture.
+type File = statestore.StoreFile
 
 // FileCapture is a capture of a store's database files (CaptureFiles).
 type FileCapture struct {
@@ -65,7 +66,7 @@ type FileCapture struct {
 // dir, which must not exist: it writes the dirty hot entries to pebble
 // and starts the flush of its memtable. The capture ends in Poll. One
 // capture is in flight at a time.
-func (s *Store) CaptureFiles(dir string) (*FileCapture, error) {
+func (s *Store) CaptureFiles(dir string) (statestore.StoreFileCapture, error) {
 	if s.closed {
 		return nil, errors.New("pebblestate: file capture of a closed store")
 	}
@@ -247,4 +248,38 @@ func (s *Store) loadTables() error {
 		}
 		s.addTable(name, append([]byte(nil), id...))
 	}
+}
+
+// Restore returns a store holding what the captures in stores (their
+// directories, and the key groups each held) hold in key groups [start,
+// end): opened from the one capture if it held exactly those key groups
+// (into, which must be empty, is closed), else into with their entries
+// of those key groups copied into it, one capture opened at a time (a
+// restore at another parallelism).
+func Restore(o Options, into *Store, stores []statestore.CapturedStore, start, end int) (*Store, error) {
+	if len(stores) == 1 && stores[0].KeyGroupStart == start && stores[0].KeyGroupEnd == end {
+		s, err := OpenFiles(o, stores[0].Dir)
+		if err != nil {
+			return nil, err
+		}
+		if err := into.Close(); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+		return s, nil
+	}
+	for _, c := range stores {
+		from, to := max(c.KeyGroupStart, start), min(c.KeyGroupEnd, end)
+		if from >= to {
+			continue
+		}
+		src, err := OpenFiles(o, c.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+		}
+		err = statestore.CopyStoreGroups(into, src, from, to)
+		if err = errors.Join(err, src.Close()); err != nil {
+			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+		}
+	}
+	return into, nil
 }

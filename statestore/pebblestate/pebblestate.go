@@ -1,20 +1,19 @@
 // Package pebblestate is a statestore.Store on pebble, an LSM on local
 // disk: keyed state larger than memory. A task's process operator opens
 // one per subtask (a job spec's `state: {backend: pebble, memory: ...}`)
-// and makes its backend with statestore.NewStored: recently used entries
-// stay in pebble's block cache and memtables (bounded by Memory), the
-// rest is on disk.
+// and makes its backend with statestore.NewStoredFiles: recently used
+// entries stay in pebble's block cache and memtables (bounded by Memory),
+// the rest is on disk.
 //
-// The store is scratch space, not a copy of the truth: checkpoints
-// capture the backend as Arrow rows in the bucket like the in-memory
-// backend's, and a restarted or rescaled task restores from them into a
-// new, empty store. So it writes no WAL and syncs nothing, and Close
-// deletes its directory.
-//
-// A store can also be taken whole as its database's files at a barrier
-// (CaptureFiles) and opened again from them (OpenFiles), without a stall:
-// the sstables are immutable, so consecutive captures share most of them.
-// The checkpoint runtime does not use this yet.
+// Checkpoints take the store whole as its database's files at the
+// barrier (CaptureFiles), without a stall, and upload the sstables the
+// bucket does not have yet: they are immutable, so consecutive captures
+// share most of them. A restarted task opens its store from the files
+// (OpenFiles); a rescaled one copies its key groups out of the stores it
+// takes over (Restore). A store is scratch space otherwise: it writes no
+// WAL and syncs nothing, and Close deletes its directory. It can also be
+// read as rows (statestore.NewStored, Snapshot), as `weir state dump`
+// does.
 //
 // Keys are the table's id (a uvarint from 1, given in order of first use;
 // id 0 is the table of the tables' ids by name), the key group (2 bytes,
