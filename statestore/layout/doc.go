@@ -20,6 +20,7 @@
 //	      <operator>/                                OperatorStatePrefix
 //	        <kgStart>-<kgEnd>/
 //	          <n>-a<attempt>-<base|delta>.arrow      StateFileKey: written by checkpoint n
+//	          <n>-a<attempt>-store-<name>            StoreFileKey: a store's file (a pebble sstable), first uploaded by checkpoint n
 //	      _workers/<worker>/
 //	        <n>-a<attempt>-<seq>.arrow               StateObjectKey: the state files a worker's subtasks wrote at checkpoint n, packed
 //	    savepoints/                                  SavepointsPrefix: never deleted by retention or Delete

@@ -158,6 +158,19 @@ func StateFileKey(job, operator string, kgStart, kgEnd int, checkpoint int64, at
 	return OperatorStatePrefix(job, operator) + fmt.Sprintf("%d-%d/%d-a%d-%s.arrow", kgStart, kgEnd, checkpoint, attempt, kind)
 }
 
+// storeFileRE matches what follows the checkpoint of a StoreFileKey.
+var storeFileRE = regexp.MustCompile(`^a[0-9]+-store-.`)
+
+// StoreFileKey is the key of the file name of an operator's store
+// captured as files (a pebble sstable, say) at checkpoint checkpoint of
+// attempt attempt, by the subtask owning key groups [kgStart, kgEnd):
+// jobs/<job>/state/<operator>/<kgStart>-<kgEnd>/<checkpoint>-a<attempt>-store-<name>.
+// Later checkpoints list an unchanged file under the key it was first
+// uploaded to.
+func StoreFileKey(job, operator string, kgStart, kgEnd int, checkpoint int64, attempt int, name string) string {
+	return OperatorStatePrefix(job, operator) + fmt.Sprintf("%d-%d/%d-a%d-store-%s", kgStart, kgEnd, checkpoint, attempt, name)
+}
+
 // StateObjectKey is where a worker writes the state files its subtasks of
 // one job attempt took at one checkpoint, packed into one object (package
 // statepack): jobs/<job>/state/_workers/<worker>/<n>-a<attempt>-<seq>.arrow,
@@ -187,13 +200,14 @@ func keySegment(s string) string {
 }
 
 // StateFileCheckpoint returns the checkpoint that wrote a state file key
-// (StateFileKey) or state object (StateObjectKey), ok=false for a key of another shape. It reads only the
+// (StateFileKey), store file (StoreFileKey) or state object
+// (StateObjectKey), ok=false for a key of another shape. It reads only the
 // last segment, so it also parses the state files a savepoint copied
 // (SavepointStateKey).
 func StateFileCheckpoint(key string) (int64, bool) {
 	name := key[strings.LastIndexByte(key, '/')+1:]
-	n, _, ok := strings.Cut(name, "-")
-	if !ok || !strings.HasSuffix(name, ".arrow") {
+	n, rest, ok := strings.Cut(name, "-")
+	if !ok || !strings.HasSuffix(name, ".arrow") && !storeFileRE.MatchString(rest) {
 		return 0, false
 	}
 	id, err := strconv.ParseInt(n, 10, 64)

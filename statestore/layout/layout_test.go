@@ -116,12 +116,15 @@ func TestStateFileCheckpoint(t *testing.T) {
 		{layout.SavepointStateKey(job, "sp-7-x", layout.StateFileKey(job, "window", 0, 64, 7, 2, "base")), 7},
 		{layout.StateObjectKey(job, "w-1", 9, 2, 3), 9},
 		{layout.SavepointStateKey(job, "sp-7-x", layout.StateObjectKey(job, "w-1", 8, 2, 3)), 8},
+		{layout.StoreFileKey(job, "count", 0, 64, 15, 2, "000012.sst"), 15},
+		{layout.StoreFileKey(job, "count", 0, 64, 16, 2, "marker.manifest.000001.MANIFEST-000001"), 16},
+		{layout.SavepointStateKey(job, "sp-7-x", layout.StoreFileKey(job, "count", 0, 64, 6, 1, "OPTIONS-000003")), 6},
 	} {
 		if id, ok := layout.StateFileCheckpoint(tc.key); !ok || id != tc.want {
 			t.Errorf("StateFileCheckpoint(%s) = %d, %v; want %d", tc.key, id, ok, tc.want)
 		}
 	}
-	for _, bad := range []string{"jobs/j/state/win/0-64/x-a1-base.arrow", "jobs/j/spec.json", "a/0-a1-base.arrow", "jobs/j/state/win/0-64/12-a1-base.json", ""} {
+	for _, bad := range []string{"jobs/j/state/win/0-64/x-a1-base.arrow", "jobs/j/spec.json", "a/0-a1-base.arrow", "jobs/j/state/win/0-64/12-a1-base.json", "jobs/j/state/win/0-64/12-a1-store-", "jobs/j/state/win/0-64/12-store-000001.sst", ""} {
 		if _, ok := layout.StateFileCheckpoint(bad); ok {
 			t.Errorf("StateFileCheckpoint(%s) accepted", bad)
 		}

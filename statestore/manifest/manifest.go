@@ -18,10 +18,30 @@ import (
 	"github.com/weirstream/weir/statestore/layout"
 )
 
-// Version is the manifest format this package writes and the newest it
-// reads. It changes only for changes an older reader would misread;
-// optional fields that an older reader may ignore do not bump it.
-const Version = 1
+// Version is the newest manifest format this package reads and writes. It
+// changes only for changes an older reader would misread; optional fields
+// that an older reader may ignore do not bump it. A manifest is written
+// at the lowest version that holds it (LowestVersion): version 2 added
+// store files (KindStore), so a manifest without any is still version 1,
+// and one with them is refused by a binary from before them as too new
+// (ErrUnsupportedVersion), not as corrupt, which would have made it fall
+// back to an older checkpoint.
+const Version = 2
+
+// LowestVersion returns the lowest version that holds m: 2 if it lists a
+// store file, else 1.
+func (m *Manifest) LowestVersion() int {
+	for _, v := range m.Vertices {
+		for _, s := range v.Subtasks {
+			for _, f := range s.State {
+				if f.Kind == KindStore {
+					return 2
+				}
+			}
+		}
+	}
+	return 1
+}
 
 // MaxMaxParallelism is the largest maxParallelism a job can have (the job
 // spec's limit).
@@ -43,6 +63,11 @@ var (
 const (
 	KindBase  = "base"  // a full snapshot of an operator's key groups
 	KindDelta = "delta" // changes since the previous file for the same operator and range
+	// KindStore is a file of an operator's store captured as files (a
+	// pebble database's sstable or MANIFEST), at File.Name in its
+	// directory: a subtask lists every file of its store's capture,
+	// sharing the unchanged ones with earlier checkpoints.
+	KindStore = "store"
 )
 
 // Manifest is the commit point of one checkpoint or savepoint: every file,
@@ -127,6 +152,10 @@ type File struct {
 	// object is the file.
 	Packed bool  `json:"packed,omitempty"`
 	Offset int64 `json:"offset,omitempty"`
+	// Name is a store file's name in its store's directory (KindStore
+	// only): the files of one operator and key group range in a subtask
+	// are one store's capture.
+	Name string `json:"name,omitempty"`
 }
 
 // Segment names the bytes of a state file: its object and, for a packed
@@ -166,8 +195,9 @@ type SubtaskMetrics struct {
 // nameRE is the job spec's rule for source, operator and sink names (and so
 // vertex names); job ids follow layout.ValidJobID.
 var (
-	nameRE   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,62}$`)
-	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	nameRE      = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_-]{0,62}$`)
+	storeFileRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$`)
+	sha256RE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // Encode validates m and returns it as indented JSON with fields in a fixed
@@ -477,8 +507,8 @@ func (m *Manifest) Validate() error {
 	add := func(field, format string, args ...any) {
 		ps = append(ps, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	if m.Version != Version {
-		add("version", "%d: want %d", m.Version, Version)
+	if m.Version < 1 || m.Version > Version {
+		add("version", "%d: want 1 to %d", m.Version, Version)
 	}
 	if !layout.ValidJobID(m.Job) {
 		add("job", "%q is not a job id: want a letter then letters, digits, '-' or '_' (at most 72)", m.Job)
@@ -557,6 +587,7 @@ func (m *Manifest) Validate() error {
 			}
 			based := map[string][][2]int{} // per operator, the key group ranges of its bases so far
 			inSubtask := map[string]bool{}
+			storeNames := map[[4]string]bool{} // operator, range, name
 			for k, f := range s.State {
 				ff := fmt.Sprintf("%s.state[%d]", sf, k)
 				if err := blob.ValidateKey(f.Key); err != nil {
@@ -593,7 +624,22 @@ func (m *Manifest) Validate() error {
 					add(ff+".keyGroupStart", "[%d, %d) does not overlap the subtask's key groups [%d, %d)", f.KeyGroupStart, f.KeyGroupEnd, s.KeyGroupStart, s.KeyGroupEnd)
 				}
 				r := [2]int{f.KeyGroupStart, f.KeyGroupEnd}
+				if f.Kind != KindStore && f.Name != "" {
+					add(ff+".name", "%q: only a file of kind %q has a name", f.Name, KindStore)
+				}
 				switch f.Kind {
+				case KindStore:
+					if m.Version < 2 {
+						add(ff+".kind", "%q: a store file needs manifest version 2, and the manifest is version %d", f.Kind, m.Version)
+					}
+					sk := [4]string{f.Operator, fmt.Sprint(f.KeyGroupStart), fmt.Sprint(f.KeyGroupEnd), f.Name}
+					switch {
+					case !storeFileRE.MatchString(f.Name) || f.Name == "." || f.Name == "..":
+						add(ff+".name", "%q is not a store file's name: want a letter or digit then letters, digits, '.', '_' or '-' (at most 128)", f.Name)
+					case storeNames[sk]:
+						add(ff+".name", "%q: listed twice for operator %q, key groups [%d, %d)", f.Name, f.Operator, f.KeyGroupStart, f.KeyGroupEnd)
+					}
+					storeNames[sk] = true
 				case KindBase:
 					based[f.Operator] = append(based[f.Operator], r)
 				case KindDelta:
@@ -601,7 +647,7 @@ func (m *Manifest) Validate() error {
 						add(ff+".kind", "delta for operator %q, key groups [%d, %d) before any base for them: want a base first", f.Operator, f.KeyGroupStart, f.KeyGroupEnd)
 					}
 				default:
-					add(ff+".kind", "%q: want %q or %q", f.Kind, KindBase, KindDelta)
+					add(ff+".kind", "%q: want %q, %q or %q", f.Kind, KindBase, KindDelta, KindStore)
 				}
 			}
 			for _, src := range slices.Sorted(maps.Keys(s.SourcePositions)) {

@@ -281,7 +281,21 @@ func TestValidate(t *testing.T) {
 		{"file size", func(m *manifest.Manifest) { file(m, 0, 0).Size = -1 }, "vertices[2].subtasks[0].state[0].size", "-1: want >= 0"},
 		{"file sha", func(m *manifest.Manifest) { file(m, 1, 0).SHA256 = strings.Repeat("g", 64) }, "vertices[2].subtasks[1].state[0].sha256", "64 lowercase hex"},
 		{"file sha short", func(m *manifest.Manifest) { file(m, 1, 0).SHA256 = "" }, "vertices[2].subtasks[1].state[0].sha256", `""`},
-		{"file kind", func(m *manifest.Manifest) { file(m, 0, 0).Kind = "full" }, "vertices[2].subtasks[0].state[0].kind", `"full": want "base" or "delta"`},
+		{"file kind", func(m *manifest.Manifest) { file(m, 0, 0).Kind = "full" }, "vertices[2].subtasks[0].state[0].kind", `"full": want "base", "delta" or "store"`},
+		{"name of a base", func(m *manifest.Manifest) { file(m, 0, 0).Name = "000001.sst" }, "vertices[2].subtasks[0].state[0].name", `only a file of kind "store" has a name`},
+		{"store file name", func(m *manifest.Manifest) {
+			f := file(m, 0, 0)
+			f.Kind, f.Name = manifest.KindStore, "../MANIFEST"
+		}, "vertices[2].subtasks[0].state[0].name", "is not a store file's name"},
+		{"store file unnamed", func(m *manifest.Manifest) { file(m, 0, 0).Kind = manifest.KindStore }, "vertices[2].subtasks[0].state[0].name", "is not a store file's name"},
+		{"store file twice", func(m *manifest.Manifest) {
+			s := &window(m).Subtasks[0]
+			f := s.State[0]
+			f.Kind, f.Name, f.Key = manifest.KindStore, "000004.sst", "jobs/x/state/window/0-64/42-a2-store-000004.sst"
+			g := f
+			g.Key = "jobs/x/state/window/0-64/43-a2-store-000004.sst"
+			s.State = append(s.State, f, g)
+		}, "vertices[2].subtasks[0].state[4].name", `"000004.sst": listed twice for operator "window", key groups [0, 64)`},
 		{"delta first", func(m *manifest.Manifest) {
 			s := window(m).Subtasks[0].State
 			s[0], s[1] = s[1], s[0]
@@ -488,13 +502,43 @@ func TestDecodeRefusesNotAManifest(t *testing.T) {
 func TestDecodeNewerVersion(t *testing.T) {
 	// A newer manifest may have fields this binary does not know; the
 	// version is what it is refused for.
-	data := strings.Replace(string(encode(t, golden())), `"version": 1,`, `"version": 2, "compression": "zstd",`, 1)
+	data := strings.Replace(string(encode(t, golden())), `"version": 1,`, `"version": 3, "compression": "zstd",`, 1)
 	_, err := manifest.Decode([]byte(data))
 	if !errors.Is(err, manifest.ErrUnsupportedVersion) || errors.Is(err, manifest.ErrCorrupt) {
-		t.Fatalf("Decode(version 2) = %v, want ErrUnsupportedVersion and not ErrCorrupt", err)
+		t.Fatalf("Decode(version 3) = %v, want ErrUnsupportedVersion and not ErrCorrupt", err)
 	}
-	if want := "version 2 and this binary reads versions up to 1"; !strings.Contains(err.Error(), want) {
+	if want := "version 3 and this binary reads versions up to 2"; !strings.Contains(err.Error(), want) {
 		t.Errorf("message %q does not say %q", err, want)
+	}
+}
+
+// TestStoreFilesNeedVersion2 checks that a manifest listing a store's
+// files is version 2 (LowestVersion), encodes and decodes as it is, and
+// is refused as version 1; one without them stays version 1.
+func TestStoreFilesNeedVersion2(t *testing.T) {
+	m := golden()
+	if v := m.LowestVersion(); v != 1 {
+		t.Fatalf("LowestVersion() = %d without store files, want 1", v)
+	}
+	s := &m.Vertices[2].Subtasks[0]
+	for _, name := range []string{"000007.sst", "MANIFEST-000001", "marker.manifest.000001.MANIFEST-000001"} {
+		s.State = append(s.State, manifest.File{Key: "jobs/rides-0a1b2c3d/state/window/0-64/42-a2-store-" + name, Size: 10, SHA256: strings.Repeat("ab", 32),
+			Kind: manifest.KindStore, Operator: "window", KeyGroupStart: 0, KeyGroupEnd: 64, Name: name})
+	}
+	if v := m.LowestVersion(); v != 2 {
+		t.Fatalf("LowestVersion() = %d with store files, want 2", v)
+	}
+	m.Version = 2
+	got, err := manifest.Decode(encode(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("Decode(Encode(m)) =\n%+v\nwant\n%+v", got, m)
+	}
+	m.Version = 1
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "a store file needs manifest version 2") {
+		t.Errorf("Validate() of version 1 with store files = %v", err)
 	}
 }
 
