@@ -22,6 +22,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
@@ -129,16 +130,14 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 	}
 	rows := 0
 	read := 0
+	_, stores := task.SplitStoreFiles(files)
+	dumped := map[[2]int]bool{} // stores dumped, by key group range
 	for _, f := range files {
 		if limit > 0 && rows >= limit {
 			break
 		}
-		data, err := readStateFile(ctx, b, f)
-		if err != nil {
-			return err
-		}
-		read++
-		err = scanStateFile(data, func(rec arrow.RecordBatch) (bool, error) {
+		name := f.Segment()
+		scan := func(rec arrow.RecordBatch) (bool, error) {
 			kc, err := keys.bind(rec.Schema())
 			if err != nil && filter {
 				return false, fmt.Errorf("--key: %w", err)
@@ -148,7 +147,7 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 				if filter && (!ok || k != key) {
 					continue
 				}
-				if err := out.row(f.Segment(), rec, r, kc); err != nil {
+				if err := out.row(name, rec, r, kc); err != nil {
 					return false, err
 				}
 				if rows++; limit > 0 && rows >= limit {
@@ -156,8 +155,31 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 				}
 			}
 			return true, nil
-		})
+		}
+		if f.Kind == manifest.KindStore {
+			// A store captured as files: its entries, as a base of rows.
+			kr := [2]int{f.KeyGroupStart, f.KeyGroupEnd}
+			if dumped[kr] {
+				continue
+			}
+			dumped[kr] = true
+			for _, group := range stores {
+				if group[0].KeyGroupStart == kr[0] && group[0].KeyGroupEnd == kr[1] {
+					name = fmt.Sprintf("store %d-%d (%d files)", kr[0], kr[1], len(group))
+					if err := scanStore(ctx, b, group, scan); err != nil {
+						return fmt.Errorf("operator %s: store of key groups [%d, %d): %w", operator, kr[0], kr[1], err)
+					}
+					read += len(group)
+				}
+			}
+			continue
+		}
+		data, err := readStateFile(ctx, b, f)
 		if err != nil {
+			return err
+		}
+		read++
+		if err := scanStateFile(data, scan); err != nil {
 			return fmt.Errorf("state file %s: %w", f.Segment(), err)
 		}
 	}
@@ -213,6 +235,22 @@ func readStateFile(ctx context.Context, b blob.BucketReader, f manifest.File) ([
 	return data, err
 }
 
+// scanStore opens the store whose files are files, as a restore does
+// (task.OpenStores), and calls fn with the batches of a full
+// snapshot of its entries until fn returns false or an error.
+func scanStore(ctx context.Context, b blob.BucketReader, files []manifest.File, fn func(arrow.RecordBatch) (bool, error)) error {
+	m, closeStore, err := task.OpenStores(ctx, b, [][]manifest.File{files}, files[0].KeyGroupStart, files[0].KeyGroupEnd)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	batches, err := m.Snapshot(memory.DefaultAllocator, true)
+	if err != nil {
+		return err
+	}
+	return scanBatches(batches, fn)
+}
+
 // scanStateFile decodes a state file as a restore does (statefile.Decode)
 // and calls fn with each batch until fn returns false or an error. The
 // batch is valid during the call.
@@ -221,6 +259,12 @@ func scanStateFile(data []byte, fn func(arrow.RecordBatch) (bool, error)) error 
 	if err != nil {
 		return err
 	}
+	return scanBatches(batches, fn)
+}
+
+// scanBatches calls fn with each batch until fn returns false or an
+// error, and releases them.
+func scanBatches(batches []arrow.RecordBatch, fn func(arrow.RecordBatch) (bool, error)) error {
 	defer func() {
 		for _, b := range batches {
 			b.Release()

@@ -352,6 +352,7 @@ func (c *Coordinator) buildManifest(j *job, id int64, triggered time.Time, acks 
 		m.Vertices = append(m.Vertices, mv)
 	}
 	sort.Slice(m.Vertices, func(a, b int) bool { return m.Vertices[a].Name < m.Vertices[b].Name })
+	m.Version = m.LowestVersion()
 	return m
 }
 

@@ -393,3 +393,62 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestSavepointAcrossBackends stops a job with a savepoint and resumes it
+// with its function state on the other backend: a savepoint of state in
+// pebble (its stores' files) restored on the heap, and one of state on
+// the heap (rows) restored into pebble, at another parallelism each. The
+// output before the savepoint plus the output after it equals a run
+// without interruption.
+func TestSavepointAcrossBackends(t *testing.T) {
+	const pebble = "state: {backend: pebble, memory: 4MiB}\n"
+	for _, c := range []struct {
+		name     string
+		from, to string
+		p        int
+	}{
+		{"pebble-to-memory", pebble, "", 1},
+		{"memory-to-pebble", "", pebble, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.startWorker("w1", 4, workerOpts{})
+			wantW, wantS := e.reference()
+			id := e.submitSpec(eoSpec("first", 3000)+c.from, coordinator.SubmitOptions{})
+			e.waitFor(id, "a checkpoint", func(st coordinator.JobStatus) bool {
+				return st.Checkpoints != nil && st.Checkpoints.Completed >= 1
+			})
+			key, err := e.c.StopWithSavepoint(e.ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := e.wait(id, 20*time.Second); st.State != coordinator.JobFinished {
+				t.Fatalf("stopped job is %s (%q)", st.State, st.Message)
+			}
+			raw, err := e.bucket.Get(e.ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := manifest.Decode(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stores := m.LowestVersion() == 2; stores != (c.from == pebble) {
+				t.Fatalf("the savepoint lists store files: %v", stores)
+			}
+			firstW, firstS := e.lines("first/windows/"), e.lines("first/seq/")
+			if len(firstS) == 0 || len(firstS) >= 12000 {
+				t.Fatalf("%d rows before the savepoint: the stop came too early or too late", len(firstS))
+			}
+			rid := e.submitSpec(eoSpec("second", 0)+c.to, coordinator.SubmitOptions{FromSavepoint: key, Parallelism: c.p})
+			if st := e.wait(rid, 30*time.Second); st.State != coordinator.JobFinished {
+				t.Fatalf("restore: %s %s", st.State, st.Error)
+			}
+			gotW := append(slices.Clone(firstW), e.lines("second/windows/")...)
+			gotS := append(slices.Clone(firstS), e.lines("second/seq/")...)
+			slices.Sort(gotW)
+			slices.Sort(gotS)
+			e.checkExact(c.name, gotW, gotS, wantW, wantS)
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/poll"
 	"github.com/weirstream/weir/statestore/layout"
+	"github.com/weirstream/weir/statestore/manifest"
 )
 
 // TestRescaleInPlace rescales a running exactly-once job three times
@@ -302,10 +303,57 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 	if _, err := e.c.Scale(e.ctx, id, map[string]int{"seqcheck": 3}); err != nil {
 		t.Fatal(err)
 	}
+	var first int64
 	e.waitFor(id, "a checkpoint of the rescaled job", func(st coordinator.JobStatus) bool {
 		n := len(st.Recoveries)
-		return st.State == coordinator.JobRunning && n > 1 && st.Checkpoints != nil && st.Checkpoints.Latest > st.Recoveries[n-1].RestoredFrom
+		if st.State == coordinator.JobRunning && n > 1 && st.Checkpoints != nil && st.Checkpoints.Latest > st.Recoveries[n-1].RestoredFrom {
+			first = st.Checkpoints.Latest
+			return true
+		}
+		return false
 	})
+	// The checker's tables are checkpointed as its stores' files, and a
+	// checkpoint lists the sstables an earlier one uploaded under the
+	// keys they were uploaded to (pebble's compactions replace files now
+	// and then, so look at a few checkpoints).
+	reused := func(checkpoint int64) bool {
+		raw, err := e.bucket.Get(e.ctx, layout.ManifestKey(id, checkpoint))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := manifest.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, v := range m.Vertices {
+			for _, st := range v.Subtasks {
+				ssts := 0
+				for _, f := range st.State {
+					if f.Kind != manifest.KindStore || f.Operator != "seqcheck" || !strings.HasSuffix(f.Name, ".sst") {
+						continue
+					}
+					ssts++
+					if n, ok := layout.StateFileCheckpoint(f.Key); ok && n < checkpoint {
+						found = true
+					}
+				}
+				if v.Name == "seqcheck" && ssts == 0 {
+					t.Fatalf("checkpoint %d: seqcheck[%d] lists no sstable of its store: %+v", checkpoint, st.Index, st.State)
+				}
+			}
+		}
+		return found
+	}
+	for n := first; !reused(n); {
+		st := e.waitFor(id, "a later checkpoint", func(st coordinator.JobStatus) bool {
+			return st.Checkpoints != nil && st.Checkpoints.Latest > n || st.State != coordinator.JobRunning
+		})
+		if st.State != coordinator.JobRunning || st.Checkpoints.Latest > first+5 {
+			t.Fatalf("no checkpoint from %d to %d lists a store file an earlier one uploaded", first, n)
+		}
+		n = st.Checkpoints.Latest
+	}
 	if _, err := e.c.Scale(e.ctx, id, map[string]int{"seqcheck": 1}); err != nil {
 		t.Fatal(err)
 	}

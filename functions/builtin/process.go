@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -441,16 +442,21 @@ func (p *processOp) newState() (statestore.Backend, error) {
 	if st == nil || st.Backend != spec.StatePebble {
 		return statestore.NewMemory(p.kgStart, p.kgEnd), nil
 	}
-	mem := int64(st.Memory)
-	if mem == 0 {
-		mem = spec.DefaultStateMemory
-	}
-	s, err := pebblestate.Open(pebblestate.Options{Dir: p.env.StateDir, Memory: mem})
+	s, err := pebblestate.Open(p.storeOptions())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: state: %w", p.cfg.name, err)
 	}
 	p.store = s
-	return statestore.NewStored(p.kgStart, p.kgEnd, s), nil
+	return statestore.NewStoredFiles(p.kgStart, p.kgEnd, s), nil
+}
+
+// storeOptions are the options of the operator's pebble stores.
+func (p *processOp) storeOptions() pebblestate.Options {
+	mem := int64(p.env.State.Memory)
+	if mem == 0 {
+		mem = spec.DefaultStateMemory
+	}
+	return pebblestate.Options{Dir: p.env.StateDir, Memory: mem}
 }
 
 // closeStore closes the pebble store, deleting its files.
@@ -470,8 +476,14 @@ type processSnapshotter struct{ p *processOp }
 
 var _ statestore.Snapshotter = processSnapshotter{}
 
-// State returns the operator's backend, as checkpoints see it.
-func (p *processOp) State() statestore.Snapshotter { return processSnapshotter{p} }
+// State returns the operator's backend, as checkpoints see it: with its
+// tables captured as its store's files when they are in pebble.
+func (p *processOp) State() statestore.Snapshotter {
+	if p.store != nil {
+		return storeSnapshotter{processSnapshotter{p}}
+	}
+	return processSnapshotter{p}
+}
 
 // Schema is the backend's snapshot schema: key_group first, then the
 // state name (table), key, namespace, encoded value, timer timestamp and
@@ -524,5 +536,51 @@ func (s processSnapshotter) Restore(b arrow.RecordBatch) error {
 		return fmt.Errorf("process %s: %w", p.cfg.name, err)
 	}
 	p.restoredWM = p.state.Timers().Watermark()
+	return nil
+}
+
+// storeSnapshotter is the backend of a process operator whose state is in
+// pebble: checkpoints capture its tables as the store's files.
+type storeSnapshotter struct{ processSnapshotter }
+
+var _ statestore.StoreCapturer = storeSnapshotter{}
+
+// CaptureStore captures the store into a directory beside it.
+func (s storeSnapshotter) CaptureStore(id int64) (statestore.StoreFileCapture, error) {
+	p := s.p
+	b, ok := p.state.(*statestore.Memory)
+	if !ok || p.store == nil {
+		return nil, fmt.Errorf("process %s: capture the store of an operator that is not open", p.cfg.name)
+	}
+	c, err := b.CaptureStore(fmt.Sprintf("%s-capture-%d", p.store.Dir(), id))
+	if err != nil {
+		return nil, fmt.Errorf("process %s: %w", p.cfg.name, err)
+	}
+	return c, nil
+}
+
+// StoreScratch is the directory the store is in.
+func (s storeSnapshotter) StoreScratch() string { return filepath.Dir(s.p.store.Dir()) }
+
+// RestoreStores makes the operator's store the one captured over its key
+// groups, or copies into it what the stores captured over others (a
+// rescale) hold of them (pebblestate.Restore).
+func (s storeSnapshotter) RestoreStores(stores []statestore.CapturedStore) error {
+	p := s.p
+	b, ok := p.state.(*statestore.Memory)
+	if !ok || p.store == nil {
+		return fmt.Errorf("process %s: restore the store of an operator that is not open", p.cfg.name)
+	}
+	st, err := pebblestate.Restore(p.storeOptions(), p.store, stores, p.kgStart, p.kgEnd)
+	if err != nil {
+		return fmt.Errorf("process %s: restore the store: %w", p.cfg.name, err)
+	}
+	if st == p.store {
+		return nil
+	}
+	p.store = st // the old one is closed
+	if err := b.ReplaceStore(st); err != nil {
+		return fmt.Errorf("process %s: %w", p.cfg.name, err)
+	}
 	return nil
 }

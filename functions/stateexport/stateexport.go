@@ -239,12 +239,31 @@ func newExporter(p *plan.Plan, n *plan.Node) (*exporter, error) {
 // subtask restores one subtask's state, captures it as a base and writes
 // its rows.
 func (x *exporter) subtask(ctx context.Context, r Request, st subtaskState, out batchWriter, res *Result) error {
-	state, closeState, err := x.open(st, r.Mem)
+	files, stores := task.SplitStoreFiles(st.files)
+	var state statestore.Snapshotter
+	var closeState func()
+	var err error
+	if len(stores) > 0 {
+		if x.kind != "function" {
+			return fmt.Errorf("the checkpoint holds files of a store, and a %s operator keeps its state in memory", x.kind)
+		}
+		var b *statestore.Memory
+		b, closeState, err = task.OpenStores(ctx, r.Bucket, stores, st.kgStart, st.kgEnd)
+		state = b
+		for _, fs := range stores {
+			for _, f := range fs {
+				res.Files++
+				res.Bytes += f.Size
+			}
+		}
+	} else {
+		state, closeState, err = x.open(st, r.Mem)
+	}
 	if err != nil {
 		return err
 	}
 	defer closeState()
-	for _, f := range st.files {
+	for _, f := range files {
 		if err := task.RestoreStateFile(ctx, r.Bucket, state, f, st.kgStart, st.kgEnd, r.Mem); err != nil {
 			return err
 		}

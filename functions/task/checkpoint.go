@@ -2,9 +2,13 @@ package task
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +26,7 @@ import (
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 	"github.com/weirstream/weir/statestore/offheap"
+	"github.com/weirstream/weir/statestore/pebblestate"
 	"github.com/weirstream/weir/statestore/statefile"
 	"github.com/weirstream/weir/statestore/statepack"
 )
@@ -238,6 +243,12 @@ type chain struct {
 	upGen     int  // generation of the base in files, 0 for none
 	failed    int  // a generation whose chain broke (an upload failed)
 	broken    bool // the next capture must be a base
+	// store is the files of the operator's store as last uploaded
+	// (statestore.StoreCapturer), listed after the chain's; uploaded
+	// maps the immutable ones by name, so that a later capture lists a
+	// file it shares under the key it was uploaded to.
+	store    []manifest.File
+	uploaded map[string]manifest.File
 }
 
 // capture decides whether the next snapshot is a base and returns its
@@ -271,6 +282,10 @@ type captured struct {
 	// are held (statestore.PartHolder).
 	parted, holds bool
 	held          []statestore.Part
+	// store is the capture of the operator's store as files
+	// (statestore.StoreCapturer), nil for none; storeDone once it ended.
+	store     statestore.StoreFileCapture
+	storeDone bool
 }
 
 // partUpload is one part of a capture in steps, uploaded while the
@@ -389,7 +404,18 @@ func (c *checkpointer) restore(ctx context.Context) error {
 			continue
 		}
 		state := sf.State()
-		files := rs.Files[n.Name]
+		files, stores := SplitStoreFiles(rs.Files[n.Name])
+		if len(stores) > 0 {
+			if err := c.restoreStores(ctx, state, stores); err != nil {
+				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
+			}
+			if rs.Continue[n.Name] && len(stores) == 1 {
+				ch := c.chains[i]
+				ch.mu.Lock()
+				ch.setStore(stores[0])
+				ch.mu.Unlock()
+			}
+		}
 		for _, f := range files {
 			if err := RestoreStateFile(ctx, r.cfg.Bucket, state, f, kgStart, kgEnd, r.mem); err != nil {
 				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
@@ -417,6 +443,140 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// SplitStoreFiles parts an operator's files into the state files of its
+// chain and its stores' files (manifest.KindStore), one list per store
+// captured: per key group range, in the order first listed.
+func SplitStoreFiles(all []manifest.File) (files []manifest.File, stores [][]manifest.File) {
+	at := map[[2]int]int{}
+	for _, f := range all {
+		if f.Kind != manifest.KindStore {
+			files = append(files, f)
+			continue
+		}
+		r := [2]int{f.KeyGroupStart, f.KeyGroupEnd}
+		i, ok := at[r]
+		if !ok {
+			i = len(stores)
+			at[r] = i
+			stores = append(stores, nil)
+		}
+		stores[i] = append(stores[i], f)
+	}
+	return files, stores
+}
+
+// DownloadStores downloads the files of each store (SplitStoreFiles) into
+// a new directory under dir, each checked against its manifest entry as a
+// state file is (a mismatch is ErrCorruptState), calling read with each
+// file's size. The caller removes the directories, also after an error.
+func DownloadStores(ctx context.Context, b blob.BucketReader, dir string, stores [][]manifest.File, read func(int64)) ([]statestore.CapturedStore, error) {
+	var captured []statestore.CapturedStore
+	for _, files := range stores {
+		d, err := os.MkdirTemp(dir, "restore-")
+		if err != nil {
+			return captured, fmt.Errorf("store files: %w", err)
+		}
+		captured = append(captured, statestore.CapturedStore{Dir: d, KeyGroupStart: files[0].KeyGroupStart, KeyGroupEnd: files[0].KeyGroupEnd})
+		for _, f := range files {
+			data, err := statefile.Read(ctx, b, f)
+			if err != nil {
+				return captured, fmt.Errorf("%w: %w", ErrCorruptState, err)
+			}
+			if err := os.WriteFile(filepath.Join(d, f.Name), data, 0o644); err != nil {
+				return captured, fmt.Errorf("store files: %w", err)
+			}
+			if read != nil {
+				read(f.Size)
+			}
+		}
+	}
+	return captured, nil
+}
+
+// restoreStores restores an operator's state from the stores it was
+// captured in: the stores in its place, or, for state that is not in a
+// store, the stores' entries as rows.
+func (c *checkpointer) restoreStores(ctx context.Context, state statestore.Snapshotter, stores [][]manifest.File) error {
+	sc, ok := state.(statestore.StoreCapturer)
+	if !ok {
+		kgStart, kgEnd := c.keyGroups()
+		b, closeStores, err := OpenStores(ctx, c.r.cfg.Bucket, stores, kgStart, kgEnd)
+		if err != nil {
+			return err
+		}
+		defer closeStores()
+		recs, err := b.Snapshot(c.r.mem, true)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, rec := range recs {
+				rec.Release()
+			}
+		}()
+		for _, rec := range recs {
+			if err := state.Restore(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	captured, err := DownloadStores(ctx, c.r.cfg.Bucket, sc.StoreScratch(), stores, func(n int64) { c.r.stats.restoreRead.Add(n) })
+	defer func() {
+		for _, s := range captured {
+			_ = os.RemoveAll(s.Dir)
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	return sc.RestoreStores(captured)
+}
+
+// OpenStores downloads the stores a function operator's state was
+// captured in (task.SplitStoreFiles) into a temporary directory and
+// returns a backend over what they hold in key groups [start, end), as a
+// worker restores them (pebblestate.Restore); its snapshots hold the
+// tables' entries as rows. Its timers are in the operator's other state
+// files (RestoreStateFile). close closes it and removes the directory.
+// `weir state dump` and `export` read stores through it, and a restore
+// into state that is not in a store (a savepoint of a job on pebble
+// restored by one on the heap) copies its rows.
+func OpenStores(ctx context.Context, b blob.BucketReader, stores [][]manifest.File, start, end int) (_ *statestore.Memory, close func(), err error) {
+	dir, err := os.MkdirTemp("", "weir-state-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	captured, err := DownloadStores(ctx, b, dir, stores, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := pebblestate.Options{Dir: dir}
+	into, err := pebblestate.Open(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := pebblestate.Restore(o, into, captured, start, end)
+	if err != nil {
+		_ = into.Close()
+		return nil, nil, err
+	}
+	for _, c := range captured {
+		_ = os.RemoveAll(c.Dir) // the store has its own links or copies
+	}
+	m := statestore.NewStored(start, end, s)
+	return m, func() {
+		m.Close()
+		_ = s.Close()
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 // RestoreStateFile reads the state file f and restores the rows of key
@@ -529,7 +689,13 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 			} else {
 				p.batches, err = state.Snapshot(c.captureMem, full)
 			}
+			if sc, ok := state.(statestore.StoreCapturer); ok && err == nil {
+				p.store, err = sc.CaptureStore(id)
+			}
 			if err != nil {
+				if p.capture != nil {
+					p.capture.Release()
+				}
 				u.release()
 				return fmt.Errorf("operator %s: snapshot %d: %w", n.Name, id, err)
 			}
@@ -567,7 +733,7 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 	}
 	r.stats.Checkpoints.Add(1)
 	for _, p := range u.parts {
-		if p.capture != nil {
+		if p.capture != nil || p.store != nil {
 			c.pending = u
 			return nil
 		}
@@ -625,29 +791,43 @@ func (c *checkpointer) stepPending(deadline time.Time) error {
 			m.StepMs = max(m.StepMs, time.Since(t0).Milliseconds())
 		}
 	}()
+	fail := func(p *captured, err error) error {
+		c.pending = nil
+		u.release()
+		return fmt.Errorf("operator %s: snapshot %d: %w", c.r.cfg.Nodes[p.node].Name, u.id, err)
+	}
 	for i := range u.parts {
 		p := &u.parts[i]
-		if p.capture == nil {
-			continue
+		if p.capture != nil {
+			var done bool
+			var err error
+			if p.parted {
+				done, err = c.stepParts(u, p, deadline)
+			} else {
+				done, err = p.capture.Step(deadline)
+			}
+			if err != nil {
+				return fail(p, err)
+			}
+			if !done {
+				return nil
+			}
+			p.batches = p.capture.Batches()
+			p.capture.Release()
+			p.capture = nil
 		}
-		var done bool
-		var err error
-		if p.parted {
-			done, err = c.stepParts(u, p, deadline)
-		} else {
-			done, err = p.capture.Step(deadline)
+		if p.store != nil && !p.storeDone {
+			// The store's capture ends once its flush has (a zero
+			// deadline waits for it): a look, not a step.
+			done, err := p.store.Poll(deadline.IsZero())
+			if err != nil {
+				return fail(p, err)
+			}
+			if !done {
+				return nil
+			}
+			p.storeDone = true
 		}
-		if err != nil {
-			c.pending = nil
-			u.release()
-			return fmt.Errorf("operator %s: snapshot %d: %w", c.r.cfg.Nodes[p.node].Name, u.id, err)
-		}
-		if !done {
-			return nil
-		}
-		p.batches = p.capture.Batches()
-		p.capture.Release()
-		p.capture = nil
 	}
 	c.pending = nil
 	if !deadline.IsZero() {
@@ -1034,6 +1214,10 @@ func (u *upload) release() {
 		p.batches = nil
 		releaseParts(p.held)
 		p.held = nil
+		if p.store != nil {
+			_ = p.store.Release() // only its directory of links: the store's files stay
+			p.store = nil
+		}
 	}
 }
 
@@ -1168,13 +1352,21 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 		skip  bool // nothing to add to its chain
 		files []manifest.File
 		err   error
+		// store is the files of the operator's store's capture
+		// (captured.store), shared and new, with new bytes of them.
+		store    []manifest.File
+		newBytes int64
 	}
 	results := make([]result, len(u.parts))
 	var packed []statepack.File
-	var owners []int // the result each packed file belongs to
+	type owner struct {
+		i     int  // the result the packed file belongs to
+		store bool // a file of its store's capture
+	}
+	var owners []owner
 	pack := func(i int, f statepack.File) {
 		packed = append(packed, f)
-		owners = append(owners, i)
+		owners = append(owners, owner{i, f.Entry.Kind == manifest.KindStore})
 	}
 	var errs []error
 	for i, p := range u.parts {
@@ -1211,16 +1403,26 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 				pack(i, *up.packed)
 			}
 		}
+		if p.store != nil && res.err == nil {
+			var small []statepack.File
+			res.store, small, res.newBytes, res.err = c.uploadStore(u.id, n.Name, ch, p.store)
+			for _, f := range small {
+				pack(i, f)
+			}
+		}
 	}
 	if c.member != nil {
 		// Every checkpoint is reported, with files or none, so that the
 		// other tasks' files do not wait for ours.
 		entries, err := c.member.Write(r.ctx, u.id, packed)
-		for j, i := range owners {
-			if err != nil {
-				results[i].err = err
-			} else {
-				results[i].files = append(results[i].files, entries[j])
+		for j, o := range owners {
+			switch res := &results[o.i]; {
+			case err != nil:
+				res.err = err
+			case o.store:
+				res.store = append(res.store, entries[j])
+			default:
+				res.files = append(res.files, entries[j])
 			}
 		}
 	}
@@ -1250,6 +1452,10 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 			ch.deltaB += size
 		}
 		st.Metrics.UploadedBytes += size
+		if p.store != nil {
+			ch.setStore(res.store)
+			st.Metrics.UploadedBytes += res.newBytes
+		}
 		ch.mu.Unlock()
 	}
 	if len(errs) > 0 {
@@ -1262,6 +1468,7 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 		if ch := c.chains[i]; ch != nil {
 			ch.mu.Lock()
 			st.State = append(st.State, ch.files...)
+			st.State = append(st.State, ch.store...)
 			ch.mu.Unlock()
 		}
 	}
@@ -1270,6 +1477,64 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	}
 	r.stats.stateBytes.Store(size)
 	return nil
+}
+
+// setStore records the files of the operator's store as uploaded
+// (ch.mu held). Only the immutable ones are ever listed again.
+func (ch *chain) setStore(files []manifest.File) {
+	ch.store = files
+	ch.uploaded = make(map[string]manifest.File, len(files))
+	for _, f := range files {
+		ch.uploaded[f.Name] = f
+	}
+}
+
+// uploadStore uploads the files of a capture of operator op's store that
+// are not in the bucket yet, each its own object, and returns the
+// capture's files as the manifest lists them: the immutable ones uploaded
+// before under their keys, the new ones, and how many bytes are new. The
+// small files that change with every capture (a database's MANIFEST) go
+// into small, to be packed with the worker's other files when the task
+// packs. A file is read whole before its upload.
+func (c *checkpointer) uploadStore(id int64, op string, ch *chain, capture statestore.StoreFileCapture) (files []manifest.File, small []statepack.File, newBytes int64, err error) {
+	r := c.r
+	kgStart, kgEnd := c.keyGroups()
+	ch.mu.Lock()
+	uploaded := ch.uploaded
+	ch.mu.Unlock()
+	for _, sf := range capture.Files() {
+		// An empty file (pebble's markers, named for what they mark) is
+		// immutable too: its own object, uploaded once. Packed, it would
+		// share its offset with the next file.
+		immutable := sf.Immutable || sf.Size == 0
+		if f, ok := uploaded[sf.Name]; ok && immutable {
+			if f.Size != sf.Size {
+				return nil, nil, 0, fmt.Errorf("store file %s is %d bytes, but %d when uploaded to %s", sf.Name, sf.Size, f.Size, f.Key)
+			}
+			files = append(files, f)
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(capture.Dir(), sf.Name))
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("store file: %w", err)
+		}
+		sum := sha256.Sum256(data)
+		f := manifest.File{
+			Key:  layout.StoreFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, sf.Name),
+			Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Kind: manifest.KindStore,
+			Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd, Name: sf.Name,
+		}
+		newBytes += f.Size
+		if !immutable && c.member != nil && len(data) <= MaxPackedFile {
+			small = append(small, statepack.File{Entry: f, Data: data})
+			continue
+		}
+		if err := c.put(f.Key, data); err != nil {
+			return nil, nil, 0, err
+		}
+		files = append(files, f)
+	}
+	return files, small, newBytes, nil
 }
 
 // encodeFile encodes batches, the rows of key groups [kgStart, kgEnd), as
