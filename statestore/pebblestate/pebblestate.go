@@ -34,6 +34,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirstream/weir/statestore"
 )
@@ -134,6 +135,7 @@ func open(o Options, from string) (*Store, error) {
 		Cache:        cache,
 		MemTableSize: uint64(o.Memory / 4),
 		DisableWAL:   true,
+		FS:           noSyncFS{vfs.Default},
 		Logger:       quiet{},
 		// A file capture copies the MANIFEST (the sstables are linked):
 		// a small one, rolled over often, keeps that copy short.
