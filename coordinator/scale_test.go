@@ -312,9 +312,9 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 		}
 		return false
 	})
-	// The checker's tables are checkpointed as its stores' files, and a
-	// checkpoint lists the sstables an earlier one uploaded under the
-	// keys they were uploaded to (pebble's compactions replace files now
+	// The checker's tables are checkpointed as its stores' files (zstd
+	// in the bucket), and a checkpoint lists the sstables an earlier one
+	// uploaded under the keys they were uploaded to (pebble's compactions replace files now
 	// and then, so look at a few checkpoints).
 	reused := func(checkpoint int64) bool {
 		raw, err := e.bucket.Get(e.ctx, layout.ManifestKey(id, checkpoint))
@@ -334,6 +334,9 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 						continue
 					}
 					ssts++
+					if f.Compression != manifest.CompressZstd {
+						t.Errorf("checkpoint %d: %s is not compressed (the job's checkpoints are zstd)", checkpoint, f.Key)
+					}
 					if n, ok := layout.StateFileCheckpoint(f.Key); ok && n < checkpoint {
 						found = true
 					}

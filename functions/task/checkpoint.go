@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
@@ -483,6 +484,11 @@ func DownloadStores(ctx context.Context, b blob.BucketReader, dir string, stores
 			data, err := statefile.Read(ctx, b, f)
 			if err != nil {
 				return captured, fmt.Errorf("%w: %w", ErrCorruptState, err)
+			}
+			if f.Compression == manifest.CompressZstd {
+				if data, err = storeDecoder().DecodeAll(data, nil); err != nil {
+					return captured, fmt.Errorf("%w: store file %s: zstd: %w", ErrCorruptState, f.Segment(), err)
+				}
 			}
 			if err := os.WriteFile(filepath.Join(d, f.Name), data, 0o644); err != nil {
 				return captured, fmt.Errorf("store files: %w", err)
@@ -1508,9 +1514,6 @@ func (c *checkpointer) uploadStore(id int64, op string, ch *chain, capture state
 		// share its offset with the next file.
 		immutable := sf.Immutable || sf.Size == 0
 		if f, ok := uploaded[sf.Name]; ok && immutable {
-			if f.Size != sf.Size {
-				return nil, nil, 0, fmt.Errorf("store file %s is %d bytes, but %d when uploaded to %s", sf.Name, sf.Size, f.Size, f.Key)
-			}
 			files = append(files, f)
 			continue
 		}
@@ -1518,11 +1521,20 @@ func (c *checkpointer) uploadStore(id int64, op string, ch *chain, capture state
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("store file: %w", err)
 		}
+		var compression string
+		if c.cfg.Compression != arrowfmt.CompressNone && len(data) > 0 {
+			// zstd whatever the job's codec of Arrow buffers: a store
+			// file is one stream of bytes, compressed whole. Kept as it
+			// is when that saves less than a tenth.
+			if z := storeEncoder().EncodeAll(data, nil); len(z) < len(data)-len(data)/10 {
+				data, compression = z, manifest.CompressZstd
+			}
+		}
 		sum := sha256.Sum256(data)
 		f := manifest.File{
 			Key:  layout.StoreFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, sf.Name),
 			Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Kind: manifest.KindStore,
-			Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd, Name: sf.Name,
+			Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd, Name: sf.Name, Compression: compression,
 		}
 		newBytes += f.Size
 		if !immutable && c.member != nil && len(data) <= MaxPackedFile {
@@ -1536,6 +1548,31 @@ func (c *checkpointer) uploadStore(id int64, op string, ch *chain, capture state
 	}
 	return files, small, newBytes, nil
 }
+
+// storeEncoder and storeDecoder compress and decompress store files; both
+// are safe for concurrent use (EncodeAll, DecodeAll) and made once. The
+// fastest level: a checkpoint compresses every new sstable on the
+// uploader's goroutine, beside processing.
+var (
+	storeEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			panic(err) // only for bad options
+		}
+		return e
+	})
+	storeDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxStoreFile))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	})
+)
+
+// maxStoreFile bounds a store file decompressed at a restore: pebble's
+// files are at most a few hundred MiB.
+const maxStoreFile = 1 << 30
 
 // encodeFile encodes batches, the rows of key groups [kgStart, kgEnd), as
 // one Arrow IPC state file, named for its own object.

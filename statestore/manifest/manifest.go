@@ -156,7 +156,14 @@ type File struct {
 	// only): the files of one operator and key group range in a subtask
 	// are one store's capture.
 	Name string `json:"name,omitempty"`
+	// Compression is how a store file's bytes are compressed in the
+	// bucket: "zstd" (a zstd frame), or absent for none. Size and SHA256
+	// are those of the bytes in the bucket.
+	Compression string `json:"compression,omitempty"`
 }
+
+// CompressZstd is File.Compression for a zstd frame.
+const CompressZstd = "zstd"
 
 // Segment names the bytes of a state file: its object and, for a packed
 // file, where in it.
@@ -626,6 +633,9 @@ func (m *Manifest) Validate() error {
 				r := [2]int{f.KeyGroupStart, f.KeyGroupEnd}
 				if f.Kind != KindStore && f.Name != "" {
 					add(ff+".name", "%q: only a file of kind %q has a name", f.Name, KindStore)
+				}
+				if f.Compression != "" && (f.Kind != KindStore || f.Compression != CompressZstd) {
+					add(ff+".compression", "%q: want %q, in a file of kind %q only", f.Compression, CompressZstd, KindStore)
 				}
 				switch f.Kind {
 				case KindStore:

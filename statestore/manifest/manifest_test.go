@@ -288,6 +288,11 @@ func TestValidate(t *testing.T) {
 			f.Kind, f.Name = manifest.KindStore, "../MANIFEST"
 		}, "vertices[2].subtasks[0].state[0].name", "is not a store file's name"},
 		{"store file unnamed", func(m *manifest.Manifest) { file(m, 0, 0).Kind = manifest.KindStore }, "vertices[2].subtasks[0].state[0].name", "is not a store file's name"},
+		{"compressed base", func(m *manifest.Manifest) { file(m, 0, 0).Compression = "zstd" }, "vertices[2].subtasks[0].state[0].compression", `want "zstd", in a file of kind "store" only`},
+		{"store file compression", func(m *manifest.Manifest) {
+			f := file(m, 0, 0)
+			f.Kind, f.Name, f.Compression = manifest.KindStore, "000001.sst", "lz4"
+		}, "vertices[2].subtasks[0].state[0].compression", `"lz4": want "zstd"`},
 		{"store file twice", func(m *manifest.Manifest) {
 			s := &window(m).Subtasks[0]
 			f := s.State[0]
@@ -525,6 +530,7 @@ func TestStoreFilesNeedVersion2(t *testing.T) {
 		s.State = append(s.State, manifest.File{Key: "jobs/rides-0a1b2c3d/state/window/0-64/42-a2-store-" + name, Size: 10, SHA256: strings.Repeat("ab", 32),
 			Kind: manifest.KindStore, Operator: "window", KeyGroupStart: 0, KeyGroupEnd: 64, Name: name})
 	}
+	s.State[len(s.State)-3].Compression = manifest.CompressZstd
 	if v := m.LowestVersion(); v != 2 {
 		t.Fatalf("LowestVersion() = %d with store files, want 2", v)
 	}
