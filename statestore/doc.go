@@ -45,6 +45,10 @@
 // (rows are filtered by key group before, so rescaling works on the same
 // files); see snapshot.go for the columns and their meaning.
 //
+// A backend over a FileStore (NewStoredFiles: pebble) is checkpointed
+// otherwise: its tables as the store's own files, which consecutive
+// checkpoints share (storefiles.go), and only its timers as rows.
+//
 // Values are kept by reference. A value that is mutable (a slice, a map, a
 // pointer) must be Put again after it is changed, or the change is not in
 // the dirty set and an incremental snapshot misses it.
