@@ -551,7 +551,7 @@ func (c *checkpointer) restoreStores(ctx context.Context, state statestore.Snaps
 // into state that is not in a store (a savepoint of a job on pebble
 // restored by one on the heap) copies its rows.
 func OpenStores(ctx context.Context, b blob.BucketReader, stores [][]manifest.File, start, end int) (_ *statestore.Memory, close func(), err error) {
-	dir, err := os.MkdirTemp("", "weir-state-")
+	dir, err := os.MkdirTemp("", "weir-open-stores-") // not weir-state-<n>: pebblestate.ProcessDir would take it for a process's
 	if err != nil {
 		return nil, nil, err
 	}
