@@ -316,7 +316,7 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 	// in the bucket), and a checkpoint lists the sstables an earlier one
 	// uploaded under the keys they were uploaded to (pebble's compactions replace files now
 	// and then, so look at a few checkpoints).
-	reused := func(checkpoint int64) bool {
+	manifestOf := func(checkpoint int64) *manifest.Manifest {
 		raw, err := e.bucket.Get(e.ctx, layout.ManifestKey(id, checkpoint))
 		if err != nil {
 			t.Fatal(err)
@@ -325,6 +325,10 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return m
+	}
+	reused := func(checkpoint int64) bool {
+		m := manifestOf(checkpoint)
 		found := false
 		for _, v := range m.Vertices {
 			for _, st := range v.Subtasks {
@@ -348,6 +352,24 @@ func TestPebbleStateExactlyOnce(t *testing.T) {
 		}
 		return found
 	}
+	// At the rescale, a new subtask opened the store of the old subtask
+	// it shares the most key groups with: its first checkpoint lists
+	// the sstables it kept under the keys the old one uploaded them to.
+	kept := 0
+	for _, v := range manifestOf(first).Vertices {
+		for _, st := range v.Subtasks {
+			own := layout.OperatorStatePrefix(id, "seqcheck") + fmt.Sprintf("%d-%d/", st.KeyGroupStart, st.KeyGroupEnd)
+			for _, f := range st.State {
+				if f.Kind == manifest.KindStore && f.Operator == "seqcheck" && strings.HasSuffix(f.Name, ".sst") && !strings.HasPrefix(f.Key, own) {
+					kept++
+				}
+			}
+		}
+	}
+	if kept == 0 {
+		t.Errorf("checkpoint %d, the first after the rescale, lists no sstable a subtask over other key groups uploaded", first)
+	}
+	t.Logf("checkpoint %d, the first after the rescale: %d sstables kept from the stores of parallelism 2", first, kept)
 	for n := first; !reused(n); {
 		st := e.waitFor(id, "a later checkpoint", func(st coordinator.JobStatus) bool {
 			return st.Checkpoints != nil && st.Checkpoints.Latest > n || st.State != coordinator.JobRunning

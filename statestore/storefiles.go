@@ -70,8 +70,11 @@ type StoreCapturer interface {
 	// RestoreStores makes the tables what the captured stores hold in
 	// the key groups the state owns. Each store held key groups
 	// [KeyGroupStart, KeyGroupEnd) when captured; they do not overlap.
-	// It is called once, before anything else changes the state.
-	RestoreStores(stores []CapturedStore) error
+	// It is called once, before anything else changes the state. It
+	// returns the index of the store whose files the state's store now
+	// is, with those of other key groups excluded: a capture may list
+	// its immutable files again, as it would its own. -1 for none.
+	RestoreStores(stores []CapturedStore) (kept int, err error)
 }
 
 // CapturedStore is the directory of a store captured as files (a

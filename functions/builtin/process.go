@@ -563,24 +563,25 @@ func (s storeSnapshotter) CaptureStore(id int64) (statestore.StoreFileCapture, e
 func (s storeSnapshotter) StoreScratch() string { return filepath.Dir(s.p.store.Dir()) }
 
 // RestoreStores makes the operator's store the one captured over its key
-// groups, or copies into it what the stores captured over others (a
-// rescale) hold of them (pebblestate.Restore).
-func (s storeSnapshotter) RestoreStores(stores []statestore.CapturedStore) error {
+// groups, or, at a rescale, the one sharing the most key groups with it,
+// others excised, with what the rest hold of its key groups ingested
+// (pebblestate.Restore).
+func (s storeSnapshotter) RestoreStores(stores []statestore.CapturedStore) (int, error) {
 	p := s.p
 	b, ok := p.state.(*statestore.Memory)
 	if !ok || p.store == nil {
-		return fmt.Errorf("process %s: restore the store of an operator that is not open", p.cfg.name)
+		return -1, fmt.Errorf("process %s: restore the store of an operator that is not open", p.cfg.name)
 	}
-	st, err := pebblestate.Restore(p.storeOptions(), p.store, stores, p.kgStart, p.kgEnd)
+	st, kept, err := pebblestate.Restore(p.storeOptions(), p.store, stores, p.kgStart, p.kgEnd)
 	if err != nil {
-		return fmt.Errorf("process %s: restore the store: %w", p.cfg.name, err)
+		return -1, fmt.Errorf("process %s: restore the store: %w", p.cfg.name, err)
 	}
 	if st == p.store {
-		return nil
+		return kept, nil
 	}
 	p.store = st // the old one is closed
 	if err := b.ReplaceStore(st); err != nil {
-		return fmt.Errorf("process %s: %w", p.cfg.name, err)
+		return -1, fmt.Errorf("process %s: %w", p.cfg.name, err)
 	}
-	return nil
+	return kept, nil
 }

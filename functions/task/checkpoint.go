@@ -407,15 +407,19 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		state := sf.State()
 		files, stores := SplitStoreFiles(rs.Files[n.Name])
 		if len(stores) > 0 {
-			if err := c.restoreStores(ctx, state, stores); err != nil {
+			kept, err := c.restoreStores(ctx, state, stores)
+			if err != nil {
 				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
 			}
-			if rs.Continue[n.Name] && len(stores) == 1 {
-				ch := c.chains[i]
-				ch.mu.Lock()
+			ch := c.chains[i]
+			ch.mu.Lock()
+			switch {
+			case rs.Continue[n.Name] && len(stores) == 1:
 				ch.setStore(stores[0])
-				ch.mu.Unlock()
+			case kept >= 0:
+				ch.shareStore(stores[kept], kgStart, kgEnd)
 			}
+			ch.mu.Unlock()
 		}
 		for _, f := range files {
 			if err := RestoreStateFile(ctx, r.cfg.Bucket, state, f, kgStart, kgEnd, r.mem); err != nil {
@@ -504,18 +508,18 @@ func DownloadStores(ctx context.Context, b blob.BucketReader, dir string, stores
 // restoreStores restores an operator's state from the stores it was
 // captured in: the stores in its place, or, for state that is not in a
 // store, the stores' entries as rows.
-func (c *checkpointer) restoreStores(ctx context.Context, state statestore.Snapshotter, stores [][]manifest.File) error {
+func (c *checkpointer) restoreStores(ctx context.Context, state statestore.Snapshotter, stores [][]manifest.File) (kept int, err error) {
 	sc, ok := state.(statestore.StoreCapturer)
 	if !ok {
 		kgStart, kgEnd := c.keyGroups()
 		b, closeStores, err := OpenStores(ctx, c.r.cfg.Bucket, stores, kgStart, kgEnd)
 		if err != nil {
-			return err
+			return -1, err
 		}
 		defer closeStores()
 		recs, err := b.Snapshot(c.r.mem, true)
 		if err != nil {
-			return err
+			return -1, err
 		}
 		defer func() {
 			for _, rec := range recs {
@@ -524,10 +528,10 @@ func (c *checkpointer) restoreStores(ctx context.Context, state statestore.Snaps
 		}()
 		for _, rec := range recs {
 			if err := state.Restore(rec); err != nil {
-				return err
+				return -1, err
 			}
 		}
-		return nil
+		return -1, nil
 	}
 	captured, err := DownloadStores(ctx, c.r.cfg.Bucket, sc.StoreScratch(), stores, func(n int64) { c.r.stats.restoreRead.Add(n) })
 	defer func() {
@@ -536,7 +540,7 @@ func (c *checkpointer) restoreStores(ctx context.Context, state statestore.Snaps
 		}
 	}()
 	if err != nil {
-		return err
+		return -1, err
 	}
 	return sc.RestoreStores(captured)
 }
@@ -569,7 +573,7 @@ func OpenStores(ctx context.Context, b blob.BucketReader, stores [][]manifest.Fi
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := pebblestate.Restore(o, into, captured, start, end)
+	s, _, err := pebblestate.Restore(o, into, captured, start, end)
 	if err != nil {
 		_ = into.Close()
 		return nil, nil, err
@@ -1491,6 +1495,21 @@ func (ch *chain) setStore(files []manifest.File) {
 	ch.store = files
 	ch.uploaded = make(map[string]manifest.File, len(files))
 	for _, f := range files {
+		ch.uploaded[f.Name] = f
+	}
+}
+
+// shareStore records the files of a store that the operator's store was
+// opened on at a rescale (statestore.StoreCapturer.RestoreStores), as
+// its own over key groups [kgStart, kgEnd), so that its first capture
+// lists the sstables it kept under the keys they were uploaded to, as
+// later captures do (ch.mu held). Nothing is listed until that capture.
+// A listed sstable may hold key groups that are no longer the store's:
+// its database's MANIFEST excludes them.
+func (ch *chain) shareStore(files []manifest.File, kgStart, kgEnd int) {
+	ch.uploaded = make(map[string]manifest.File, len(files))
+	for _, f := range files {
+		f.KeyGroupStart, f.KeyGroupEnd = kgStart, kgEnd
 		ch.uploaded[f.Name] = f
 	}
 }

@@ -166,7 +166,8 @@ var storeFileRE = regexp.MustCompile(`^a[0-9]+-store-.`)
 // attempt attempt, by the subtask owning key groups [kgStart, kgEnd):
 // jobs/<job>/state/<operator>/<kgStart>-<kgEnd>/<checkpoint>-a<attempt>-store-<name>.
 // Later checkpoints list an unchanged file under the key it was first
-// uploaded to.
+// uploaded to, also those of a subtask that, after a rescale, kept the
+// files of a store over other key groups.
 func StoreFileKey(job, operator string, kgStart, kgEnd int, checkpoint int64, attempt int, name string) string {
 	return OperatorStatePrefix(job, operator) + fmt.Sprintf("%d-%d/%d-a%d-store-%s", kgStart, kgEnd, checkpoint, attempt, name)
 }

@@ -53,7 +53,7 @@ func (f *filesBackend) capture(t *testing.T) statestore.CapturedStore {
 func restore(t *testing.T, start, end int, captures ...statestore.CapturedStore) *filesBackend {
 	t.Helper()
 	f := newFilesBackend(t, start, end)
-	s, err := pebblestate.Restore(pebblestate.Options{Dir: t.TempDir(), Memory: pebblestate.MinMemory}, f.s, captures, start, end)
+	s, _, err := pebblestate.Restore(pebblestate.Options{Dir: t.TempDir(), Memory: pebblestate.MinMemory}, f.s, captures, start, end)
 	if err != nil {
 		t.Fatal(err)
 	}

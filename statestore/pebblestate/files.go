@@ -235,51 +235,30 @@ func copyFile(src, dst string) error {
 
 // loadTables reads the table of the tables' ids.
 func (s *Store) loadTables() error {
-	it := newGroupIter(s.db, "", s.meta.id, 0)
+	ids, err := readTables(s.db)
+	if err != nil {
+		return err
+	}
+	for name, id := range ids {
+		s.addTable(name, id)
+	}
+	return nil
+}
+
+// readTables reads a database's table of the tables' ids, by name.
+func readTables(r reader) (map[string][]byte, error) {
+	it := newGroupIter(r, "", []byte{metaID}, 0)
 	defer it.Close()
+	ids := map[string][]byte{}
 	for {
 		name, _, id, ok := it.Next()
 		if !ok {
-			return nil
+			return ids, nil
 		}
 		n, w := binary.Uvarint(id)
 		if w <= 0 || w != len(id) || n == metaID || name == "" {
-			return fmt.Errorf("table %q: bad id %x", name, id)
+			return nil, fmt.Errorf("table %q: bad id %x", name, id)
 		}
-		s.addTable(name, append([]byte(nil), id...))
+		ids[name] = append([]byte(nil), id...)
 	}
-}
-
-// Restore returns a store holding what the captures in stores (their
-// directories, and the key groups each held) hold in key groups [start,
-// end): opened from the one capture if it held exactly those key groups
-// (into, which must be empty, is closed), else into with their entries
-// of those key groups copied into it, one capture opened at a time (a
-// restore at another parallelism).
-func Restore(o Options, into *Store, stores []statestore.CapturedStore, start, end int) (*Store, error) {
-	if len(stores) == 1 && stores[0].KeyGroupStart == start && stores[0].KeyGroupEnd == end {
-		s, err := OpenFiles(o, stores[0].Dir)
-		if err != nil {
-			return nil, err
-		}
-		if err := into.Close(); err != nil {
-			return nil, errors.Join(err, s.Close())
-		}
-		return s, nil
-	}
-	for _, c := range stores {
-		from, to := max(c.KeyGroupStart, start), min(c.KeyGroupEnd, end)
-		if from >= to {
-			continue
-		}
-		src, err := OpenFiles(o, c.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
-		}
-		err = statestore.CopyStoreGroups(into, src, from, to)
-		if err = errors.Join(err, src.Close()); err != nil {
-			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
-		}
-	}
-	return into, nil
 }

@@ -9,8 +9,10 @@
 // barrier (CaptureFiles), without a stall, and upload the sstables the
 // bucket does not have yet: they are immutable, so consecutive captures
 // share most of them. A restarted task opens its store from the files
-// (OpenFiles); a rescaled one copies its key groups out of the stores it
-// takes over (Restore). A store is scratch space otherwise: it writes no
+// (OpenFiles); a rescaled one opens the store it shares the most key
+// groups with, excises the others, and ingests the rest of its key
+// groups as sstables written from the other stores (Restore). A store is
+// scratch space otherwise: it writes no
 // WAL and syncs nothing, and Close deletes its directory. It can also be
 // read as rows (statestore.NewStored, Snapshot), as `weir state dump`
 // does.
@@ -79,6 +81,7 @@ const MinMemory = 4 << 20
 // safe for concurrent use (one task goroutine uses it).
 type Store struct {
 	db     *pebble.DB
+	opts   *pebble.Options
 	cache  interface{ Unref() }
 	dir    string
 	tables map[string]*table
@@ -131,24 +134,15 @@ func open(o Options, from string) (*Store, error) {
 		}
 	}
 	cache := pebble.NewCache(o.Memory / 4)
-	opts := &pebble.Options{
-		Cache:        cache,
-		MemTableSize: uint64(o.Memory / 4),
-		DisableWAL:   true,
-		FS:           noSyncFS{vfs.Default},
-		Logger:       quiet{},
-		// A file capture copies the MANIFEST (the sstables are linked):
-		// a small one, rolled over often, keeps that copy short.
-		MaxManifestFileSize: maxManifest,
-		ErrorIfNotExists:    from != "",
-	}
-	// Point reads are what state does: a Bloom filter per table lets a Get
-	// skip the files without its key, and uncompressed blocks cost no
-	// decompression on every block-cache miss (the files are scratch).
-	for i := range opts.Levels {
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
-	}
+	opts := options(cache)
+	opts.MemTableSize = uint64(o.Memory / 4)
+	// A file capture copies the MANIFEST (the sstables are linked): a
+	// small one, rolled over often, keeps that copy short.
+	opts.MaxManifestFileSize = maxManifest
+	opts.ErrorIfNotExists = from != ""
+	// A rescale excises key groups (Restore), which takes virtual
+	// sstables. An older store's files are moved up to it on open.
+	opts.FormatMajorVersion = pebble.FormatVirtualSSTables
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		cache.Unref()
@@ -158,7 +152,7 @@ func open(o Options, from string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("pebblestate: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}
+	s := &Store{db: db, opts: opts, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}
 	s.meta = &table{s: s, name: "", id: []byte{metaID}, hot: map[string]*hotEntry{}}
 	s.tables[""] = s.meta
 	s.nextID = metaID + 1
@@ -169,6 +163,25 @@ func open(o Options, from string) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// options are the options of every database of a store, with block cache
+// cache.
+func options(cache *pebble.Cache) *pebble.Options {
+	opts := &pebble.Options{
+		Cache:      cache,
+		DisableWAL: true,
+		FS:         noSyncFS{vfs.Default},
+		Logger:     quiet{},
+	}
+	// Point reads are what state does: a Bloom filter per table lets a Get
+	// skip the files without its key, and uncompressed blocks cost no
+	// decompression on every block-cache miss (the files are scratch).
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
+	return opts
 }
 
 // Dir returns the store's directory.

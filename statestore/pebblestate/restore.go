@@ -1,0 +1,222 @@
+package pebblestate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirstream/weir/statestore"
+)
+
+// Restore returns a store holding what the captures in stores (their
+// directories, and the key groups each held) hold in key groups [start,
+// end), and the index of the capture whose files it was opened on (its
+// sstables, which a later capture lists again), or -1 if it is into,
+// which must be empty (no capture overlaps [start, end)); into is closed
+// when Restore returns another store.
+//
+// A restore after a failure opens the one capture over exactly those key
+// groups. A rescale copies no entry one by one: it opens the capture
+// that shares the most key groups with [start, end) and excises the
+// others from it (pebble keeps the sstables, bounded to what is left),
+// then writes each other capture's entries of [start, end) into an
+// sstable, table after table, and ingests it; the key groups are
+// disjoint, so it goes to the bottom level untouched by compactions.
+func Restore(o Options, into *Store, stores []statestore.CapturedStore, start, end int) (*Store, int, error) {
+	best, most := -1, 0
+	for i, c := range stores {
+		if n := min(c.KeyGroupEnd, end) - max(c.KeyGroupStart, start); n > most {
+			best, most = i, n
+		}
+	}
+	if best < 0 {
+		return into, -1, nil
+	}
+	s, err := restore(o, stores, best, start, end)
+	if err != nil {
+		return nil, -1, err
+	}
+	if err := into.Close(); err != nil {
+		return nil, -1, errors.Join(err, s.Close())
+	}
+	return s, best, nil
+}
+
+// restore opens stores[best] and makes it hold what stores hold in key
+// groups [start, end).
+func restore(o Options, stores []statestore.CapturedStore, best, start, end int) (_ *Store, err error) {
+	c := stores[best]
+	s, err := OpenFiles(o, c.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Close())
+		}
+	}()
+	if err := s.excise(c.KeyGroupStart, start); err != nil {
+		return nil, err
+	}
+	if err := s.excise(end, c.KeyGroupEnd); err != nil {
+		return nil, err
+	}
+	for i, c := range stores {
+		from, to := max(c.KeyGroupStart, start), min(c.KeyGroupEnd, end)
+		if i == best || from >= to {
+			continue
+		}
+		src, err := openSource(c.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+		}
+		err = s.ingestGroups(src, from, to)
+		if err = errors.Join(err, src.Close()); err != nil {
+			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+		}
+	}
+	return s, nil
+}
+
+// excise removes key groups [from, to) of every table from s (nothing
+// if from >= to).
+func (s *Store) excise(from, to int) error {
+	if from >= to {
+		return nil
+	}
+	for name, t := range s.tables {
+		if t == s.meta {
+			continue
+		}
+		_, hi := groupBounds(t.id, to-1)
+		span := pebble.KeyRange{Start: appendPrefix(nil, t.id, from), End: hi}
+		if err := s.db.Excise(context.Background(), span); err != nil {
+			return fmt.Errorf("pebblestate: table %q: excise key groups [%d, %d): %w", name, from, to, err)
+		}
+	}
+	return nil
+}
+
+// source is a capture's database opened read-only where it is, and its
+// tables' ids by name: what a rescale reads other key groups out of.
+// Opened so, pebble neither compacts nor writes (a store opened to write
+// first waits for a compaction its files call for).
+type source struct {
+	db    *pebble.DB
+	cache *pebble.Cache
+	ids   map[string][]byte
+}
+
+// sourceCache is a source's block cache: it is read once, in order.
+const sourceCache = 4 << 20
+
+func openSource(dir string) (_ *source, err error) {
+	// Refused before pebble.Open, which leaks a goroutine when it fails.
+	desc, err := pebble.Peek(dir, vfs.Default)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestate: open the files in %s: %w", dir, err)
+	}
+	if !desc.Exists {
+		return nil, fmt.Errorf("pebblestate: open the files in %s: no pebble database there", dir)
+	}
+	cache := pebble.NewCache(sourceCache)
+	opts := options(cache)
+	opts.ReadOnly = true
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		cache.Unref()
+		return nil, fmt.Errorf("pebblestate: open the files in %s: %w", dir, err)
+	}
+	src := &source{db: db, cache: cache}
+	if src.ids, err = readTables(db); err != nil {
+		return nil, errors.Join(fmt.Errorf("pebblestate: open the files in %s: %w", dir, err), src.Close())
+	}
+	return src, nil
+}
+
+// Close closes the database; its directory stays.
+func (src *source) Close() error {
+	err := src.db.Close()
+	src.cache.Unref()
+	return err
+}
+
+// ingestGroups ingests src's entries of key groups [from, to) into s, as
+// one sstable, each table's under s's id for it (src may have given the
+// same table another). Nothing of s may be in those key groups.
+func (s *Store) ingestGroups(src *source, from, to int) error {
+	var spans []tableIDs
+	for name, id := range src.ids {
+		if _, err := s.Table(name); err != nil {
+			return err
+		}
+		spans = append(spans, tableIDs{src: id, dst: s.tables[name].id})
+	}
+	// Ids are uvarints, none a prefix of another: tables in the order of
+	// their ids' bytes make one sorted run of keys.
+	slices.SortFunc(spans, func(a, b tableIDs) int { return bytes.Compare(a.dst, b.dst) })
+
+	dir, err := os.MkdirTemp(filepath.Dir(s.dir), "ingest-")
+	if err != nil {
+		return fmt.Errorf("pebblestate: ingest: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "groups.sst")
+	f, err := s.opts.FS.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("pebblestate: ingest: %w", err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.opts.MakeWriterOptions(len(s.opts.Levels)-1, s.db.TableFormat()))
+	entries, err := writeGroups(w, src, spans, from, to)
+	if err = errors.Join(err, w.Close()); err != nil {
+		return fmt.Errorf("pebblestate: ingest: write %s: %w", path, err)
+	}
+	if entries == 0 {
+		return nil
+	}
+	if err := s.db.Ingest(context.Background(), []string{path}); err != nil {
+		return fmt.Errorf("pebblestate: ingest %s: %w", path, err)
+	}
+	return nil
+}
+
+// tableIDs are a table's ids in two stores.
+type tableIDs struct{ src, dst []byte }
+
+// writeGroups writes src's entries of key groups [from, to) of the tables
+// of spans to w, under their ids in s, and returns how many it wrote.
+func writeGroups(w *sstable.Writer, src *source, spans []tableIDs, from, to int) (int, error) {
+	var key []byte
+	n := 0
+	for _, sp := range spans {
+		_, hi := groupBounds(sp.src, to-1)
+		it, err := src.db.NewIter(&pebble.IterOptions{LowerBound: appendPrefix(nil, sp.src, from), UpperBound: hi})
+		if err != nil {
+			return n, err
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return n, errors.Join(err, it.Close())
+			}
+			key = append(append(key[:0], sp.dst...), it.Key()[len(sp.src):]...)
+			if err := w.Set(key, v); err != nil {
+				return n, errors.Join(err, it.Close())
+			}
+			n++
+		}
+		if err := it.Close(); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
