@@ -19,3 +19,10 @@ func (s *Store) Dirty() (tracked, counted int) {
 	}
 	return s.dirty, counted
 }
+
+// SetIngestFileSize sets the size of the sstables a rescale ingests.
+func SetIngestFileSize(n uint64) (restore func()) {
+	old := ingestFileSize
+	ingestFileSize = n
+	return func() { ingestFileSize = old }
+}

@@ -150,9 +150,10 @@ func (src *source) Close() error {
 	return err
 }
 
-// ingestGroups ingests src's entries of key groups [from, to) into s, as
-// one sstable, each table's under s's id for it (src may have given the
-// same table another). Nothing of s may be in those key groups.
+// ingestGroups ingests src's entries of key groups [from, to) into s, in
+// sstables of about ingestFileSize, each table's under s's id for it
+// (src may have given the same table another). Nothing of s may be in
+// those key groups.
 func (s *Store) ingestGroups(src *source, from, to int) error {
 	var spans []tableIDs
 	for name, id := range src.ids {
@@ -170,53 +171,89 @@ func (s *Store) ingestGroups(src *source, from, to int) error {
 		return fmt.Errorf("pebblestate: ingest: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "groups.sst")
-	f, err := s.opts.FS.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return fmt.Errorf("pebblestate: ingest: %w", err)
+	w := &splitWriter{s: s, dir: dir}
+	err = writeGroups(w, src, spans, from, to)
+	if err = errors.Join(err, w.close()); err != nil {
+		return fmt.Errorf("pebblestate: ingest: write into %s: %w", dir, err)
 	}
-	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.opts.MakeWriterOptions(len(s.opts.Levels)-1, s.db.TableFormat()))
-	entries, err := writeGroups(w, src, spans, from, to)
-	if err = errors.Join(err, w.Close()); err != nil {
-		return fmt.Errorf("pebblestate: ingest: write %s: %w", path, err)
-	}
-	if entries == 0 {
+	if len(w.paths) == 0 {
 		return nil
 	}
-	if err := s.db.Ingest(context.Background(), []string{path}); err != nil {
-		return fmt.Errorf("pebblestate: ingest %s: %w", path, err)
+	if err := s.db.Ingest(context.Background(), w.paths); err != nil {
+		return fmt.Errorf("pebblestate: ingest %d sstables of %s: %w", len(w.paths), dir, err)
 	}
 	return nil
+}
+
+// ingestFileSize is about the size of the sstables a rescale ingests, as
+// pebble's compactions would write them. One large file would have one
+// large Bloom filter, which each Get needs in the block cache.
+var ingestFileSize uint64 = 8 << 20
+
+// splitWriter writes sorted entries into sstables of about
+// ingestFileSize in directory dir, for store s's bottom level.
+type splitWriter struct {
+	s     *Store
+	dir   string
+	w     *sstable.Writer
+	paths []string // the files written
+}
+
+func (sw *splitWriter) set(key, value []byte) error {
+	if sw.w == nil {
+		path := filepath.Join(sw.dir, fmt.Sprintf("%06d.sst", len(sw.paths)))
+		f, err := sw.s.opts.FS.Create(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return err
+		}
+		sw.w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), sw.s.opts.MakeWriterOptions(len(sw.s.opts.Levels)-1, sw.s.db.TableFormat()))
+		sw.paths = append(sw.paths, path)
+	}
+	if err := sw.w.Set(key, value); err != nil {
+		return err
+	}
+	if sw.w.Raw().EstimatedSize() >= ingestFileSize {
+		return sw.close()
+	}
+	return nil
+}
+
+// close closes the file being written, if any.
+func (sw *splitWriter) close() error {
+	if sw.w == nil {
+		return nil
+	}
+	err := sw.w.Close()
+	sw.w = nil
+	return err
 }
 
 // tableIDs are a table's ids in two stores.
 type tableIDs struct{ src, dst []byte }
 
 // writeGroups writes src's entries of key groups [from, to) of the tables
-// of spans to w, under their ids in s, and returns how many it wrote.
-func writeGroups(w *sstable.Writer, src *source, spans []tableIDs, from, to int) (int, error) {
+// of spans to w, under their ids in the store.
+func writeGroups(w *splitWriter, src *source, spans []tableIDs, from, to int) error {
 	var key []byte
-	n := 0
 	for _, sp := range spans {
 		_, hi := groupBounds(sp.src, to-1)
 		it, err := src.db.NewIter(&pebble.IterOptions{LowerBound: appendPrefix(nil, sp.src, from), UpperBound: hi})
 		if err != nil {
-			return n, err
+			return err
 		}
 		for ok := it.First(); ok; ok = it.Next() {
 			v, err := it.ValueAndErr()
 			if err != nil {
-				return n, errors.Join(err, it.Close())
+				return errors.Join(err, it.Close())
 			}
 			key = append(append(key[:0], sp.dst...), it.Key()[len(sp.src):]...)
-			if err := w.Set(key, v); err != nil {
-				return n, errors.Join(err, it.Close())
+			if err := w.set(key, v); err != nil {
+				return errors.Join(err, it.Close())
 			}
-			n++
 		}
 		if err := it.Close(); err != nil {
-			return n, err
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }

@@ -16,7 +16,8 @@ import (
 // BenchmarkRescale restores the stores of two subtasks over key groups
 // [0, 64) and [64, 128), each with entries/2 entries, at parallelism 3,
 // as a rescale 2 → 3 does, and reports how long each new subtask's
-// Restore took, the longest, and its store's bytes on disk.
+// Restore took, the longest, its store's bytes on disk, and the time a
+// Get and a Put of a key of its own then take (1M of them).
 func BenchmarkRescale(b *testing.B) {
 	const entries, groups = 4_000_000, 128
 	o := pebblestate.Options{Dir: b.TempDir(), Memory: 32 << 20}
@@ -47,7 +48,9 @@ func BenchmarkRescale(b *testing.B) {
 		captures = append(captures, statestore.CapturedStore{Dir: c.Dir(), KeyGroupStart: r[0], KeyGroupEnd: r[1]})
 	}
 	ranges := [][2]int{{0, 43}, {43, 86}, {86, groups}}
+	const work = 1_000_000
 	took := make([]time.Duration, len(ranges))
+	worked := make([]time.Duration, len(ranges))
 	disk := make([]int64, len(ranges))
 	b.ResetTimer()
 	for range b.N {
@@ -62,11 +65,29 @@ func BenchmarkRescale(b *testing.B) {
 				b.Fatal(err)
 			}
 			// What a task does before its first batch: tables opened.
-			if _, err := s.Table("t"); err != nil {
+			tab, err := s.Table("t")
+			if err != nil {
 				b.Fatal(err)
 			}
 			took[i] += time.Since(start)
 			disk[i] += s.DiskBytes()
+			// Then what the sequence checker does: read a key, write it.
+			start = time.Now()
+			for j, n := 0, 0; n < work; j++ {
+				k := (j * 7919) % (entries / 2)
+				for _, kg := range [2]int{k % 64, 64 + k%64} { // its key group in either store
+					if kg < r[0] || kg >= r[1] {
+						continue
+					}
+					v, ok := tab.Get(kg, fmt.Sprint("key-", k), "")
+					if !ok {
+						b.Fatalf("key-%d is not in key group %d", k, kg)
+					}
+					tab.Put(kg, fmt.Sprint("key-", k), "", append(v[:len(v):len(v)], 'x'))
+					n++
+				}
+			}
+			worked[i] += time.Since(start)
 			if err := s.Close(); err != nil {
 				b.Fatal(err)
 			}
@@ -77,6 +98,7 @@ func BenchmarkRescale(b *testing.B) {
 		b.ReportMetric(float64(took[i].Milliseconds())/float64(b.N), fmt.Sprintf("kg%d-%d-ms/op", r[0], r[1]))
 		b.ReportMetric(float64(disk[i])/float64(b.N)/(1<<20), fmt.Sprintf("kg%d-%d-disk-MiB/op", r[0], r[1]))
 		longest = max(longest, took[i])
+		b.ReportMetric(float64(worked[i].Nanoseconds())/float64(b.N)/work, fmt.Sprintf("kg%d-%d-get-put-ns", r[0], r[1]))
 	}
 	b.ReportMetric(float64(longest.Milliseconds())/float64(b.N), "longest-ms/op")
 }
@@ -176,8 +198,20 @@ func rescale(t *testing.T, start, end int, captures []statestore.CapturedStore, 
 // TestRestoreRescale restores stores at other key groups than they were
 // captured over: scaled out, in, and across three captures whose stores
 // gave their tables other ids (and one table only some have); then
-// changes the restored stores and restores their captures in turn.
+// changes the restored stores and restores their captures in turn; with
+// the ingested entries in one sstable, and in many.
 func TestRestoreRescale(t *testing.T) {
+	for _, size := range []uint64{0, 4 << 10} {
+		t.Run(fmt.Sprint("ingestFileSize=", size), func(t *testing.T) {
+			if size > 0 {
+				defer pebblestate.SetIngestFileSize(size)() // many ingested files
+			}
+			restoreRescale(t)
+		})
+	}
+}
+
+func restoreRescale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 14))
 	gen := func(ranges [][2]int, tables [][]string, from []statestore.CapturedStore, models []model) ([]statestore.CapturedStore, []model) {
 		var captures []statestore.CapturedStore
