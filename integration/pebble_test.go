@@ -49,6 +49,9 @@ type pebbleResult struct {
 	storeBytes int64   // the largest the pebble directories grew to
 	workerHWM  int64   // the largest peak RSS of a worker that was not killed
 	recoveries []coordinator.Recovery
+	// restores: the longest a checker subtask took to restore its state
+	// after the kill and after the rescale, in seconds.
+	restores []float64
 }
 
 // TestPebbleStateUnderKills runs the sequence checker over 16,000 keys
@@ -56,9 +59,9 @@ type pebbleResult struct {
 // checkpointed as the stores' files, on a real cluster (worker
 // processes, Redis, MinIO): a worker running tasks is killed -9 (the job
 // restores by opening the stores from their files), the checker is
-// rescaled 2 -> 3 (a subtask copies its key groups out of the stores it
-// takes over), and every key's counter still takes each value once (0
-// lost, 0 duplicated). The killed worker's store directory is deleted by
+// rescaled 2 -> 3 (a subtask opens the store it shares the most key
+// groups with and ingests the rest from the other), and every key's
+// counter still takes each value once (0 lost, 0 duplicated). The killed worker's store directory is deleted by
 // the next worker that starts, and none is left once the job ended.
 func TestPebbleStateUnderKills(t *testing.T) {
 	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
@@ -73,8 +76,9 @@ func TestPebbleStateUnderKills(t *testing.T) {
 // the memory pebble is given (10M keys by default, PEBBLE_LARGE_KEYS;
 // stores of 32 MiB, PEBBLE_LARGE_MEMORY), under kill -9
 // and a rescale 2 -> 3, exact. `make bench-pebble-large`; it reports the
-// state's size in checkpoints and on disk, the workers' peak RSS and the
-// recoveries.
+// state's size in checkpoints and on disk, the workers' peak RSS, the
+// recoveries, and how long the checker's subtasks took to restore after
+// the kill and after the rescale.
 func BenchmarkPebbleLargeState(b *testing.B) {
 	run := pebbleRun{keys: 10_000_000, perKey: 2, rate: 50_000, memory: "32MiB", interval: "5s", timeout: 60 * time.Minute, lastOnly: true}
 	if s := os.Getenv("PEBBLE_LARGE_KEYS"); s != "" {
@@ -95,6 +99,9 @@ func BenchmarkPebbleLargeState(b *testing.B) {
 		b.ReportMetric(float64(res.workerHWM)/(1<<20), "worker-peak-rss-MiB")
 		for i, r := range res.recoveries {
 			b.ReportMetric(r.Seconds, fmt.Sprintf("recovery%d-s", i+1))
+		}
+		for i, s := range res.restores {
+			b.ReportMetric(s, fmt.Sprintf("restore%d-s", i+1))
 		}
 	}
 }
@@ -185,7 +192,9 @@ operators:
 		}
 		return nil
 	})
+	res.restores = append(res.restores, checkerRestores(t, c, id, 2, "after the kill"))
 	scaleLogged(t, context.Background(), c, id, "check=3")
+	res.restores = append(res.restores, checkerRestores(t, c, id, 3, "after the rescale"))
 	st := c.waitState(id, coordinator.JobFinished, run.timeout)
 	res.seconds = time.Since(start).Seconds()
 	res.recoveries = st.Recoveries
@@ -391,4 +400,38 @@ func sampleDirBytes(dir string, peak *int64) (stop func()) {
 		once.Do(func() { close(done) })
 		<-ended
 	}
+}
+
+// checkerRestores waits until each of the n subtasks of the checker
+// reports how long it took to restore its state, logs that and what it
+// read, and returns the longest (seconds).
+func checkerRestores(t testing.TB, c *cluster, id string, n int, when string) float64 {
+	t.Helper()
+	var longest float64
+	var took []string
+	poll.UntilNil(t, 2*time.Minute, "the checker's subtasks restored", func() error {
+		st, err := c.status(id)
+		if err != nil {
+			return err
+		}
+		longest, took = 0, nil
+		for _, v := range st.Vertices {
+			if v.Name != "check" {
+				continue
+			}
+			for _, task := range v.Tasks {
+				if task.Stats.RestoreSeconds <= 0 {
+					return fmt.Errorf("check[%d] has not restored", task.Subtask)
+				}
+				longest = max(longest, task.Stats.RestoreSeconds)
+				took = append(took, fmt.Sprintf("check[%d] %.2fs, %d MiB read", task.Subtask, task.Stats.RestoreSeconds, task.Stats.RestoreRead>>20))
+			}
+		}
+		if len(took) != n {
+			return fmt.Errorf("%d of %d checker subtasks report", len(took), n)
+		}
+		return nil
+	})
+	t.Logf("restored %s: %s", when, strings.Join(took, "; "))
+	return longest
 }
