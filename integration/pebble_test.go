@@ -61,8 +61,9 @@ type pebbleResult struct {
 // restores by opening the stores from their files), the checker is
 // rescaled 2 -> 3 (a subtask opens the store it shares the most key
 // groups with and ingests the rest from the other), and every key's
-// counter still takes each value once (0 lost, 0 duplicated). The killed worker's store directory is deleted by
-// the next worker that starts, and none is left once the job ended.
+// counter still takes each value once (0 lost, 0 duplicated). The killed
+// worker's store directory is deleted by the next worker that starts,
+// and none is left once the job ended.
 func TestPebbleStateUnderKills(t *testing.T) {
 	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	// 2,000 events a second: about what the checker on pebble takes
