@@ -134,27 +134,3 @@ func (b *Memory) ReplaceStore(s FileStore) error {
 	b.adoptTables()
 	return nil
 }
-
-// CopyStoreGroups copies every entry of key groups [start, end) of every
-// table of src into the table of the same name of dst: how a restore at
-// another parallelism gathers a subtask's share of the stores captured
-// before it.
-func CopyStoreGroups(dst Store, src FileStore, start, end int) error {
-	for _, name := range src.TableNames() {
-		from, err := src.Table(name)
-		if err != nil {
-			return fmt.Errorf("statestore: copy table %q: %w", name, err)
-		}
-		to, err := dst.Table(name)
-		if err != nil {
-			return fmt.Errorf("statestore: copy table %q: %w", name, err)
-		}
-		for kg := start; kg < end; kg++ {
-			from.Range(kg, func(key, ns string, v []byte) bool {
-				to.Put(kg, key, ns, v)
-				return true
-			})
-		}
-	}
-	return nil
-}

@@ -182,15 +182,23 @@ func OpenFiles(o Options, from string) (*Store, error) {
 	if from == "" {
 		return nil, errors.New("pebblestate: open files: no directory")
 	}
-	// Refused before pebble.Open, which leaks a goroutine when it fails.
-	desc, err := pebble.Peek(from, vfs.Default)
-	if err != nil {
-		return nil, fmt.Errorf("pebblestate: open the files in %s: %w", from, err)
-	}
-	if !desc.Exists {
-		return nil, fmt.Errorf("pebblestate: open the files in %s: no pebble database there", from)
+	if err := peek(from); err != nil {
+		return nil, err
 	}
 	return open(o, from)
+}
+
+// peek refuses a directory without a pebble database, before pebble.Open
+// (which leaks a goroutine when it fails).
+func peek(dir string) error {
+	desc, err := pebble.Peek(dir, vfs.Default)
+	if err != nil {
+		return fmt.Errorf("pebblestate: open the files in %s: %w", dir, err)
+	}
+	if !desc.Exists {
+		return fmt.Errorf("pebblestate: open the files in %s: no pebble database there", dir)
+	}
+	return nil
 }
 
 // linkFiles links (or copies) every file of directory from into dir.

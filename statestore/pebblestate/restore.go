@@ -28,9 +28,9 @@ import (
 // groups. A rescale copies no entry one by one: it opens the capture
 // that shares the most key groups with [start, end) and excises the
 // others from it (pebble keeps the sstables, bounded to what is left),
-// then writes each other capture's entries of [start, end) into an
-// sstable, table after table, and ingests it; the key groups are
-// disjoint, so it goes to the bottom level untouched by compactions.
+// then writes each other capture's entries of [start, end) into
+// sstables of about ingestFileSize, table after table, and ingests them;
+// the key groups are disjoint, so they go to the bottom level.
 func Restore(o Options, into *Store, stores []statestore.CapturedStore, start, end int) (*Store, int, error) {
 	best, most := -1, 0
 	for i, c := range stores {
@@ -120,13 +120,8 @@ type source struct {
 const sourceCache = 4 << 20
 
 func openSource(dir string) (_ *source, err error) {
-	// Refused before pebble.Open, which leaks a goroutine when it fails.
-	desc, err := pebble.Peek(dir, vfs.Default)
-	if err != nil {
-		return nil, fmt.Errorf("pebblestate: open the files in %s: %w", dir, err)
-	}
-	if !desc.Exists {
-		return nil, fmt.Errorf("pebblestate: open the files in %s: no pebble database there", dir)
+	if err := peek(dir); err != nil {
+		return nil, err
 	}
 	cache := pebble.NewCache(sourceCache)
 	opts := options(cache)
