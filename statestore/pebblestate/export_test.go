@@ -26,3 +26,17 @@ func SetIngestFileSize(n uint64) (restore func()) {
 	ingestFileSize = n
 	return func() { ingestFileSize = old }
 }
+
+// OpenShut makes an empty store as Open does, but with its compactions
+// waiting for OpenGate.
+func OpenShut(o Options) (*Store, error) { return open(o, "") }
+
+// OpenGate lets the store's compactions run.
+func (s *Store) OpenGate() { s.gate.Open() }
+
+// Level0 returns the number of sstables in the store's level 0, and the
+// number of compactions it has run.
+func (s *Store) Level0() (tables, compactions int64) {
+	m := s.db.Metrics()
+	return m.Levels[0].TablesCount, m.Compact.Count
+}

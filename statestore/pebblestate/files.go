@@ -178,7 +178,21 @@ func immutable(name string) bool {
 // downloaded): its tables, their entries, and the next table's id. from
 // is left as it is (the files are linked where the file system can, else
 // copied).
+//
+// It does not wait for the compactions the files call for: they run
+// once it has returned.
 func OpenFiles(o Options, from string) (*Store, error) {
+	s, err := openFiles(o, from)
+	if err != nil {
+		return nil, err
+	}
+	s.gate.Open()
+	return s, nil
+}
+
+// openFiles is OpenFiles with the store's compactions still waiting for
+// s.gate.Open.
+func openFiles(o Options, from string) (*Store, error) {
 	if from == "" {
 		return nil, errors.New("pebblestate: open files: no directory")
 	}

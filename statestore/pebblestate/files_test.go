@@ -324,6 +324,69 @@ func TestOpenFilesRefusesBadDirectories(t *testing.T) {
 	}
 }
 
+// TestOpenFilesCompactsAfter opens a capture whose level 0 calls for a
+// compaction: OpenFiles returns before it runs, and it runs after.
+func TestOpenFilesCompactsAfter(t *testing.T) {
+	o := pebblestate.Options{Dir: t.TempDir(), Memory: pebblestate.MinMemory}
+	s, err := pebblestate.OpenShut(o) // level 0 grows: nothing compacts it
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := s.Table("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 35_000 // level 0 under 12 sublevels: pebble would stop the writes
+	value := func(k int) []byte { return fmt.Appendf(nil, "value-%d-%0100d", k, k) }
+	for k := range n {
+		tab.Put(k%8, fmt.Sprint("key-", k), "n", value(k))
+	}
+	c, err := s.CaptureFiles(filepath.Join(t.TempDir(), "capture"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := c.Poll(true); !done || err != nil {
+		t.Fatalf("Poll(true) = %v, %v", done, err)
+	}
+	l0, compactions := s.Level0()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l0 < 4 || compactions != 0 { // pebble's L0CompactionThreshold is 4
+		t.Fatalf("captured %d sstables in level 0 after %d compactions; want 4 or more after none", l0, compactions)
+	}
+
+	start := time.Now()
+	r, err := pebblestate.OpenFiles(o, c.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	opened := time.Since(start)
+	if got, compactions := r.Level0(); got != l0 || compactions != 0 {
+		t.Errorf("OpenFiles returned with %d sstables in level 0 after %d compactions (in %v); want the capture's %d, none compacted", got, compactions, opened, l0)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got, compactions := r.Level0(); compactions > 0 && got < 4 {
+			t.Logf("opened in %v with %d sstables in level 0; %d after %d compactions, %v later", opened, l0, got, compactions, time.Since(start))
+			break
+		}
+		if time.Now().After(deadline) {
+			got, compactions := r.Level0()
+			t.Fatalf("level 0 still holds %d sstables after %d compactions, 30 s after the open", got, compactions)
+		}
+	}
+	rt, err := r.Table("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range n {
+		if v, ok := rt.Get(k%8, fmt.Sprint("key-", k), "n"); !ok || string(v) != string(value(k)) {
+			t.Fatalf("key-%d = %q, %v after the compactions; want %q", k, v, ok, value(k))
+		}
+	}
+}
+
 // BenchmarkCaptureFiles measures file captures of 1M string entries over
 // 64 key groups in a 256 MiB store, after a share of them change (1% or
 // 10%, untimed): what the task waits for at the barrier (the dirty hot

@@ -82,6 +82,7 @@ const MinMemory = 4 << 20
 type Store struct {
 	db     *pebble.DB
 	opts   *pebble.Options
+	gate   *gate // compactions: shut until the store is ready
 	cache  interface{ Unref() }
 	dir    string
 	tables map[string]*table
@@ -106,10 +107,18 @@ type Store struct {
 var _ statestore.Store = (*Store)(nil)
 
 // Open makes an empty store in a new directory under o.Dir.
-func Open(o Options) (*Store, error) { return open(o, "") }
+func Open(o Options) (*Store, error) {
+	s, err := open(o, "")
+	if err != nil {
+		return nil, err
+	}
+	s.gate.Open()
+	return s, nil
+}
 
 // open makes a store in a new directory under o.Dir: empty, or with the
-// files of a database's checkpoint in directory from (OpenFiles).
+// files of a database's checkpoint in directory from (OpenFiles). Its
+// compactions wait for s.gate.Open.
 func open(o Options, from string) (*Store, error) {
 	if o.Memory == 0 {
 		o.Memory = DefaultMemory
@@ -143,8 +152,12 @@ func open(o Options, from string) (*Store, error) {
 	// A rescale excises key groups (Restore), which takes virtual
 	// sstables. An older store's files are moved up to it on open.
 	opts.FormatMajorVersion = pebble.FormatVirtualSSTables
+	// Shut until the caller has the store as it wants it (see gate).
+	gate := newGate()
+	opts.Experimental.CompactionScheduler = gate
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		gate.Unregister()
 		cache.Unref()
 		_ = os.RemoveAll(dir)
 		if from != "" {
@@ -152,7 +165,7 @@ func open(o Options, from string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("pebblestate: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, opts: opts, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}
+	s := &Store{db: db, opts: opts, gate: gate, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}
 	s.meta = &table{s: s, name: "", id: []byte{metaID}, hot: map[string]*hotEntry{}}
 	s.tables[""] = s.meta
 	s.nextID = metaID + 1

@@ -55,7 +55,8 @@ func Restore(o Options, into *Store, stores []statestore.CapturedStore, start, e
 // groups [start, end).
 func restore(o Options, stores []statestore.CapturedStore, best, start, end int) (_ *Store, err error) {
 	c := stores[best]
-	s, err := OpenFiles(o, c.Dir)
+	// Its compactions wait for what it drops and what it gains.
+	s, err := openFiles(o, c.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
 	}
@@ -84,6 +85,7 @@ func restore(o Options, stores []statestore.CapturedStore, best, start, end int)
 			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
 		}
 	}
+	s.gate.Open()
 	return s, nil
 }
 
