@@ -18,6 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/exchange"
@@ -475,9 +477,18 @@ func SplitStoreFiles(all []manifest.File) (files []manifest.File, stores [][]man
 // DownloadStores downloads the files of each store (SplitStoreFiles) into
 // a new directory under dir, each checked against its manifest entry as a
 // state file is (a mismatch is ErrCorruptState), calling read with each
-// file's size. The caller removes the directories, also after an error.
+// file's size (from several goroutines at once). It downloads up to
+// storeDownloads files at once, holding at most storeDownloadBytes of
+// them: a store is tens to hundreds of files, and on S3 each costs a
+// request's latency. The caller removes the directories, also after an
+// error.
 func DownloadStores(ctx context.Context, b blob.BucketReader, dir string, stores [][]manifest.File, read func(int64)) ([]statestore.CapturedStore, error) {
 	var captured []statestore.CapturedStore
+	type download struct {
+		f   manifest.File
+		dir string
+	}
+	var downloads []download
 	for _, files := range stores {
 		d, err := os.MkdirTemp(dir, "restore-")
 		if err != nil {
@@ -485,24 +496,56 @@ func DownloadStores(ctx context.Context, b blob.BucketReader, dir string, stores
 		}
 		captured = append(captured, statestore.CapturedStore{Dir: d, KeyGroupStart: files[0].KeyGroupStart, KeyGroupEnd: files[0].KeyGroupEnd})
 		for _, f := range files {
-			data, err := statefile.Read(ctx, b, f)
-			if err != nil {
-				return captured, fmt.Errorf("%w: %w", ErrCorruptState, err)
-			}
-			if f.Compression == manifest.CompressZstd {
-				if data, err = storeDecoder().DecodeAll(data, nil); err != nil {
-					return captured, fmt.Errorf("%w: store file %s: zstd: %w", ErrCorruptState, f.Segment(), err)
-				}
-			}
-			if err := os.WriteFile(filepath.Join(d, f.Name), data, 0o644); err != nil {
-				return captured, fmt.Errorf("store files: %w", err)
-			}
-			if read != nil {
-				read(f.Size)
-			}
+			downloads = append(downloads, download{f, d})
 		}
 	}
-	return captured, nil
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(storeDownloads)
+	held := semaphore.NewWeighted(storeDownloadBytes)
+	for _, d := range downloads {
+		n := min(d.f.Size, storeDownloadBytes) // a larger file alone
+		if held.Acquire(gctx, n) != nil {
+			break // a download failed, or ctx ended
+		}
+		g.Go(func() error {
+			defer held.Release(n)
+			if err := downloadStoreFile(gctx, b, d.dir, d.f); err != nil {
+				return err
+			}
+			if read != nil {
+				read(d.f.Size)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return captured, err
+	}
+	return captured, ctx.Err()
+}
+
+// storeDownloads and storeDownloadBytes bound a restore's downloads of
+// store files (DownloadStores).
+var (
+	storeDownloads           = 8
+	storeDownloadBytes int64 = 64 << 20
+)
+
+// downloadStoreFile downloads store file f into directory dir.
+func downloadStoreFile(ctx context.Context, b blob.BucketReader, dir string, f manifest.File) error {
+	data, err := statefile.Read(ctx, b, f)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptState, err)
+	}
+	if f.Compression == manifest.CompressZstd {
+		if data, err = storeDecoder().DecodeAll(data, nil); err != nil {
+			return fmt.Errorf("%w: store file %s: zstd: %w", ErrCorruptState, f.Segment(), err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, f.Name), data, 0o644); err != nil {
+		return fmt.Errorf("store files: %w", err)
+	}
+	return nil
 }
 
 // restoreStores restores an operator's state from the stores it was
@@ -1581,7 +1624,7 @@ var (
 		return e
 	})
 	storeDecoder = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxStoreFile))
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(storeDownloads), zstd.WithDecoderMaxMemory(maxStoreFile))
 		if err != nil {
 			panic(err)
 		}

@@ -1,13 +1,17 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,6 +89,7 @@ type Link struct {
 	cut    bool
 	closed bool
 	conns  map[net.Conn]bool
+	delay  time.Duration
 }
 
 // NewLink listens on 127.0.0.1 in listenNS and relays each connection to
@@ -125,6 +130,15 @@ func (l *Link) Cut() { l.set(true) }
 
 // Heal lets traffic through again.
 func (l *Link) Heal() { l.set(false) }
+
+// SetDelay makes the connections opened from now on deliver what passes
+// through them d later, each way: a network's latency, as between a
+// worker and S3.
+func (l *Link) SetDelay(d time.Duration) {
+	l.mu.Lock()
+	l.delay = d
+	l.mu.Unlock()
+}
 
 func (l *Link) set(cut bool) {
 	l.mu.Lock()
@@ -189,6 +203,15 @@ func (l *Link) accept() {
 // pump copies src to dst, holding what it read while the link is cut; the
 // end of src reaches dst (as a close of both) only once the link passes.
 func (l *Link) pump(dst, src net.Conn) {
+	var w io.Writer = dst
+	l.mu.Lock()
+	delay := l.delay
+	l.mu.Unlock()
+	var lag *lagWriter
+	if delay > 0 {
+		lag = newLagWriter(dst, delay)
+		w = lag
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -196,7 +219,7 @@ func (l *Link) pump(dst, src net.Conn) {
 			if !l.pass() {
 				break
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, werr := w.Write(buf[:n]); werr != nil {
 				break
 			}
 		}
@@ -205,6 +228,58 @@ func (l *Link) pump(dst, src net.Conn) {
 		}
 	}
 	l.pass()
+	if lag != nil {
+		lag.close() // what is on its way arrives before the end
+	}
 	dst.Close()
 	src.Close()
+}
+
+// lagWriter writes each write to dst d after it was made, in order,
+// from a goroutine of its own that close stops.
+type lagWriter struct {
+	dst    net.Conn
+	d      time.Duration
+	q      chan lagged
+	done   chan struct{}
+	failed atomic.Bool
+}
+
+type lagged struct {
+	b  []byte
+	at time.Time
+}
+
+func newLagWriter(dst net.Conn, d time.Duration) *lagWriter {
+	// 256 reads of 32 KiB on their way: 800 MB/s at a delay of 10 ms.
+	w := &lagWriter{dst: dst, d: d, q: make(chan lagged, 256), done: make(chan struct{})}
+	go w.deliver()
+	return w
+}
+
+func (w *lagWriter) Write(b []byte) (int, error) {
+	if w.failed.Load() {
+		return 0, net.ErrClosed
+	}
+	w.q <- lagged{bytes.Clone(b), time.Now().Add(w.d)}
+	return len(b), nil
+}
+
+func (w *lagWriter) deliver() {
+	defer close(w.done)
+	for c := range w.q {
+		time.Sleep(time.Until(c.at))
+		if w.failed.Load() {
+			continue
+		}
+		if _, err := w.dst.Write(c.b); err != nil {
+			w.failed.Store(true)
+		}
+	}
+}
+
+// close waits for what was written to be delivered, or to fail.
+func (w *lagWriter) close() {
+	close(w.q)
+	<-w.done
 }
