@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/poll"
+	"github.com/weirstream/weir/integration/testenv"
 	"github.com/weirstream/weir/statestore/layout"
 	"github.com/weirstream/weir/statestore/manifest"
 )
@@ -40,6 +41,9 @@ type pebbleRun struct {
 	// too much to read back: a lost or repeated event still shows, as a
 	// row out of sequence or a last row missing or twice.
 	lastOnly bool
+	// s3Delay delays what passes between the weir processes and MinIO
+	// by this much each way (testenv.Link.SetDelay), as S3's latency.
+	s3Delay time.Duration
 }
 
 // pebbleResult is what a pebbleRun measured.
@@ -52,6 +56,9 @@ type pebbleResult struct {
 	// restores: the longest a checker subtask took to restore its state
 	// after the kill and after the rescale, in seconds.
 	restores []float64
+	// checkpointMedian and checkpointMax: trigger to completion of the
+	// completed checkpoints the coordinator still lists, in seconds.
+	checkpointMedian, checkpointMax float64
 }
 
 // TestPebbleStateUnderKills runs the sequence checker over 16,000 keys
@@ -90,6 +97,13 @@ func BenchmarkPebbleLargeState(b *testing.B) {
 	if s := os.Getenv("PEBBLE_LARGE_MEMORY"); s != "" {
 		run.memory = s
 	}
+	if s := os.Getenv("PEBBLE_LARGE_S3_DELAY"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatalf("PEBBLE_LARGE_S3_DELAY=%s: %v", s, err)
+		}
+		run.s3Delay = d
+	}
 	// Killed once every key is in the state and checkpointed.
 	run.killAfter = int64(run.keys)
 	for range b.N {
@@ -104,6 +118,8 @@ func BenchmarkPebbleLargeState(b *testing.B) {
 		for i, s := range res.restores {
 			b.ReportMetric(s, fmt.Sprintf("restore%d-s", i+1))
 		}
+		b.ReportMetric(res.checkpointMedian, "checkpoint-median-s")
+		b.ReportMetric(res.checkpointMax, "checkpoint-max-s")
 	}
 }
 
@@ -111,6 +127,16 @@ func runPebbleKills(t testing.TB, run pebbleRun) pebbleResult {
 	var res pebbleResult
 	c, port := newCluster(t, nil, "")
 	t.Cleanup(c.stopAll)
+	if run.s3Delay > 0 {
+		link := testenv.NewLink(t, nil, nil, strings.TrimPrefix(c.minio.Endpoint, "http://"))
+		link.SetDelay(run.s3Delay)
+		for i, e := range c.env {
+			if strings.HasPrefix(e, "WEIR_S3_ENDPOINT=") {
+				c.env[i] = "WEIR_S3_ENDPOINT=http://" + link.Addr()
+			}
+		}
+		t.Logf("the weir processes reach MinIO %v later each way", run.s3Delay)
+	}
 	stateDir := t.TempDir()
 	c.env = append(c.env, "WEIR_STATE_DIR="+stateDir)
 	c.start("coordinator", "coordinator", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--id", "coordinator")
@@ -202,6 +228,7 @@ operators:
 	for _, r := range st.Recoveries {
 		t.Logf("attempt %d from checkpoint %d: %.2fs (%s)", r.Attempt, r.RestoredFrom, r.Seconds, r.Reason)
 	}
+	res.checkpointMedian, res.checkpointMax = checkpointDurations(t, c, id)
 	res.workerHWM = c.workersPeakRSS(t)
 	stopDu()
 	res.stateBytes = checkStores(t, c, id)
@@ -406,6 +433,29 @@ func sampleDirBytes(dir string, peak *int64) (stop func()) {
 // checkerRestores waits until each of the n subtasks of the checker
 // reports how long it took to restore its state, logs that and what it
 // read, and returns the longest (seconds).
+// checkpointDurations returns the median and the longest duration of the
+// completed checkpoints of job id the coordinator lists, in seconds.
+func checkpointDurations(t testing.TB, c *cluster, id string) (median, longest float64) {
+	t.Helper()
+	var cps []coordinator.CheckpointInfo
+	if err := getJSON(c.api+"/api/v1/jobs/"+id+"/checkpoints", &cps); err != nil {
+		t.Fatal(err)
+	}
+	var took []float64
+	for _, cp := range cps {
+		if cp.Status == coordinator.CheckpointCompleted && cp.Duration > 0 {
+			took = append(took, cp.Duration)
+		}
+	}
+	if len(took) == 0 {
+		t.Fatalf("job %s lists no completed checkpoint", id)
+	}
+	slices.Sort(took)
+	median, longest = took[len(took)/2], took[len(took)-1]
+	t.Logf("%d completed checkpoints listed: median %.2fs, longest %.2fs", len(took), median, longest)
+	return median, longest
+}
+
 func checkerRestores(t testing.TB, c *cluster, id string, n int, when string) float64 {
 	t.Helper()
 	var longest float64
