@@ -169,6 +169,7 @@ bench-state:
 # Pebble state several times the memory it is given (10M keys in stores
 # of 32 MiB; PEBBLE_LARGE_KEYS, PEBBLE_LARGE_MEMORY) on a real cluster,
 # under kill -9 and a rescale 2 -> 3, checked exactly. About 10 minutes.
+# PEBBLE_LARGE_S3_DELAY=10ms delays what passes to and from MinIO, as S3.
 bench-pebble-large: deps
 	set -o pipefail; $(GO) test -run '^$$' -bench 'PebbleLargeState' -benchtime 1x -count 1 -timeout 60m -v ./integration/ | tee .bench-pebble-large.txt | grep -E '^(Benchmark|ok|FAIL|---)|pebble_test'
 
