@@ -110,8 +110,8 @@ func (s *Store) excise(from, to int) error {
 
 // source is a capture's database opened read-only where it is, and its
 // tables' ids by name: what a rescale reads other key groups out of.
-// Opened so, pebble neither compacts nor writes (a store opened to write
-// first waits for a compaction its files call for).
+// Opened so, pebble neither compacts nor writes, and the files stay as
+// they were downloaded.
 type source struct {
 	db    *pebble.DB
 	cache *pebble.Cache
