@@ -430,9 +430,6 @@ func sampleDirBytes(dir string, peak *int64) (stop func()) {
 	}
 }
 
-// checkerRestores waits until each of the n subtasks of the checker
-// reports how long it took to restore its state, logs that and what it
-// read, and returns the longest (seconds).
 // checkpointDurations returns the median and the longest duration of the
 // completed checkpoints of job id the coordinator lists, in seconds.
 func checkpointDurations(t testing.TB, c *cluster, id string) (median, longest float64) {
@@ -456,6 +453,9 @@ func checkpointDurations(t testing.TB, c *cluster, id string) (median, longest f
 	return median, longest
 }
 
+// checkerRestores waits until each of the n subtasks of the checker
+// reports how long it took to restore its state, logs that and what it
+// read, and returns the longest (seconds).
 func checkerRestores(t testing.TB, c *cluster, id string, n int, when string) float64 {
 	t.Helper()
 	var longest float64

@@ -527,9 +527,12 @@ func DownloadStores(ctx context.Context, b blob.BucketReader, dir string, stores
 // storeDownloads and storeDownloadBytes bound a restore's downloads of
 // store files (DownloadStores).
 var (
-	storeDownloads           = 8
+	storeDownloads           = storeDecoders
 	storeDownloadBytes int64 = 64 << 20
 )
+
+// storeDecoders is how many store files storeDecoder decompresses at once.
+const storeDecoders = 8
 
 // downloadStoreFile downloads store file f into directory dir.
 func downloadStoreFile(ctx context.Context, b blob.BucketReader, dir string, f manifest.File) error {
@@ -1624,7 +1627,7 @@ var (
 		return e
 	})
 	storeDecoder = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(storeDownloads), zstd.WithDecoderMaxMemory(maxStoreFile))
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(storeDecoders), zstd.WithDecoderMaxMemory(maxStoreFile))
 		if err != nil {
 			panic(err)
 		}

@@ -28,11 +28,8 @@ func SetIngestFileSize(n uint64) (restore func()) {
 }
 
 // OpenShut makes an empty store as Open does, but with its compactions
-// waiting for OpenGate.
+// shut until it is closed.
 func OpenShut(o Options) (*Store, error) { return open(o, "") }
-
-// OpenGate lets the store's compactions run.
-func (s *Store) OpenGate() { s.gate.Open() }
 
 // Level0 returns the number of sstables in the store's level 0, and the
 // number of compactions it has run.
