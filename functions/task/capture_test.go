@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/offheap"
 	"github.com/weirstream/weir/statestore/statefile"
 )
 
@@ -280,13 +282,18 @@ func runWide(ctx context.Context, t *testing.T, mem memory.Allocator, b blob.Buc
 // the Go heap, what they hold reaches the state file, and once the file
 // is uploaded nothing stays mapped; small buffers come from the task's
 // allocator, which sees them all freed (checkedMem).
+//
+// The state file is encoded into chunks outside the heap too
+// (offheap.Buffer), uploaded from them (blob.PutReader), and the chunks
+// are given back.
 func TestCapturesOffTheHeap(t *testing.T) {
 	mem := checkedMem(t)
-	b, err := blob.NewDir(t.TempDir())
+	dir, err := blob.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer dir.Close()
+	b := &puts{Bucket: dir}
 	got, err := runWide(t.Context(), t, mem, b)
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +301,12 @@ func TestCapturesOffTheHeap(t *testing.T) {
 	ack, ok := got.get(1)
 	if !ok || ack.Decline != "" || len(ack.Subtask.State) != 1 {
 		t.Fatalf("checkpoint 1: %+v (found %v)", ack, ok)
+	}
+	if f := ack.Subtask.State[0]; !slices.Contains(b.streamed, f.Key) || slices.Contains(b.whole, f.Key) {
+		t.Errorf("the state file %s was not uploaded from a reader: from readers %v, whole %v", f.Key, b.streamed, b.whole)
+	}
+	if n := offheap.BufferChunks(); n != 0 {
+		t.Errorf("%d chunks of encoded state files not given back", n)
 	}
 	data, err := statefile.Read(t.Context(), b, ack.Subtask.State[0])
 	if err != nil {
@@ -316,6 +329,27 @@ func TestCapturesOffTheHeap(t *testing.T) {
 	if n != 30*rowsPerKey {
 		t.Errorf("the state file holds %d rows, want %d (30 keys before the barrier)", n, 30*rowsPerKey)
 	}
+}
+
+// puts records the keys put whole and from a reader (blob.ReaderPutter).
+type puts struct {
+	blob.Bucket
+	mu              sync.Mutex
+	whole, streamed []string
+}
+
+func (p *puts) Put(ctx context.Context, key string, data []byte) error {
+	p.mu.Lock()
+	p.whole = append(p.whole, key)
+	p.mu.Unlock()
+	return p.Bucket.Put(ctx, key, data)
+}
+
+func (p *puts) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	p.mu.Lock()
+	p.streamed = append(p.streamed, key)
+	p.mu.Unlock()
+	return blob.PutReader(ctx, p.Bucket, key, r, size)
 }
 
 // stallingBucket's Put waits until its context is cancelled; started is

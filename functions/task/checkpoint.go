@@ -1357,17 +1357,19 @@ func (c *checkpointer) uploadPart(p *partUpload) {
 		}
 		start, _ = c.keyGroups()
 	}
-	f, data, err := c.encodeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, start, end)
-	if err == nil && c.member != nil && p.last && len(up.files) == 0 && len(data) <= MaxPackedFile {
-		// The whole capture in one small part: packed with the
-		// checkpoint's other files.
-		up.packed = &statepack.File{Entry: f, Data: data}
+	f, buf, err := c.encodeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, start, end)
+	if err != nil {
+		up.err = err
 		return
 	}
-	if err == nil {
-		err = c.put(f.Key, data)
+	defer buf.Release()
+	if c.member != nil && p.last && len(up.files) == 0 && buf.Len() <= MaxPackedFile {
+		// The whole capture in one small part: packed with the
+		// checkpoint's other files.
+		up.packed = &statepack.File{Entry: f, Data: buf.Bytes()}
+		return
 	}
-	if err != nil {
+	if err := c.putBuffer(f.Key, buf); err != nil {
 		up.err = err
 		return
 	}
@@ -1441,15 +1443,18 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 		res := &results[i]
 		switch {
 		case !p.parted:
-			f, data, err := c.encodeFile(n.Name, u.id, kindOf(p.full), p.schema, p.batches, kgStart, kgEnd)
+			f, buf, err := c.encodeFile(n.Name, u.id, kindOf(p.full), p.schema, p.batches, kgStart, kgEnd)
 			switch {
 			case err != nil:
 				res.err = err
-			case c.member != nil && len(data) <= MaxPackedFile:
-				pack(i, statepack.File{Entry: f, Data: data})
+			case c.member != nil && buf.Len() <= MaxPackedFile:
+				pack(i, statepack.File{Entry: f, Data: buf.Bytes()})
 			default:
-				res.err = c.put(f.Key, data)
+				res.err = c.putBuffer(f.Key, buf)
 				res.files = []manifest.File{f}
+			}
+			if buf != nil {
+				buf.Release()
 			}
 		case up == nil || up.id != u.id:
 			res.err = fmt.Errorf("the parts of snapshot %d were not uploaded", u.id)
@@ -1640,11 +1645,29 @@ var (
 const maxStoreFile = 1 << 30
 
 // encodeFile encodes batches, the rows of key groups [kgStart, kgEnd), as
-// one Arrow IPC state file, named for its own object.
-func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, kgStart, kgEnd int) (manifest.File, []byte, error) {
+// one Arrow IPC state file, named for its own object, into a buffer
+// outside the Go heap that the caller releases: a large base's file is
+// hundreds of megabytes, which a slice would hold twice over as it
+// doubled, in a heap that the collector lets grow to twice that again.
+func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, kgStart, kgEnd int) (manifest.File, *offheap.Buffer, error) {
 	r := c.r
 	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
-	return statefile.Encode(manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem, c.cfg.Compression)
+	buf := new(offheap.Buffer)
+	f, err := statefile.EncodeTo(buf, manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem, c.cfg.Compression)
+	if err != nil {
+		buf.Release()
+		return f, nil, err
+	}
+	return f, buf, nil
+}
+
+// putBuffer uploads an encoded state file from its buffer as its own
+// object.
+func (c *checkpointer) putBuffer(key string, buf *offheap.Buffer) error {
+	if err := blob.PutReader(c.r.ctx, c.r.cfg.Bucket, key, buf.Reader(), buf.Len()); err != nil {
+		return fmt.Errorf("upload %s: %w", key, err)
+	}
+	return nil
 }
 
 // put uploads an encoded state file as its own object.

@@ -15,6 +15,7 @@ package blob
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -33,6 +34,29 @@ type ObjectInfo struct {
 	Key      string // full key relative to the bucket (and prefix)
 	Size     int64
 	Modified time.Time
+}
+
+// ReaderPutter is a Bucket that can put an object from a reader, so that
+// its caller need not hold the object in one slice: an encoded state file
+// of hundreds of megabytes is written in chunks (offheap.Buffer) and
+// uploaded from them.
+type ReaderPutter interface {
+	// PutReader is Put of the size bytes r reads from where it is. It may
+	// seek r back there to read them again (a retried upload).
+	PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error
+}
+
+// PutReader puts the size bytes r reads as the object key of b: from the
+// reader where b is a ReaderPutter, else read into one slice and Put.
+func PutReader(ctx context.Context, b Bucket, key string, r io.ReadSeeker, size int64) error {
+	if p, ok := b.(ReaderPutter); ok {
+		return p.PutReader(ctx, key, r, size)
+	}
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return fmt.Errorf("put %q: read the object: %w", key, err)
+	}
+	return b.Put(ctx, key, data)
 }
 
 // BucketReader is the read side: what checkpoint inspection and the files

@@ -28,7 +28,10 @@ type dirBucket struct {
 	reqs *Requests
 }
 
-var _ Bucket = (*dirBucket)(nil)
+var (
+	_ Bucket       = (*dirBucket)(nil)
+	_ ReaderPutter = (*dirBucket)(nil)
+)
 
 // NewDir opens a Bucket in the local directory root (the embedded mode),
 // creating the directory if it is missing. A key "a/b/c" is the file
@@ -268,7 +271,56 @@ func (d *dirBucket) put(ctx context.Context, op, key string, data []byte, exclus
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	d.reqs.Add(OpPut, 1)
-	return d.write(op, key, p, data, exclusive)
+	return d.write(op, key, p, bytes.NewReader(data), exclusive)
+}
+
+// PutReader is Put from a reader (ReaderPutter): the temporary file is
+// written from it.
+func (d *dirBucket) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	p, err := d.path(key)
+	if err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	d.reqs.Add(OpPut, 1)
+	return d.write("put", key, p, &exactReader{r: r, left: size}, false)
+}
+
+// exactReader reads size bytes of r, and fails if r has fewer or more
+// (io.LimitReader would hide the extra, and the file would be cut).
+// It copies r's chunks straight to w where r can (io.WriterTo).
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	return n, e.check(err)
+}
+
+func (e *exactReader) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.Copy(w, e.r)
+	e.left -= n
+	if err == nil {
+		if err = e.check(io.EOF); err == io.EOF {
+			err = nil
+		}
+	}
+	return n, err
+}
+
+func (e *exactReader) check(err error) error {
+	switch {
+	case e.left < 0:
+		return fmt.Errorf("the reader has %d bytes more than the size given", -e.left)
+	case err == io.EOF && e.left > 0:
+		return fmt.Errorf("the reader ended %d bytes short of the size given", e.left)
+	}
+	return err
 }
 
 // Copy copies the object src to dst, replacing dst: the bytes are read
@@ -298,12 +350,12 @@ func (d *dirBucket) Copy(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return d.errorf("copy", src, err)
 	}
-	return d.write("copy to", dst, dp, data, false)
+	return d.write("copy to", dst, dp, bytes.NewReader(data), false)
 }
 
 // write writes data to the file p of key: a new fsynced file renamed (or,
 // exclusive, linked) into place, its directory synced.
-func (d *dirBucket) write(op, key, p string, data []byte, exclusive bool) error {
+func (d *dirBucket) write(op, key, p string, data io.Reader, exclusive bool) error {
 	dir := filepath.Dir(p)
 	tmp, err := d.writeTemp(dir, data)
 	if err != nil {
@@ -332,9 +384,9 @@ func (d *dirBucket) write(op, key, p string, data []byte, exclusive bool) error 
 	return nil
 }
 
-// writeTemp writes data to a new fsynced temporary file in dir, creating dir
-// if needed, and returns its path.
-func (d *dirBucket) writeTemp(dir string, data []byte) (string, error) {
+// writeTemp writes what data reads to a new fsynced temporary file in dir,
+// creating dir if needed, and returns its path.
+func (d *dirBucket) writeTemp(dir string, data io.Reader) (string, error) {
 	var (
 		f   *os.File
 		err error
@@ -357,7 +409,7 @@ func (d *dirBucket) writeTemp(dir string, data []byte) (string, error) {
 		return "", err
 	}
 	name := f.Name()
-	_, err = f.Write(data)
+	_, err = io.Copy(f, data)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -14,7 +14,10 @@ type prefixed struct {
 	err    error  // an invalid prefix, returned by every call
 }
 
-var _ Bucket = (*prefixed)(nil)
+var (
+	_ Bucket       = (*prefixed)(nil)
+	_ ReaderPutter = (*prefixed)(nil)
+)
 
 // NewPrefixed returns a view of b in which every key is stored as
 // prefix + "/" + key; List takes and returns keys relative to the prefix.
@@ -111,6 +114,15 @@ func (p *prefixed) Put(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("put: %w", err)
 	}
 	return p.b.Put(ctx, k, data)
+}
+
+// PutReader streams to the bucket underneath where it can (ReaderPutter).
+func (p *prefixed) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	k, err := p.full(key)
+	if err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	return PutReader(ctx, p.b, k, r, size)
 }
 
 func (p *prefixed) Copy(ctx context.Context, src, dst string) error {

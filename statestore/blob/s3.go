@@ -136,7 +136,10 @@ type S3 struct {
 	closeOnce sync.Once
 }
 
-var _ Bucket = (*S3)(nil)
+var (
+	_ Bucket       = (*S3)(nil)
+	_ ReaderPutter = (*S3)(nil)
+)
 
 // NewS3 creates a client for cfg.Bucket; it does not contact the server
 // (see EnsureBucket). Credentials come from cfg or the standard AWS chain.
@@ -426,6 +429,20 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	}
 	_, err = s.client.PutObject(ctx, s.putInput(k, data), s.putOptions)
 	if err != nil {
+		return s.errorf("put", key, err)
+	}
+	return nil
+}
+
+// PutReader is Put with the body read from r (ReaderPutter); the SDK
+// seeks r back to retry.
+func (s *S3) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	k, err := s.key("put", key)
+	if err != nil {
+		return err
+	}
+	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: k, Body: r, ContentLength: aws.Int64(size)}
+	if _, err := s.client.PutObject(ctx, in, s.putOptions); err != nil {
 		return s.errorf("put", key, err)
 	}
 	return nil

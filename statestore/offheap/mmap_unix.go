@@ -64,3 +64,9 @@ func unmap(b []byte) {
 }
 
 func alignUp(n, to uintptr) uintptr { return (n + to - 1) &^ (to - 1) }
+
+// dropPages gives b's pages back to the system: b stays mapped, and reads
+// zeros until written again.
+func dropPages(b []byte) {
+	_ = unix.Madvise(b, unix.MADV_DONTNEED)
+}

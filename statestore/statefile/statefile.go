@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
+	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -28,6 +30,17 @@ const MaxExpansion = 64
 // encoded bytes'.
 func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, []byte, error) {
 	var buf bytes.Buffer
+	f, err := EncodeTo(&buf, f, schema, batches, mem, codec)
+	if err != nil {
+		return f, nil, err
+	}
+	return f, buf.Bytes(), nil
+}
+
+// EncodeTo is Encode writing the file to w as it is encoded: a large
+// file goes to an offheap.Buffer, uploaded from there (blob.PutReader),
+// rather than to one slice that doubles as it grows.
+func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, error) {
 	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
 	switch codec {
 	case arrowfmt.CompressLZ4:
@@ -35,22 +48,36 @@ func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, 
 	case arrowfmt.CompressZstd:
 		opts = append(opts, ipc.WithZstd())
 	}
-	w, err := ipc.NewFileWriter(&buf, opts...)
+	out := &summingWriter{w: w, h: sha256.New()}
+	fw, err := ipc.NewFileWriter(out, opts...)
 	if err != nil {
-		return f, nil, fmt.Errorf("encode state: %w", err)
+		return f, fmt.Errorf("encode state: %w", err)
 	}
 	for _, b := range batches {
-		if err := w.Write(b); err != nil {
-			_ = w.Close()
-			return f, nil, fmt.Errorf("encode state: %w", err)
+		if err := fw.Write(b); err != nil {
+			_ = fw.Close()
+			return f, fmt.Errorf("encode state: %w", err)
 		}
 	}
-	if err := w.Close(); err != nil {
-		return f, nil, fmt.Errorf("encode state: %w", err)
+	if err := fw.Close(); err != nil {
+		return f, fmt.Errorf("encode state: %w", err)
 	}
-	data := buf.Bytes()
-	f.Size, f.SHA256 = int64(len(data)), sum(data)
-	return f, data, nil
+	f.Size, f.SHA256 = out.n, hex.EncodeToString(out.h.Sum(nil))
+	return f, nil
+}
+
+// summingWriter writes to w and counts and hashes what it writes.
+type summingWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (s *summingWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	s.h.Write(p[:n])
+	s.n += int64(n)
+	return n, err
 }
 
 func sum(data []byte) string {

@@ -41,6 +41,7 @@ func TestBucket(t *testing.T, newBucket func(t *testing.T) blob.Bucket) {
 		{"PutIfAbsentConcurrent", testPutIfAbsentConcurrent},
 		{"PutAtomic", testPutAtomic},
 		{"Large", testLarge},
+		{"PutReader", testPutReader},
 		{"Empty", testEmpty},
 		{"KeyNames", testKeyNames},
 		{"InvalidKeys", testInvalidKeys},
@@ -539,6 +540,70 @@ func testLarge(t *testing.T, b blob.Bucket) {
 		t.Fatal(err)
 	}
 	equal(t, "get large-once", get(t, b, "large-once"), data)
+}
+
+// testPutReader puts objects from a reader that hands out odd pieces
+// (not a bytes.Reader), the way an encoded state file is uploaded from
+// its chunks: every bucket of weir streams it (blob.ReaderPutter), and a
+// retried upload may seek back. A reader shorter or longer than the size
+// given is an error, and leaves no object behind.
+func testPutReader(t *testing.T, b blob.Bucket) {
+	if _, ok := b.(blob.ReaderPutter); !ok {
+		t.Fatalf("%s does not put from a reader (blob.ReaderPutter)", b.Describe())
+	}
+	ctx := t.Context()
+	for _, size := range []int{0, 1, 100_000, 5<<20 + 3} {
+		data := randomBytes(uint64(size), size)
+		key := fmt.Sprintf("streamed/%d", size)
+		r := &pieceReader{data: data}
+		r.Seek(int64(size/2), io.SeekStart)
+		r.Seek(0, io.SeekStart) // a reader at its start, however it got there
+		if err := blob.PutReader(ctx, b, key, r, int64(size)); err != nil {
+			t.Fatalf("put %d bytes from a reader: %v", size, err)
+		}
+		equal(t, "get "+key, get(t, b, key), data)
+	}
+	data := randomBytes(7, 1000)
+	if err := blob.PutReader(ctx, b, "short", &pieceReader{data: data[:999]}, 1000); err == nil {
+		t.Error("put from a reader one byte short of its size: no error")
+	}
+	if err := blob.PutReader(ctx, b, "long", &pieceReader{data: data}, 999); err == nil {
+		t.Error("put from a reader one byte longer than its size: no error")
+	}
+	for _, key := range []string{"short", "long"} {
+		if _, err := b.Stat(ctx, key); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("stat %s after a failed put: %v, want blob.ErrNotFound", key, err)
+		}
+	}
+}
+
+// pieceReader reads data in pieces of at most 4097 bytes and can seek.
+type pieceReader struct {
+	data []byte
+	off  int64
+}
+
+func (r *pieceReader) Read(p []byte) (int, error) {
+	if r.off >= int64(len(r.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 4097)], r.data[r.off:])
+	r.off += int64(n)
+	return n, nil
+}
+
+func (r *pieceReader) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		off += r.off
+	case io.SeekEnd:
+		off += int64(len(r.data))
+	}
+	if off < 0 {
+		return r.off, errors.New("seek before the start")
+	}
+	r.off = off
+	return off, nil
 }
 
 func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
