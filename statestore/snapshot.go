@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 // Snapshot rows.
@@ -450,31 +452,53 @@ func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, key
 	g := &t.groups[kg-t.start]
 	if full {
 		for i := range g.cells {
-			switch c := &g.cells[i]; c.state {
-			case cellAbsent:
-				// Absent at the barrier (a change since is copied), or
-				// deleted before it: a base has no row for it. A
-				// tombstone no capture reads any more goes.
-				if c.epoch+1 < t.epoch {
-					g.drop(i)
-					g.dead--
-				}
-			case cellLive:
-				k := g.key(i)
-				if _, copied := v.copies[k]; !copied {
-					keys = append(keys, k)
-				}
+			c := &g.cells[i]
+			if c.state != cellLive && c.state != cellAbsent {
+				continue
 			}
-		}
-		for k, c := range v.copies {
-			if c.present() {
-				keys = append(keys, k)
+			if cp, copied := v.copies.get(i); copied {
+				// Changed since the barrier: as it was then.
+				if cp.present() {
+					keys = append(keys, g.key(i))
+				}
+				continue
+			}
+			switch {
+			case c.state == cellLive:
+				keys = append(keys, g.key(i))
+			case c.epoch+1 < t.epoch:
+				// A tombstone no capture reads any more goes. (Absent at
+				// the barrier or deleted before it: a base has no row for
+				// it.)
+				g.drop(i)
+				g.dead--
 			}
 		}
 	} else if v.dirty != nil {
 		keys = v.dirty.appendTo(keys)
 	}
-	return newKeySegment(name, kg, keys, v, t.appendEncoded)
+	return newKeySegment(name, kg, keys, v, t.snapshotValue(v))
+}
+
+// snapshotValue returns the value function of a segment of key group
+// views: an entry's copy if it has one (it changed since the barrier),
+// else the entry as it is.
+func (t *heapTable[V]) snapshotValue(v *groupView) func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+	return func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+		g := t.group(kg)
+		i, _ := g.find(key, ns)
+		if i < 0 {
+			return dst, false, nil
+		}
+		if cp, ok := v.copies.get(i); ok {
+			return append(dst, v.value(cp)...), cp.present(), nil
+		}
+		if g.cells[i].state != cellLive {
+			return dst, false, nil
+		}
+		out, err := t.codec.Append(dst, g.cells[i].v)
+		return out, true, err
+	}
 }
 
 func (t *heapTable[V]) rows(full bool) int {
@@ -552,6 +576,13 @@ func (d *heapDirty[V]) appendTo(dst []entryKey) []entryKey {
 		dst = append(dst, d.g.key(int(i)))
 	}
 	return dst
+}
+
+// release gives back the list of cells, which grew outside the heap
+// (heapTable.mark).
+func (d *heapDirty[V]) release() {
+	offheap.Free(d.g.mem, d.cells)
+	d.cells = nil
 }
 
 // settle retires the tombstones the capture has written that nothing

@@ -84,11 +84,12 @@ type anyTable interface {
 
 type entryKey struct{ key, ns string }
 
-// mark marks cell i of g dirty, once per epoch.
+// mark marks cell i of g dirty, once per epoch. The dirty list grows
+// outside the heap once large (4 bytes a key changed: 40 MB at 10M keys).
 func (t *heapTable[V]) mark(g *group[V], i int) {
 	if c := &g.cells[i]; c.epoch != t.epoch {
 		c.epoch = t.epoch
-		g.dirty = append(g.dirty, uint32(i))
+		g.dirty = offheap.Append(g.mem, g.dirty, uint32(i))
 	}
 }
 
@@ -118,13 +119,15 @@ func (t *heapTable[V]) Get(kg int, key, ns string) (V, bool) {
 func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 	g := t.group(kg)
 	if t.capture != nil {
-		// The copy keeps the arena's key where there is one, not the
-		// caller's strings.
-		k := entryKey{key, ns}
 		if i, _ := g.find(key, ns); i >= 0 {
-			k = g.key(i)
+			t.capture.copyEntry(t.index, kg, g.key(i), i)
+		} else if cv := t.capture.wantsCopy(t.index, kg, entryKey{key, ns}); cv != nil {
+			// New since the barrier: absent at it.
+			i := g.set(key, ns, v)
+			t.capture.copyAbsent(cv, i)
+			t.mark(g, i)
+			return
 		}
-		t.capture.copyEntry(t.index, kg, k)
 	}
 	t.mark(g, g.set(key, ns, v))
 }
@@ -138,7 +141,7 @@ func (t *heapTable[V]) Delete(kg int, key, ns string) {
 	}
 	if t.capture != nil {
 		// The arena's key: the caller's strings may be borrowed.
-		t.capture.copyEntry(t.index, kg, g.key(i))
+		t.capture.copyEntry(t.index, kg, g.key(i), i)
 	}
 	t.tombstone(g, i)
 	t.mark(g, i)

@@ -8,7 +8,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/statestore/offheap"
 )
@@ -502,12 +506,104 @@ func TestHeapTableOffHeap(t *testing.T) {
 	if got := hi.mem.Mapped(); got < cells+index {
 		t.Errorf("int64 table: %d bytes mapped, want its cells' %d and its index's %d", got, cells, index)
 	}
-	if got, index := hs.mem.Mapped(), len(hs.groups[0].index)*8; got < index || got >= index+offheap.MinMapped {
-		t.Errorf("string table: %d bytes mapped, want its index's %d alone", got, index)
+	// The string table's cells hold pointers, so stay on the heap; its
+	// index and its dirty list (cell positions) do not.
+	index, dirty := len(hs.groups[0].index)*8, cap(hs.groups[0].dirty)*4
+	if got := hs.mem.Mapped(); got < index+dirty || got >= index+dirty+offheap.MinMapped {
+		t.Errorf("string table: %d bytes mapped, want its index's %d and its dirty list's %d alone", got, index, dirty)
 	}
 	b.Close()
 	if hi.mem.Mapped() != 0 || hs.mem.Mapped() != 0 {
 		t.Errorf("after Close: %d and %d bytes mapped", hi.mem.Mapped(), hs.mem.Mapped())
 	}
 	b.Close() // twice is safe
+}
+
+// TestCaptureCopiesOffTheHeap: a capture of a heap table in steps keeps
+// the copies of entries changed before the walk reached them outside the
+// Go heap (cellCopies), and the dirty lists too (heapTable.mark); both
+// are given back when the capture ends. The capture still equals a
+// snapshot taken at the barrier, for a delta and for a base.
+func TestCaptureCopiesOffTheHeap(t *testing.T) {
+	const n = 20_000 // a dirty list of 80 KB, copies' slots of 512 KiB
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
+			var tabs [2]*heapTable[int64]
+			var backends [2]*Memory
+			for j := range backends {
+				backends[j] = NewMemory(0, 1)
+				defer backends[j].Close()
+				tab, err := OpenTable[int64](backends[j], "ints", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tabs[j] = tab.(*heapTable[int64])
+				for i := range n {
+					tab.Put(0, fmt.Sprintf("k%d", i), "", int64(i))
+				}
+			}
+			g := &tabs[1].groups[0]
+			if mapped, want := tabs[1].mem.Mapped(), len(g.index)*8+cap(g.cells)*int(unsafe.Sizeof(g.cells[0]))+cap(g.dirty)*4; mapped < want {
+				t.Fatalf("the table maps %d bytes, want its index, cells and dirty list (%d)", mapped, want)
+			}
+			want, err := backends[0].Snapshot(memory.DefaultAllocator, full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			capture, err := backends[1].BeginSnapshot(memory.DefaultAllocator, full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := capture.(*memCapture)
+			taken := cap(c.tables[0].views[0].dirty.(*heapDirty[int64]).cells) * 4
+			// Every entry changes before the walk: a delete, a put of a
+			// new value, or a new key beside it.
+			for i := range n {
+				k := fmt.Sprintf("k%d", i)
+				switch i % 3 {
+				case 0:
+					tabs[1].Delete(0, k, "")
+				case 1:
+					tabs[1].Put(0, k, "", -1)
+				default:
+					tabs[1].Put(0, k+"-new", "", 7)
+				}
+			}
+			copies := c.tables[0].views[0].copies.n
+			if wantCopies := n * 2 / 3; copies < wantCopies || c.mem.Mapped() == 0 {
+				t.Fatalf("%d copies, %d bytes mapped for them; want at least %d copies, mapped", copies, c.mem.Mapped(), wantCopies)
+			}
+			before := tabs[1].mem.Mapped()
+			for {
+				done, err := c.Step(time.Now().Add(time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if done {
+					break
+				}
+			}
+			if got, want := renderRows(c.Batches()), renderRows(want); got != want {
+				t.Fatalf("the capture differs from the snapshot at the barrier:\n%.2000s\nwant\n%.2000s", got, want)
+			}
+			c.Release()
+			if m := c.mem.Mapped(); m != 0 {
+				t.Errorf("%d bytes of copies still mapped after the capture", m)
+			}
+			// The dirty list handed to the capture is unmapped.
+			if m := tabs[1].mem.Mapped(); m != before-taken {
+				t.Errorf("the table maps %d bytes after the capture, %d before its end: want the %d of the dirty list it took unmapped", m, before, taken)
+			}
+		})
+	}
+}
+
+func renderRows(batches []arrow.RecordBatch) string {
+	var b strings.Builder
+	for _, r := range batches {
+		j, _ := r.MarshalJSON()
+		b.Write(j)
+		r.Release()
+	}
+	return b.String()
 }
