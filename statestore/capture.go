@@ -317,9 +317,10 @@ func immutable(t reflect.Type) bool {
 	return false
 }
 
-// entryWritten reports whether the walk has written the row of entry k of
-// key group kg of table i, or is past where it would be.
-func (c *memCapture) entryWritten(i, kg int, k entryKey) bool {
+// entryWritten reports whether the walk has written the row of entry k,
+// in cell position cell, of key group kg of table i, or is past where it
+// would be.
+func (c *memCapture) entryWritten(i, kg int, k entryKey, cell int) bool {
 	if g := kg - c.b.start; g != c.next {
 		return g < c.next
 	}
@@ -329,7 +330,7 @@ func (c *memCapture) entryWritten(i, kg int, k entryKey) bool {
 	case c.seg == nil:
 		return false
 	}
-	return c.seg.written(k)
+	return c.seg.written(k, cell)
 }
 
 // timerWritten is entryWritten for timer k of domain d.
@@ -350,7 +351,7 @@ func (c *memCapture) timerWritten(d Domain, kg int, k timerKey) bool {
 // cell, as it is, before it changes, if the capture needs it and has not
 // walked or copied it yet.
 func (c *memCapture) copyEntry(i, kg int, k entryKey, cell int) {
-	v := c.wantsCopy(i, kg, k)
+	v := c.wantsCopy(i, kg, k, cell)
 	if v == nil {
 		return
 	}
@@ -374,10 +375,10 @@ func (c *memCapture) copyEntry(i, kg int, k entryKey, cell int) {
 }
 
 // wantsCopy returns the view of key group kg of table i if the capture
-// needs entry k as it is now, before it changes (it has not walked it
-// yet, and a delta holds it), else nil.
-func (c *memCapture) wantsCopy(i, kg int, k entryKey) *groupView {
-	if c.entryWritten(i, kg, k) {
+// needs entry k, in cell position cell, as it is now, before it changes
+// (it has not walked it yet, and a delta holds it), else nil.
+func (c *memCapture) wantsCopy(i, kg int, k entryKey, cell int) *groupView {
+	if c.entryWritten(i, kg, k, cell) {
 		return nil
 	}
 	v := &c.tables[i].views[kg-c.b.start]
@@ -387,9 +388,8 @@ func (c *memCapture) wantsCopy(i, kg int, k entryKey) *groupView {
 	return v
 }
 
-// copyAbsent records that the entry now in cell position cell of key
-// group kg of table i, made since the barrier, was absent at it, if the
-// capture needs to know (wantsCopy returned v).
+// copyAbsent records that the entry now in cell position cell, made
+// since the barrier, was absent at it (wantsCopy returned v for it).
 func (c *memCapture) copyAbsent(v *groupView, cell int) {
 	v.copies.put(&c.mem, cell, entryCopy{n: -1})
 }
@@ -517,9 +517,9 @@ type segment interface {
 	// write writes up to n rows (or all, for a segment that cannot
 	// stop) and reports whether the segment is done.
 	write(w *snapWriter, n int) (bool, error)
-	// written reports whether the row of k was written, or would have
-	// been by now.
-	written(k entryKey) bool
+	// written reports whether the row of k, in cell position cell of a
+	// heap table, was written, or would have been by now.
+	written(k entryKey, cell int) bool
 	// release returns the segment's keys, for the next one to reuse.
 	release() []entryKey
 }
@@ -571,7 +571,7 @@ func (s *keySegment) write(w *snapWriter, n int) (bool, error) {
 	return s.pos == len(s.keys), nil
 }
 
-func (s *keySegment) written(k entryKey) bool {
+func (s *keySegment) written(k entryKey, _ int) bool {
 	return s.pos > 0 && compareEntryKeys(k, s.keys[s.pos-1]) <= 0
 }
 
@@ -655,7 +655,7 @@ func (s *wholeSegment) write(w *snapWriter, _ int) (bool, error) {
 	return true, s.fn(w)
 }
 
-func (s *wholeSegment) written(entryKey) bool { return s.done }
+func (s *wholeSegment) written(entryKey, int) bool { return s.done }
 
 func (s *wholeSegment) release() []entryKey { return nil }
 

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"reflect"
 	"slices"
 	"strings"
@@ -48,11 +49,12 @@ import (
 // the highest (Timers.Watermark).
 //
 // Rows come sorted by key group; within one key group, tables by name
-// (key, then namespace), then the timers (event time, then processing
-// time; by timestamp, key and namespace), then the watermark. Each entry
-// or timer appears at most once per snapshot, so the order within one
-// snapshot does not matter for restore; the order of snapshots does:
-// Restore applies a base and then its deltas in the order they were taken.
+// (a heap table's entries in the order of their cells, a store's by key
+// then namespace), then the timers (event time, then processing time; by
+// timestamp, key and namespace), then the watermark. Each entry or timer
+// appears at most once per snapshot, so the order within one snapshot
+// does not matter for restore; the order of snapshots does: Restore
+// applies a base and then its deltas in the order they were taken.
 
 // Table names of the timers in snapshots. OpenTable refuses names starting
 // with "__timers".
@@ -448,58 +450,120 @@ func compareTimerKeys(a, b timerKey) int {
 
 // Tables.
 
-func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
-	g := &t.groups[kg-t.start]
-	if full {
-		for i := range g.cells {
-			c := &g.cells[i]
-			if c.state != cellLive && c.state != cellAbsent {
-				continue
-			}
-			if cp, copied := v.copies.get(i); copied {
-				// Changed since the barrier: as it was then.
-				if cp.present() {
-					keys = append(keys, g.key(i))
-				}
-				continue
-			}
-			switch {
-			case c.state == cellLive:
-				keys = append(keys, g.key(i))
-			case c.epoch+1 < t.epoch:
-				// A tombstone no capture reads any more goes. (Absent at
-				// the barrier or deleted before it: a base has no row for
-				// it.)
-				g.drop(i)
-				g.dead--
-			}
+func (t *heapTable[V]) segment(name string, kg int, full bool, v *groupView, _ []entryKey) segment {
+	s := &cellSegment[V]{t: t, name: name, kg: kg, g: t.group(kg), v: v, full: full}
+	s.end = len(s.g.cells)
+	switch {
+	case full:
+	case v.dirty == nil:
+		s.end = 0 // nothing changed
+	default:
+		// The dirty set's cells in the order of their positions: a bit
+		// each (a counting sort, in one pass over the set).
+		s.dirty = make([]uint64, (s.end+63)/64)
+		for _, i := range v.dirty.(*heapDirty[V]).cells {
+			s.dirty[i/64] |= 1 << (i % 64)
 		}
-	} else if v.dirty != nil {
-		keys = v.dirty.appendTo(keys)
 	}
-	return newKeySegment(name, kg, keys, v, t.snapshotValue(v))
+	return s
 }
 
-// snapshotValue returns the value function of a segment of key group
-// views: an entry's copy if it has one (it changed since the barrier),
-// else the entry as it is.
-func (t *heapTable[V]) snapshotValue(v *groupView) func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
-	return func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
-		g := t.group(kg)
-		i, _ := g.find(key, ns)
-		if i < 0 {
-			return dst, false, nil
-		}
-		if cp, ok := v.copies.get(i); ok {
-			return append(dst, v.value(cp)...), cp.present(), nil
-		}
-		if g.cells[i].state != cellLive {
-			return dst, false, nil
-		}
-		out, err := t.codec.Append(dst, g.cells[i].v)
-		return out, true, err
-	}
+// cellSegment writes a heap table's rows of one key group in the order of
+// their cells' positions: every cell (a base) or the dirty set's (a
+// delta). An entry changed since the barrier is written as its copy has
+// it; a cell made since is absent from the snapshot (a copy says so, or
+// it lies past the cells the walk began with). The cells are read in the
+// order they lie in memory; sorted by key, each row took a lookup and
+// the key group's keys a sort: 17% of a checkpointed job's CPU at 10M
+// keys.
+type cellSegment[V any] struct {
+	t     *heapTable[V]
+	name  string
+	kg    int
+	g     *group[V]
+	v     *groupView
+	full  bool
+	dirty []uint64 // a delta's cells: bit i%64 of word i/64
+	end   int      // the cells when the walk began
+	pos   int      // the next cell position to walk
+	enc   []byte
 }
+
+func (s *cellSegment[V]) write(w *snapWriter, n int) (bool, error) {
+	for visits := 8 * n; n > 0 && visits > 0 && s.pos < s.end; visits-- {
+		i := s.pos
+		if !s.full {
+			if i = s.nextDirty(); i == s.end {
+				s.pos = s.end
+				break
+			}
+		}
+		s.pos = i + 1
+		wrote, err := s.row(w, i)
+		if err != nil {
+			return false, err
+		}
+		if wrote {
+			n--
+		}
+	}
+	return s.pos == s.end, nil
+}
+
+// nextDirty returns the position of the first cell of a delta's dirty set
+// from s.pos on, or s.end.
+func (s *cellSegment[V]) nextDirty() int {
+	for i := s.pos; i < s.end; {
+		word := s.dirty[i/64] >> (i % 64)
+		if word != 0 {
+			return min(i+bits.TrailingZeros64(word), s.end)
+		}
+		i = (i/64 + 1) * 64
+	}
+	return s.end
+}
+
+// row writes the row of cell i, if the snapshot has one.
+func (s *cellSegment[V]) row(w *snapWriter, i int) (bool, error) {
+	g := s.g
+	c := &g.cells[i]
+	if c.state != cellLive && c.state != cellAbsent {
+		return false, nil
+	}
+	k := g.key(i)
+	if cp, copied := s.v.copies.get(i); copied {
+		// Changed since the barrier: as it was then.
+		if !cp.present() && s.full {
+			return false, nil
+		}
+		return true, w.entry(s.kg, s.name, k.key, k.ns, s.v.value(cp), cp.present())
+	}
+	switch {
+	case c.state == cellLive:
+		enc, err := s.t.codec.Append(s.enc[:0], c.v)
+		if err != nil {
+			return false, fmt.Errorf("key %q, namespace %q: %w", k.key, k.ns, err)
+		}
+		s.enc = enc
+		return true, w.entry(s.kg, s.name, k.key, k.ns, enc, true)
+	case !s.full:
+		return true, w.entry(s.kg, s.name, k.key, k.ns, nil, false)
+	case c.epoch+1 < s.t.epoch:
+		// A tombstone no capture reads any more goes. (Absent at the
+		// barrier, or deleted before it: a base has no row for it.)
+		g.drop(i)
+		g.dead--
+	}
+	return false, nil
+}
+
+// written: the walk is past cell position cell, or never walks it (made
+// since the walk began: absent from the snapshot).
+func (s *cellSegment[V]) written(_ entryKey, cell int) bool {
+	return cell < s.pos || cell >= s.end
+}
+
+func (s *cellSegment[V]) release() []entryKey { return nil }
 
 func (t *heapTable[V]) rows(full bool) int {
 	n := 0

@@ -434,8 +434,8 @@ func TestSnapshotRows(t *testing.T) {
 	want := []string{
 		`2 n "z" "" 0300000000000000 - false`,
 		`2 __timers_processing "z" "w" - 7 false`,
+		`3 n "b" "" 0100000000000000 - false`, // a table's entries in the order they were made
 		`3 n "a" "w" 0200000000000000 - false`,
-		`3 n "b" "" 0100000000000000 - false`,
 		`3 s "a" "" 6869 - false`,
 		`3 __timers_event "b" "" - 10 false`,
 		`3 __timers_event "a" "" - 20 false`,
@@ -463,8 +463,8 @@ func TestSnapshotRows(t *testing.T) {
 	defer releaseAll(delta)
 	want = []string{
 		`2 __timers_processing "z" "w" - 7 true`,
-		`3 n "a" "w" - - true`,
 		`3 n "b" "" 0500000000000000 - false`,
+		`3 n "a" "w" - - true`,
 		`3 s "a" "" 6869 - false`,
 		`3 __timers_event "b" "" - 10 true`,
 		`4 s "tmp" "" - - true`,

@@ -324,7 +324,7 @@ func (s *iterSegment) write(w *snapWriter, n int) (bool, error) {
 	return true, nil
 }
 
-func (s *iterSegment) written(k entryKey) bool {
+func (s *iterSegment) written(k entryKey, _ int) bool {
 	return s.done || s.any && compareEntryKeys(k, s.last) <= 0
 }
 

@@ -119,15 +119,18 @@ func (t *heapTable[V]) Get(kg int, key, ns string) (V, bool) {
 func (t *heapTable[V]) Put(kg int, key, ns string, v V) {
 	g := t.group(kg)
 	if t.capture != nil {
-		if i, _ := g.find(key, ns); i >= 0 {
-			t.capture.copyEntry(t.index, kg, g.key(i), i)
-		} else if cv := t.capture.wantsCopy(t.index, kg, entryKey{key, ns}); cv != nil {
-			// New since the barrier: absent at it.
-			i := g.set(key, ns, v)
-			t.capture.copyAbsent(cv, i)
+		i, _ := g.find(key, ns)
+		if i < 0 {
+			// New since the barrier: absent at it, if the walk is yet
+			// to reach its cell.
+			i = g.set(key, ns, v)
+			if cv := t.capture.wantsCopy(t.index, kg, g.key(i), i); cv != nil {
+				t.capture.copyAbsent(cv, i)
+			}
 			t.mark(g, i)
 			return
 		}
+		t.capture.copyEntry(t.index, kg, g.key(i), i)
 	}
 	t.mark(g, g.set(key, ns, v))
 }
