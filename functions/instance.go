@@ -202,8 +202,13 @@ func (in *Instance) ProcessBatch(rec arrow.RecordBatch, keyGroups []int, keys []
 		times, _ = rec.Column(in.timeCol).(*array.Timestamp)
 	}
 	n := int(rec.NumRows())
+	prefetch, _ := in.state.(prefetcher)
 	err := in.guard("process element", func() error {
 		for i := 0; i < n; i++ {
+			if prefetch != nil && i%prefetchRows == 0 {
+				end := min(i+prefetchRows, n)
+				prefetch.Prefetch(keyGroups[i:end], keys[i:end])
+			}
 			in.setKey(keyGroups[i], keys[i])
 			in.cur.hasTs = times != nil && times.IsValid(i)
 			in.cur.ts = 0
@@ -221,6 +226,17 @@ func (in *Instance) ProcessBatch(rec arrow.RecordBatch, keyGroups []int, keys []
 	}
 	return in.flush()
 }
+
+// prefetcher is a backend that can read into the cache where the keys of
+// the rows to come are looked up (statestore.Memory.Prefetch).
+type prefetcher interface {
+	Prefetch(keyGroups []int, keys []string)
+}
+
+// prefetchRows is how many rows' keys are prefetched at once: few enough
+// that what is read stays in the cache until their rows are processed
+// (two cache lines a key and table), many enough that the reads overlap.
+const prefetchRows = 256
 
 // AdvanceWatermark moves event time to wm and fires every event-time timer
 // at or before it, in timestamp order, each with its key current (also

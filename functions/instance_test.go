@@ -211,6 +211,66 @@ func TestInstanceKeyedState(t *testing.T) {
 	}
 }
 
+// prefetching is a heap backend that records what it is asked to
+// prefetch.
+type prefetching struct {
+	*statestore.Memory
+	calls [][]string
+}
+
+func (p *prefetching) Prefetch(groups []int, keys []string) {
+	p.calls = append(p.calls, slices.Clone(keys))
+	p.Memory.Prefetch(groups, keys)
+}
+
+// TestInstancePrefetches: a backend that can prefetch is asked for the
+// keys of each prefetchRows rows before they are processed, and the
+// output is as without.
+func TestInstancePrefetches(t *testing.T) {
+	in := schema(t, "k", "string", "v", "string")
+	h, err := newHarness(t, counterDef, in, []int{0}, -1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf := &prefetching{Memory: h.cfg.State.(*statestore.Memory)}
+	h.inst.state = pf
+	var rows [][]any
+	for i := range 2*prefetchRows + 10 {
+		rows = append(rows, []any{fmt.Sprint(i % 7), "v"})
+	}
+	if err := h.batch(rows...); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, c := range pf.calls {
+		got = append(got, len(c))
+	}
+	if want := []int{prefetchRows, prefetchRows, 10}; !slices.Equal(got, want) {
+		t.Fatalf("prefetched %v keys at a time, want %v", got, want)
+	}
+	if k := pf.calls[1][0]; k != arrowfmt.KeyString(mustBatch(t, h, rows[prefetchRows]), []int{0}, 0) {
+		t.Errorf("the second prefetch starts at key %q, want row %d's", k, prefetchRows)
+	}
+	if out := h.take(); len(out) != len(rows) {
+		t.Errorf("%d rows out of %d", len(out), len(rows))
+	}
+}
+
+// mustBatch builds a batch of one row of h's input.
+func mustBatch(t *testing.T, h *harness, row []any) arrow.RecordBatch {
+	t.Helper()
+	b := arrowfmt.NewBuilder(h.in, memory.DefaultAllocator)
+	defer b.Release()
+	for c, v := range row {
+		if err := b.AppendAny(c, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := b.NewBatch()
+	t.Cleanup(rec.Release)
+	return rec
+}
+
 func TestInstanceBatchesOutput(t *testing.T) {
 	in := schema(t, "k", "string", "v", "string")
 	var batches []int

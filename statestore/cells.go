@@ -296,3 +296,38 @@ func (g *group[V]) compact() {
 	}
 	g.arena, g.garbage = arena, 0
 }
+
+// footprint returns the bytes of the table's indexes and cells.
+func (t *heapTable[V]) footprint() int {
+	n := 0
+	for i := range t.groups {
+		g := &t.groups[i]
+		n += len(g.index)*8 + len(g.cells)*int(unsafe.Sizeof(cell[V]{}))
+	}
+	return n
+}
+
+// prefetch loads the index slot and the cell where find would first look
+// for each key of hash hashes[i] in key group groups[i]
+// (Memory.Prefetch): first every slot, then every cell, so that each
+// pass is loads that do not wait for one another. What it reads goes to
+// sink, so that the loads are not dropped.
+func (t *heapTable[V]) prefetch(groups []int, hashes []uint64) {
+	t.slots = t.slots[:0]
+	var sum uint64
+	for i, kg := range groups {
+		var s uint64
+		if kg >= t.start && kg < t.end {
+			if g := &t.groups[kg-t.start]; g.index != nil {
+				s = g.index[hashes[i]&uint64(len(g.index)-1)]
+			}
+		}
+		t.slots = append(t.slots, s)
+	}
+	for i, s := range t.slots {
+		if s>>32 == hashes[i]>>32 && uint32(s) != 0 {
+			sum += t.groups[groups[i]-t.start].cells[uint32(s)-1].prefix
+		}
+	}
+	t.sink += sum
+}

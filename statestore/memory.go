@@ -35,6 +35,8 @@ type Memory struct {
 	batchBytes int
 	// capture is the snapshot being captured in steps, or nil.
 	capture *memCapture
+	// hashes is Prefetch's room for its keys' hashes.
+	hashes []uint64
 }
 
 var _ Backend = (*Memory)(nil)
@@ -63,6 +65,46 @@ func (b *Memory) Close() {
 		t.free()
 	}
 	clear(b.tables)
+}
+
+// Prefetch reads into the cache the places where the heap tables would
+// look up each key of keys (in key group groups[i], namespace ""), before
+// a function's Gets and Puts look them up one row at a time: the loads
+// for one key do not wait for another's, so they overlap, where each
+// lookup in turn waits for memory (at millions of keys, the index slot
+// and the cell are both misses). A batch's keys are known before its
+// rows are processed. A store's tables (pebble) are not touched.
+//
+// Only a table of prefetchMinBytes or more is prefetched: a smaller one
+// is mostly in the cache already, and hashing each key once more cost
+// 4-5% of a job at 100K keys.
+func (b *Memory) Prefetch(groups []int, keys []string) {
+	hashed := false
+	for _, t := range b.tables {
+		h, ok := t.(prefetchTable)
+		if !ok || h.footprint() < prefetchMinBytes {
+			continue
+		}
+		if !hashed {
+			b.hashes = b.hashes[:0]
+			for _, k := range keys {
+				b.hashes = append(b.hashes, hashKey(k, ""))
+			}
+			hashed = true
+		}
+		h.prefetch(groups, b.hashes)
+	}
+}
+
+// prefetchMinBytes is the smallest table Prefetch reads ahead in: 8 times
+// the 2 MiB of L2 cache a core has on the machines weir is measured on.
+var prefetchMinBytes = 16 << 20
+
+// prefetchTable is a heap table (Memory.Prefetch).
+type prefetchTable interface {
+	// footprint returns the bytes of the table's index and cells.
+	footprint() int
+	prefetch(groups []int, hashes []uint64)
 }
 
 // KeyGroups implements Backend.

@@ -36,6 +36,9 @@ type heapTable[V any] struct {
 	// collector's, if the table becomes unreachable unfreed.
 	mem     *offheap.Arena
 	cleanup runtime.Cleanup
+	// sink keeps what prefetch reads; slots is its room.
+	sink  uint64
+	slots []uint64
 }
 
 var _ Table[int64] = (*heapTable[int64])(nil)

@@ -607,3 +607,36 @@ func renderRows(batches []arrow.RecordBatch) string {
 	}
 	return b.String()
 }
+
+// TestPrefetch: Prefetch reads ahead in a table only once it is large, for
+// keys present or not and key groups outside the backend's, and changes
+// nothing a lookup sees.
+func TestPrefetch(t *testing.T) {
+	b := NewMemory(0, 4)
+	defer b.Close()
+	tab, err := OpenTable[int64](b, "n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		tab.Put(i%4, fmt.Sprint("k", i), "", int64(i))
+	}
+	h := tab.(*heapTable[int64])
+	groups := []int{0, 1, 2, 3, 3, 9}
+	keys := []string{"k0", "k1", "k2", "k3", "absent", "k9"}
+	b.Prefetch(groups, keys)
+	if h.sink != 0 {
+		t.Fatalf("a table of %d bytes was read ahead (under %d)", h.footprint(), prefetchMinBytes)
+	}
+	defer func(old int) { prefetchMinBytes = old }(prefetchMinBytes)
+	prefetchMinBytes = 0
+	b.Prefetch(groups, keys)
+	if h.sink == 0 {
+		t.Fatal("nothing read ahead in a table over prefetchMinBytes")
+	}
+	for i := range 1000 {
+		if v, ok := tab.Get(i%4, fmt.Sprint("k", i), ""); !ok || v != int64(i) {
+			t.Fatalf("key %d: %d, %v after Prefetch", i, v, ok)
+		}
+	}
+}
