@@ -46,10 +46,7 @@ func (a *Allocator) Allocate(size int) []byte {
 	if err != nil { // not supported here, or out of address space
 		return a.small.Allocate(size)
 	}
-	a.mu.Lock()
-	a.maps[unsafe.SliceData(b)] = b
-	a.mapped += len(b)
-	a.mu.Unlock()
+	a.keep(b)
 	return b
 }
 
@@ -65,19 +62,36 @@ func (a *Allocator) Reallocate(size int, b []byte) []byte {
 	case m == nil && size < MinMapped:
 		return a.small.Reallocate(size, b)
 	case m != nil:
+		// Out of the map before the remap: a remap that moves the pages
+		// frees the old address, which another goroutine's mapping may
+		// get at once; its entry must not be the one deleted here.
+		a.forget(m)
 		if nb, err := remap(m, size); err == nil {
-			a.mu.Lock()
-			delete(a.maps, unsafe.SliceData(m))
-			a.maps[unsafe.SliceData(nb)] = nb
-			a.mapped += len(nb) - len(m)
-			a.mu.Unlock()
+			a.keep(nb)
 			return nb
 		}
+		a.keep(m) // not moved: still mapped
 	}
 	nb := a.Allocate(size)
 	copy(nb, b)
 	a.Free(b)
 	return nb
+}
+
+// keep records mapping m.
+func (a *Allocator) keep(m []byte) {
+	a.mu.Lock()
+	a.maps[unsafe.SliceData(m)] = m
+	a.mapped += len(m)
+	a.mu.Unlock()
+}
+
+// forget drops the record of mapping m.
+func (a *Allocator) forget(m []byte) {
+	a.mu.Lock()
+	delete(a.maps, unsafe.SliceData(m))
+	a.mapped -= len(m)
+	a.mu.Unlock()
 }
 
 // Free gives back b, which Allocate or Reallocate returned.
