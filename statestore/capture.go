@@ -524,23 +524,23 @@ type segment interface {
 	release() []entryKey
 }
 
-// keySegment writes the rows of keys, sorted, as value has them (a heap
-// table's value reads the copies first: heapTable.snapshotValue). It sorts them in steps too (stepSort): a key group of a
-// large state has many.
+// keySegment writes the rows of keys, sorted, as value has them (the
+// tables of a store and those restored but not opened yet, which do not
+// change during a capture). It sorts them in steps too (stepSort): a key
+// group of a large state has many.
 type keySegment struct {
 	name  string
 	kg    int
 	keys  []entryKey
 	sort  stepSort
 	pos   int
-	v     *groupView
 	value func(dst []byte, kg int, key, ns string) ([]byte, bool, error)
 	enc   []byte
 	after func() // if set, called after each write
 }
 
-func newKeySegment(name string, kg int, keys []entryKey, v *groupView, value func([]byte, int, string, string) ([]byte, bool, error)) *keySegment {
-	return &keySegment{name: name, kg: kg, keys: keys, sort: stepSort{a: keys}, v: v, value: value}
+func newKeySegment(name string, kg int, keys []entryKey, value func([]byte, int, string, string) ([]byte, bool, error)) *keySegment {
+	return &keySegment{name: name, kg: kg, keys: keys, sort: stepSort{a: keys}, value: value}
 }
 
 // sortWork is how many keys a segment's write sorts or merges for each

@@ -704,13 +704,13 @@ type encodedTable struct {
 	groups []map[entryKey][]byte
 }
 
-func (e *encodedTable) segment(name string, kg int, full bool, v *groupView, keys []entryKey) segment {
+func (e *encodedTable) segment(name string, kg int, full bool, _ *groupView, keys []entryKey) segment {
 	if full { // restored rows are not changes
 		for k := range e.groups[kg-e.start] {
 			keys = append(keys, k)
 		}
 	}
-	return newKeySegment(name, kg, keys, v, e.appendEncoded)
+	return newKeySegment(name, kg, keys, e.appendEncoded)
 }
 
 // An encodedTable never changes: OpenTable decodes it into a new table.

@@ -248,13 +248,13 @@ func (s *storedTable) segment(name string, kg int, full bool, v *groupView, keys
 		}
 		snap := s.snap
 		if snap == nil {
-			return newKeySegment(name, kg, keys, v, s.appendEncoded)
+			return newKeySegment(name, kg, keys, s.appendEncoded)
 		}
 		// The keys are sorted: seeking them in order reads the snapshot's
 		// blocks once each, where a Get per key read them again and
 		// again.
 		var it StoredIter
-		seg := newKeySegment(name, kg, keys, v, func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
+		seg := newKeySegment(name, kg, keys, func(dst []byte, kg int, key, ns string) ([]byte, bool, error) {
 			if it == nil {
 				it = snap.Iter(name, kg)
 			}
