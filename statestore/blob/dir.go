@@ -252,17 +252,17 @@ func (d *dirBucket) List(ctx context.Context, prefix string) ([]ObjectInfo, erro
 // Put writes the object atomically: a temporary file is written, fsynced
 // and renamed over the key.
 func (d *dirBucket) Put(ctx context.Context, key string, data []byte) error {
-	return d.put(ctx, "put", key, data, false)
+	return d.put(ctx, "put", key, bytes.NewReader(data), false)
 }
 
 // PutIfAbsent creates the object only if the key is free, by hard-linking a
 // complete temporary file to the key's name: the link either creates the
 // name or fails with EEXIST, so of concurrent creates exactly one wins.
 func (d *dirBucket) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	return d.put(ctx, "put-if-absent", key, data, true)
+	return d.put(ctx, "put-if-absent", key, bytes.NewReader(data), true)
 }
 
-func (d *dirBucket) put(ctx context.Context, op, key string, data []byte, exclusive bool) error {
+func (d *dirBucket) put(ctx context.Context, op, key string, data io.Reader, exclusive bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s %q: %w", op, key, err)
 	}
@@ -271,21 +271,13 @@ func (d *dirBucket) put(ctx context.Context, op, key string, data []byte, exclus
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	d.reqs.Add(OpPut, 1)
-	return d.write(op, key, p, bytes.NewReader(data), exclusive)
+	return d.write(op, key, p, data, exclusive)
 }
 
 // PutReader is Put from a reader (ReaderPutter): the temporary file is
 // written from it.
 func (d *dirBucket) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put %q: %w", key, err)
-	}
-	p, err := d.path(key)
-	if err != nil {
-		return fmt.Errorf("put: %w", err)
-	}
-	d.reqs.Add(OpPut, 1)
-	return d.write("put", key, p, &exactReader{r: r, left: size}, false)
+	return d.put(ctx, "put", key, &exactReader{r: r, left: size}, false)
 }
 
 // exactReader reads size bytes of r, and fails if r has fewer or more
