@@ -42,7 +42,8 @@ type ObjectInfo struct {
 // uploaded from them.
 type ReaderPutter interface {
 	// PutReader is Put of the size bytes r reads from where it is. It may
-	// seek r back there to read them again (a retried upload).
+	// seek r back there to read them again (a retried upload). A reader
+	// with more or fewer bytes is an error before anything is sent.
 	PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error
 }
 
@@ -52,11 +53,36 @@ func PutReader(ctx context.Context, b Bucket, key string, r io.ReadSeeker, size 
 	if p, ok := b.(ReaderPutter); ok {
 		return p.PutReader(ctx, key, r, size)
 	}
+	if err := checkSize(key, r, size); err != nil {
+		return err
+	}
 	data := make([]byte, size)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return fmt.Errorf("put %q: read the object: %w", key, err)
 	}
 	return b.Put(ctx, key, data)
+}
+
+// checkSize makes sure r has size bytes from where it is, and leaves it
+// there, before a put sends any: from a reader with more, a put without a
+// payload checksum (S3's unsigned payload) would store the first size
+// bytes and report an error only after.
+func checkSize(key string, r io.Seeker, size int64) error {
+	at, err := r.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	end, err := r.Seek(0, io.SeekEnd)
+	if err == nil {
+		_, err = r.Seek(at, io.SeekStart)
+	}
+	if err != nil {
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	if end-at != size {
+		return fmt.Errorf("put %q: the reader has %d bytes, the size given is %d", key, end-at, size)
+	}
+	return nil
 }
 
 // BucketReader is the read side: what checkpoint inspection and the files

@@ -277,42 +277,10 @@ func (d *dirBucket) put(ctx context.Context, op, key string, data io.Reader, exc
 // PutReader is Put from a reader (ReaderPutter): the temporary file is
 // written from it.
 func (d *dirBucket) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
-	return d.put(ctx, "put", key, &exactReader{r: r, left: size}, false)
-}
-
-// exactReader reads size bytes of r, and fails if r has fewer or more
-// (io.LimitReader would hide the extra, and the file would be cut).
-// It copies r's chunks straight to w where r can (io.WriterTo).
-type exactReader struct {
-	r    io.Reader
-	left int64
-}
-
-func (e *exactReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	e.left -= int64(n)
-	return n, e.check(err)
-}
-
-func (e *exactReader) WriteTo(w io.Writer) (int64, error) {
-	n, err := io.Copy(w, e.r)
-	e.left -= n
-	if err == nil {
-		if err = e.check(io.EOF); err == io.EOF {
-			err = nil
-		}
+	if err := checkSize(key, r, size); err != nil {
+		return err
 	}
-	return n, err
-}
-
-func (e *exactReader) check(err error) error {
-	switch {
-	case e.left < 0:
-		return fmt.Errorf("the reader has %d bytes more than the size given", -e.left)
-	case err == io.EOF && e.left > 0:
-		return fmt.Errorf("the reader ended %d bytes short of the size given", e.left)
-	}
-	return err
+	return d.put(ctx, "put", key, r, false)
 }
 
 // Copy copies the object src to dst, replacing dst: the bytes are read

@@ -441,6 +441,9 @@ func (s *S3) PutReader(ctx context.Context, key string, r io.ReadSeeker, size in
 	if err != nil {
 		return err
 	}
+	if err := checkSize(key, r, size); err != nil {
+		return err
+	}
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: k, Body: r, ContentLength: aws.Int64(size)}
 	if _, err := s.client.PutObject(ctx, in, s.putOptions); err != nil {
 		return s.errorf("put", key, err)
