@@ -40,7 +40,19 @@ func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, 
 // EncodeTo is Encode writing the file to w as it is encoded: a large
 // file goes to an offheap.Buffer, uploaded from there (blob.PutReader),
 // rather than to one slice that doubles as it grows.
+//
+// A flat schema (every state schema weir has) is written by
+// arrowfmt.WriteFile, whose zstd encoders every file shares; anything else
+// by Arrow's IPC writer, with mem.
 func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, error) {
+	out := &summingWriter{w: w, h: sha256.New()}
+	if arrowfmt.FileWritable(schema, batches) == nil {
+		if err := arrowfmt.WriteFile(out, schema, batches, codec); err != nil {
+			return f, fmt.Errorf("encode state: %w", err)
+		}
+		f.Size, f.SHA256 = out.n, hex.EncodeToString(out.h.Sum(nil))
+		return f, nil
+	}
 	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
 	switch codec {
 	case arrowfmt.CompressLZ4:
@@ -48,7 +60,6 @@ func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arro
 	case arrowfmt.CompressZstd:
 		opts = append(opts, ipc.WithZstd())
 	}
-	out := &summingWriter{w: w, h: sha256.New()}
 	fw, err := ipc.NewFileWriter(out, opts...)
 	if err != nil {
 		return f, fmt.Errorf("encode state: %w", err)

@@ -93,6 +93,9 @@ func TestRoundTrip(t *testing.T) {
 // decodes to the input, holds the frames of its codec (LZ4 frames start
 // 04 22 4d 18, zstd frames 28 b5 2f fd) and not the other's, and the
 // compressed files are smaller than the plain one.
+// TestCodecs: each codec's files hold frames of that codec only, are
+// smaller compressed, and decode to what was encoded, whether WriteFile
+// writes them (flat batches) or Arrow's IPC writer (a sliced batch).
 func TestCodecs(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -102,44 +105,54 @@ func TestCodecs(t *testing.T) {
 	}
 	rec := testBatch(mem, groups)
 	defer rec.Release()
-	lz4Magic, zstdMagic := []byte{0x04, 0x22, 0x4d, 0x18}, []byte{0x28, 0xb5, 0x2f, 0xfd}
-	sizes := map[arrowfmt.Compression]int{}
-	for _, c := range []struct {
-		codec      arrowfmt.Compression
-		has, hasNo [][]byte
-	}{
-		{arrowfmt.CompressNone, nil, [][]byte{lz4Magic, zstdMagic}},
-		{arrowfmt.CompressLZ4, [][]byte{lz4Magic}, [][]byte{zstdMagic}},
-		{arrowfmt.CompressZstd, [][]byte{zstdMagic}, [][]byte{lz4Magic}},
-	} {
-		_, data, err := statefile.Encode(manifest.File{}, testSchema, []arrow.RecordBatch{rec}, mem, c.codec)
-		if err != nil {
-			t.Fatalf("%v: %v", c.codec, err)
-		}
-		sizes[c.codec] = len(data)
-		for _, m := range c.has {
-			if !bytes.Contains(data, m) {
-				t.Errorf("%v: no frame of its codec (% x) in the file", c.codec, m)
-			}
-		}
-		for _, m := range c.hasNo {
-			if bytes.Contains(data, m) {
-				t.Errorf("%v: a frame of another codec (% x) in the file", c.codec, m)
-			}
-		}
-		_, got, err := statefile.Decode(data, testSchema, mem)
-		if err != nil {
-			t.Fatalf("%v: decode: %v", c.codec, err)
-		}
-		if len(got) != 1 || !array.RecordEqual(got[0], rec) {
-			t.Errorf("%v: decoded %d batches, want 1 equal to the input", c.codec, len(got))
-		}
-		for _, b := range got {
-			b.Release()
-		}
+	sliced := rec.NewSlice(3, 4000)
+	defer sliced.Release()
+	if arrowfmt.FileWritable(testSchema, []arrow.RecordBatch{sliced}) == nil {
+		t.Fatal("a sliced batch is FileWritable: this test would not reach Arrow's writer")
 	}
-	if sizes[arrowfmt.CompressLZ4] >= sizes[arrowfmt.CompressNone] || sizes[arrowfmt.CompressZstd] >= sizes[arrowfmt.CompressNone] {
-		t.Errorf("sizes %v: want the compressed files smaller than the plain one", sizes)
+	lz4Magic, zstdMagic := []byte{0x04, 0x22, 0x4d, 0x18}, []byte{0x28, 0xb5, 0x2f, 0xfd}
+	for _, in := range []struct {
+		name string
+		rec  arrow.RecordBatch
+	}{{"flat", rec}, {"sliced", sliced}} {
+		sizes := map[arrowfmt.Compression]int{}
+		for _, c := range []struct {
+			codec      arrowfmt.Compression
+			has, hasNo [][]byte
+		}{
+			{arrowfmt.CompressNone, nil, [][]byte{lz4Magic, zstdMagic}},
+			{arrowfmt.CompressLZ4, [][]byte{lz4Magic}, [][]byte{zstdMagic}},
+			{arrowfmt.CompressZstd, [][]byte{zstdMagic}, [][]byte{lz4Magic}},
+		} {
+			_, data, err := statefile.Encode(manifest.File{}, testSchema, []arrow.RecordBatch{in.rec}, mem, c.codec)
+			if err != nil {
+				t.Fatalf("%s, %v: %v", in.name, c.codec, err)
+			}
+			sizes[c.codec] = len(data)
+			for _, m := range c.has {
+				if !bytes.Contains(data, m) {
+					t.Errorf("%s, %v: no frame of its codec (% x) in the file", in.name, c.codec, m)
+				}
+			}
+			for _, m := range c.hasNo {
+				if bytes.Contains(data, m) {
+					t.Errorf("%s, %v: a frame of another codec (% x) in the file", in.name, c.codec, m)
+				}
+			}
+			_, got, err := statefile.Decode(data, testSchema, mem)
+			if err != nil {
+				t.Fatalf("%s, %v: decode: %v", in.name, c.codec, err)
+			}
+			if len(got) != 1 || !array.RecordEqual(got[0], in.rec) {
+				t.Errorf("%s, %v: decoded %d batches, want 1 equal to the input", in.name, c.codec, len(got))
+			}
+			for _, b := range got {
+				b.Release()
+			}
+		}
+		if sizes[arrowfmt.CompressLZ4] >= sizes[arrowfmt.CompressNone] || sizes[arrowfmt.CompressZstd] >= sizes[arrowfmt.CompressNone] {
+			t.Errorf("%s: sizes %v: want the compressed files smaller than the plain one", in.name, sizes)
+		}
 	}
 }
 
