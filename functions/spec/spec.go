@@ -143,12 +143,11 @@ type Checkpoint struct {
 	// PartSize is the size of the state files a process function's or
 	// a window's state is uploaded in while a checkpoint captures it, one
 	// per key group range, so that a large base is never in memory whole
-	// (default 32MiB, at least MinPartSize; a window's parts are at least
-	// task.MinHeldZstdPartBytes when the files are zstd).
+	// (default 32MiB, at least MinPartSize).
 	PartSize Size `yaml:"partSize,omitempty" json:"partSize,omitempty"`
 	// Compression of the Arrow buffers of state files: zstd (default),
-	// lz4 or none. lz4 encodes in about half of zstd's CPU for about 1.5
-	// times the bytes, none in a quarter for 5 times (docs/benchmarks.md,
+	// lz4 or none. lz4 encodes in about half of zstd's CPU for about 1.4
+	// times the bytes, none in a twentieth for 5 times (docs/benchmarks.md,
 	// where a 5M-key job end to end showed no gain from lz4).
 	Compression string `yaml:"compression,omitempty" json:"compression,omitempty"`
 }

@@ -75,27 +75,6 @@ const MaxPackedFile = 8 << 20
 // DefaultPartBytes is Checkpointing.PartBytes by default.
 const DefaultPartBytes = 32 << 20
 
-// MinHeldZstdPartBytes is the least size of the parts of a capture that
-// holds them (statestore.PartHolder: a window's) when the state files
-// are zstd. Each part is a file, and Arrow's IPC writer makes a new zstd
-// encoder for each file (about 18 MB of history and tables, and
-// goroutines): with parts of 32 MiB, the state job at 10M keys did 9%
-// fewer events per CPU-second with checkpoints every 2 s, and none
-// fewer with lz4 files (docs/benchmarks.md). A capture that waits for
-// its uploads keeps PartBytes: its parts bound the memory of a state
-// larger than memory.
-const MinHeldZstdPartBytes = 128 << 20
-
-// partBytes is the part size of a capture in parts: PartBytes, or for a
-// capture that holds its parts and writes zstd files at least
-// MinHeldZstdPartBytes.
-func partBytes(cfg Checkpointing, holds bool) int {
-	if holds && cfg.Compression == arrowfmt.CompressZstd {
-		return max(cfg.PartBytes, MinHeldZstdPartBytes)
-	}
-	return cfg.PartBytes
-}
-
 // maxPartsInFlight bounds the parts of a capture captured and not yet
 // uploaded: a capture waits for the uploads rather than hold more.
 const maxPartsInFlight = 2
@@ -739,7 +718,7 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 					if h, ok := pc.(statestore.PartHolder); ok {
 						p.holds = h.HoldsParts()
 					}
-					pc.SplitParts(partBytes(*c.cfg, p.holds))
+					pc.SplitParts(c.cfg.PartBytes)
 					p.parted = true
 				}
 			} else {

@@ -382,27 +382,3 @@ func TestRestoreSizesFirst(t *testing.T) {
 		t.Errorf("calls %q, want %q", st.calls, want)
 	}
 }
-
-// TestPartBytes: a capture that holds its parts (a window's) writes zstd
-// files in parts of at least MinHeldZstdPartBytes, since every file costs
-// a new zstd encoder; with lz4 or no compression, and for a capture that
-// waits for its uploads (whose parts bound a state larger than memory),
-// the part size is the job's.
-func TestPartBytes(t *testing.T) {
-	for _, tc := range []struct {
-		codec arrowfmt.Compression
-		part  int
-		holds bool
-		want  int
-	}{
-		{arrowfmt.CompressZstd, 32 << 20, true, MinHeldZstdPartBytes},
-		{arrowfmt.CompressZstd, 1 << 30, true, 1 << 30},
-		{arrowfmt.CompressLZ4, 32 << 20, true, 32 << 20},
-		{arrowfmt.CompressNone, 32 << 20, true, 32 << 20},
-		{arrowfmt.CompressZstd, 32 << 20, false, 32 << 20},
-	} {
-		if got := partBytes(Checkpointing{PartBytes: tc.part, Compression: tc.codec}, tc.holds); got != tc.want {
-			t.Errorf("%s, part size %d, holds %v: parts of %d, want %d", tc.codec, tc.part, tc.holds, got, tc.want)
-		}
-	}
-}
