@@ -82,6 +82,8 @@ func BenchmarkProcessState(b *testing.B) {
 // live and free spans (runtime/metrics: what the heap holds, whatever the
 // garbage collector has not returned) every 100 ms until the returned
 // stop, which returns the largest sample of each in bytes.
+// STATE_BENCH_MEMORY_TRACE=file writes every sample there (seconds since
+// the start, RSS and Go heap in MiB), to see when the peak comes.
 func sampleMemory() (stop func() (rss, heap int64)) {
 	var (
 		mu         sync.Mutex
@@ -90,8 +92,21 @@ func sampleMemory() (stop func() (rss, heap int64)) {
 	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	var trace *os.File
+	if path := os.Getenv("STATE_BENCH_MEMORY_TRACE"); path != "" {
+		var err error
+		if trace, err = os.Create(path); err != nil {
+			fmt.Fprintf(os.Stderr, "STATE_BENCH_MEMORY_TRACE: %v\n", err)
+		} else {
+			fmt.Fprintln(trace, "# seconds, RSS MiB, Go heap MiB")
+		}
+	}
+	start := time.Now()
 	go func() {
 		defer close(finished)
+		if trace != nil {
+			defer trace.Close()
+		}
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -103,6 +118,9 @@ func sampleMemory() (stop func() (rss, heap int64)) {
 				}
 			}
 			n := residentBytes()
+			if trace != nil {
+				fmt.Fprintf(trace, "%.1f %d %d\n", time.Since(start).Seconds(), n>>20, h>>20)
+			}
 			mu.Lock()
 			if path := os.Getenv("STATE_BENCH_HEAP_PROFILE"); path != "" && h > heap*11/10 {
 				// A heap profile at each new peak (10% above the last),

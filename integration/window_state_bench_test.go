@@ -86,7 +86,8 @@ func startTrace(b *testing.B, path string) (stop func()) {
 // checkpoints off and every 2 s, and reports events per CPU-second, the
 // largest resident memory and its growth per key, the Go heap's largest
 // size (STATE_BENCH_HEAP_PROFILE=file writes a heap profile at each new
-// peak), and with checkpoints:
+// peak; STATE_BENCH_MEMORY_TRACE=file every sample of both, sampleMemory),
+// and with checkpoints:
 // the longest stall (the synchronous part of a snapshot, or a step of a
 // capture beside processing),
 // the longest checkpoint, the bytes uploaded in all and the state's size;
