@@ -23,13 +23,17 @@ import (
 // stateBenchSpec is datagen (one subtask, so each key's rows stay in
 // order) -> a key ride_id % keys -> the sequence checker (a Go SDK
 // function with one ValueState[int64] per key) at parallelism 2 ->
-// blackhole, with checkpoints every 2 s into a directory bucket and the
-// given state section.
+// blackhole, with checkpoints every 2 s into a directory bucket (parts of
+// STATE_BENCH_PART_SIZE, 32MiB by default) and the given state section.
 func stateBenchSpec(events, keys int, state string) string {
+	part := ""
+	if p := os.Getenv("STATE_BENCH_PART_SIZE"); p != "" {
+		part = ", partSize: " + p
+	}
 	return fmt.Sprintf(`
 job: bench-state
 parallelism: 2
-checkpoint: {interval: 2s, timeout: 5m}
+checkpoint: {interval: 2s, timeout: 5m%s}
 %s
 sources:
   - {name: rides, type: datagen, parallelism: 1, count: %d, schema: {ride_id: int64}}
@@ -38,7 +42,7 @@ operators:
   - {name: check, input: keyed, keyBy: [k], function: sequence-check, config: {stride: %d}}
 sinks:
   - {name: out, input: check, type: blackhole}
-`, state, events, keys, keys)
+`, part, state, events, keys, keys)
 }
 
 // BenchmarkProcessState runs the sequence checker over STATE_BENCH_KEYS
