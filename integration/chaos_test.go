@@ -264,8 +264,8 @@ func recomputePairs(join string, input []row) []row {
 // Its state files are LZ4-compressed (checkpoint.compression), so that
 // every restore after a kill reads LZ4 state, in parts of 64 KiB
 // (checkpoint.partSize), so that the windows' captures come in parts
-// (a window's parts with zstd files are at least 128 MiB) and restores
-// read them: the test fails if none of the perride window's did.
+// and restores read them: the test fails if none of the perride
+// window's did.
 func TestChaosWorkerKills(t *testing.T) {
 	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
