@@ -281,8 +281,8 @@ func TestWriteFileWriteError(t *testing.T) {
 }
 
 // BenchmarkWriteFile writes 1M rows shaped like a window's state (as
-// statefile's BenchmarkEncode), with WriteFile and with Arrow's own IPC
-// file writer.
+// statefile's BenchmarkEncode did before it), with WriteFile and with
+// Arrow's own IPC file writer.
 func BenchmarkWriteFile(b *testing.B) {
 	mem := memory.NewGoAllocator()
 	schema := arrow.NewSchema([]arrow.Field{

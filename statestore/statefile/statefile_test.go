@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -311,59 +310,4 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
-}
-
-// BenchmarkEncode encodes 1M rows shaped like a window operator's state at
-// millions of int64 keys (a 1-day tumbling count) with each codec, and
-// reports rows per second and bytes per row.
-func BenchmarkEncode(b *testing.B) {
-	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "key_group", Type: arrow.PrimitiveTypes.Int32},
-		{Name: "key", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "kind", Type: arrow.BinaryTypes.String},
-		{Name: "window_start", Type: arrow.FixedWidthTypes.Timestamp_ms, Nullable: true},
-		{Name: "window_end", Type: arrow.FixedWidthTypes.Timestamp_ms, Nullable: true},
-		{Name: "emitted", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-		{Name: "pending", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-		{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, nil)
-	mem := memory.NewGoAllocator()
-	rng := rand.New(rand.NewPCG(1, 1))
-	const batches, rows = 16, 65536
-	var recs []arrow.RecordBatch
-	for range batches {
-		rb := array.NewRecordBuilder(mem, schema)
-		for range rows {
-			k := rng.Int64N(10_000_000)
-			rb.Field(0).(*array.Int32Builder).Append(int32(k % 128))
-			rb.Field(1).(*array.Int64Builder).Append(k)
-			rb.Field(2).(*array.StringBuilder).Append("replace")
-			rb.Field(3).(*array.TimestampBuilder).Append(0)
-			rb.Field(4).(*array.TimestampBuilder).Append(86_400_000)
-			rb.Field(5).(*array.BooleanBuilder).Append(false)
-			rb.Field(6).(*array.BooleanBuilder).Append(true)
-			rb.Field(7).(*array.Int64Builder).Append(1 + rng.Int64N(5))
-		}
-		recs = append(recs, rb.NewRecordBatch())
-		rb.Release()
-	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	for _, codec := range []arrowfmt.Compression{arrowfmt.CompressZstd, arrowfmt.CompressLZ4, arrowfmt.CompressNone} {
-		b.Run(codec.String(), func(b *testing.B) {
-			var size int
-			for b.Loop() {
-				_, data, err := statefile.Encode(manifest.File{}, schema, recs, mem, codec)
-				if err != nil {
-					b.Fatal(err)
-				}
-				size = len(data)
-			}
-			b.ReportMetric(float64(size)/(batches*rows), "B/row")
-			b.ReportMetric(batches*rows*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-		})
-	}
 }
