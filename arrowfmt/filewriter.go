@@ -185,7 +185,7 @@ func (fw *fileWriter) write(schema *arrow.Schema, batches []arrow.RecordBatch) e
 		}
 	}
 	var eos [8]byte // the stream's end: continuation and a zero length
-	binary.LittleEndian.PutUint32(eos[:], 0xFFFFFFFF)
+	binary.LittleEndian.PutUint32(eos[:], continuationMarker)
 	if err := fw.put(eos[:]); err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ var padding [ipcAlignment]byte
 func (fw *fileWriter) putMessage(meta []byte) (int32, error) {
 	n := (len(meta) + 8 + ipcAlignment - 1) / ipcAlignment * ipcAlignment
 	var head [8]byte
-	binary.LittleEndian.PutUint32(head[:], 0xFFFFFFFF)
+	binary.LittleEndian.PutUint32(head[:], continuationMarker)
 	binary.LittleEndian.PutUint32(head[4:], uint32(n-8))
 	return int32(n), fw.put(head[:], meta, padding[:n-8-len(meta)])
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -46,12 +47,13 @@ func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, 
 // by Arrow's IPC writer, with mem.
 func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, error) {
 	out := &summingWriter{w: w, h: sha256.New()}
-	if arrowfmt.FileWritable(schema, batches) == nil {
-		if err := arrowfmt.WriteFile(out, schema, batches, codec); err != nil {
-			return f, fmt.Errorf("encode state: %w", err)
-		}
+	// WriteFile refuses what it does not write before it writes a byte.
+	switch err := arrowfmt.WriteFile(out, schema, batches, codec); {
+	case err == nil:
 		f.Size, f.SHA256 = out.n, hex.EncodeToString(out.h.Sum(nil))
 		return f, nil
+	case !errors.Is(err, arrowfmt.ErrNotWritable):
+		return f, fmt.Errorf("encode state: %w", err)
 	}
 	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
 	switch codec {
