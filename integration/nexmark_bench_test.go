@@ -300,6 +300,7 @@ type nexmarkRun struct {
 	wall   time.Duration
 	cpu    map[string]time.Duration // by process group: weir, redis, minio
 	rss    map[string]int64         // peak bytes, summed over the group
+	base   map[string]int64         // resident bytes at the start (distributed only)
 	ckpts  []coordinator.CheckpointInfo
 }
 
@@ -463,31 +464,19 @@ func (e *distributedEnv) run(b *testing.B, js *spec.Job) nexmarkRun {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, pids := range e.pids {
+	base := map[string]int64{}
+	for group, pids := range e.pids {
 		for _, pid := range pids {
 			if err := testenv.ResetPeakRSS(pid); err != nil {
 				b.Logf("peak RSS of %d includes earlier runs: %v", pid, err)
 			}
+			m, _ := testenv.ProcessPeakRSS(pid) // just reset: what it holds now
+			base[group] += m
 		}
 	}
 	cpu0 := e.cpu(b)
 	start := time.Now()
-	resp, err := httpClient.Post(e.c.api+"/api/v1/jobs?file="+js.Name+".json", "application/json", bytes.NewReader(body))
-	if err != nil {
-		b.Fatalf("submit %s: %v", js.Name, err)
-	}
-	var sub coordinator.SubmitResponse
-	var apiErr coordinator.APIError
-	if resp.StatusCode == 201 {
-		err = json.NewDecoder(resp.Body).Decode(&sub)
-	} else {
-		_ = json.NewDecoder(resp.Body).Decode(&apiErr)
-		err = fmt.Errorf("%s: %s", resp.Status, apiErr.Error)
-	}
-	resp.Body.Close()
-	if err != nil {
-		b.Fatalf("submit %s: %v", js.Name, err)
-	}
+	sub := submitJSON(b, e.c.api, js.Name, body)
 	// Poll the API, not the CLI: a process per poll would cost CPU the
 	// job needs.
 	var st coordinator.JobStatus
@@ -508,7 +497,7 @@ func (e *distributedEnv) run(b *testing.B, js *spec.Job) nexmarkRun {
 	}
 	wall := time.Since(start)
 	cpu1 := e.cpu(b)
-	r := nexmarkRun{status: st, wall: jobWall(st, wall), cpu: map[string]time.Duration{}, rss: map[string]int64{}}
+	r := nexmarkRun{status: st, wall: jobWall(st, wall), cpu: map[string]time.Duration{}, rss: map[string]int64{}, base: base}
 	for group := range cpu1 {
 		r.cpu[group] = cpu1[group] - cpu0[group]
 	}
@@ -525,6 +514,29 @@ func (e *distributedEnv) run(b *testing.B, js *spec.Job) nexmarkRun {
 		b.Fatalf("checkpoints of %s: %v", sub.ID, err)
 	}
 	return r
+}
+
+// submitJSON submits a job spec in JSON through the coordinator's API at
+// api and returns what the coordinator answered.
+func submitJSON(b *testing.B, api, name string, body []byte) coordinator.SubmitResponse {
+	b.Helper()
+	resp, err := httpClient.Post(api+"/api/v1/jobs?file="+name+".json", "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.Fatalf("submit %s: %v", name, err)
+	}
+	var sub coordinator.SubmitResponse
+	var apiErr coordinator.APIError
+	if resp.StatusCode == 201 {
+		err = json.NewDecoder(resp.Body).Decode(&sub)
+	} else {
+		_ = json.NewDecoder(resp.Body).Decode(&apiErr)
+		err = fmt.Errorf("%s: %s", resp.Status, apiErr.Error)
+	}
+	resp.Body.Close()
+	if err != nil {
+		b.Fatalf("submit %s: %v", name, err)
+	}
+	return sub
 }
 
 // readLatency merges the latency summaries of the blackhole sinks under

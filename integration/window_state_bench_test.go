@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -97,6 +98,14 @@ func startTrace(b *testing.B, path string) (stop func()) {
 // checkpoints (the last one's stays). `make bench-state` runs it at
 // 100K, 1M, 5M and 10M keys.
 //
+// STATE_BENCH_MODE=distributed runs the job as the issue measured it
+// instead: a `weir coordinator` and a `weir worker` process on Redis and
+// MinIO (distributedEnv), every event crossing the keyBy edge through
+// Redis; events are counted per CPU-second of all four processes, the
+// memory is the weir processes' largest RSS (VmHWM) and its growth over
+// the run, and keys=N/restore-after-kill kills the worker with SIGKILL
+// (measureRestoreAfterKill). `make bench-state-distributed`.
+//
 //	go test -run '^$' -bench WindowState -benchtime 1x ./integration/
 func BenchmarkWindowState(b *testing.B) {
 	events := 20_000_000
@@ -118,6 +127,14 @@ func BenchmarkWindowState(b *testing.B) {
 			keyCounts = append(keyCounts, n)
 		}
 	}
+	var dist *distributedEnv
+	switch mode := os.Getenv("STATE_BENCH_MODE"); mode {
+	case "", "embedded":
+	case "distributed":
+		dist = newDistributedEnv(b)
+	default:
+		b.Fatalf("STATE_BENCH_MODE=%q: want embedded or distributed", mode)
+	}
 	for _, keys := range keyCounts {
 		for _, ck := range []bool{false, true} {
 			name := fmt.Sprintf("keys=%d/checkpoints=off", keys)
@@ -130,6 +147,10 @@ func BenchmarkWindowState(b *testing.B) {
 					b.Fatal(err)
 				}
 				for i := 0; i < b.N; i++ {
+					if dist != nil {
+						reportDistributed(b, dist.run(b, js), events, keys, ck)
+						continue
+					}
 					debug.FreeOSMemory()
 					base := residentBytes()
 					stop := sampleMemory()
@@ -156,12 +177,20 @@ func BenchmarkWindowState(b *testing.B) {
 				}
 			})
 		}
-		b.Run(fmt.Sprintf("keys=%d/restore", keys), func(b *testing.B) {
+		name := fmt.Sprintf("keys=%d/restore", keys)
+		if dist != nil {
+			name = fmt.Sprintf("keys=%d/restore-after-kill", keys)
+		}
+		b.Run(name, func(b *testing.B) {
 			js, err := spec.Parse([]byte(windowStateSpec(events, keys, true)), "bench-window-state.yaml")
 			if err != nil {
 				b.Fatal(err)
 			}
 			for i := 0; i < b.N; i++ {
+				if dist != nil {
+					measureRestoreAfterKill(b, keys, events)
+					continue
+				}
 				took, read := measureRestore(b, js, events)
 				b.ReportMetric(took.Seconds(), "restore-s")
 				b.ReportMetric(float64(read)/(1<<20), "restored-MiB")
@@ -220,16 +249,118 @@ func measureRestore(b *testing.B, js *spec.Job, events int) (time.Duration, int6
 	return time.Duration(st.Totals.RestoreSeconds * float64(time.Second)), st.Totals.RestoreTotal
 }
 
+// reportDistributed reports a run of the state job on the distributed
+// cluster as the embedded runs are reported: events per CPU-second of
+// every process (the coordinator and worker, Redis and MinIO; each of the
+// last two also apart), the weir processes' largest resident memory and
+// its growth over the run per key, and the checkpoints.
+func reportDistributed(b *testing.B, r nexmarkRun, events, keys int, checkpoints bool) {
+	b.Helper()
+	if n := r.status.Totals.RecordsIn; n != int64(events) {
+		b.Fatalf("read %d events, want %d", n, events)
+	}
+	b.ReportMetric(float64(events)/r.totalCPU().Seconds(), "events/cpu-s")
+	b.ReportMetric(r.cpu["redis"].Seconds(), "redis-cpu-s")
+	b.ReportMetric(r.cpu["minio"].Seconds(), "minio-cpu-s")
+	b.ReportMetric(float64(r.rss["weir"])/(1<<20), "max-rss-MiB")
+	growth := float64(r.rss["weir"] - r.base["weir"])
+	b.ReportMetric(growth/float64(keys), "rss-B/key")
+	reached := keysReached(events, keys)
+	b.ReportMetric(reached, "keys-reached")
+	b.ReportMetric(growth/reached, "rss-B/key-reached")
+	if checkpoints {
+		reportCheckpointHistory(b, r.ckpts)
+	}
+}
+
+// measureRestoreAfterKill runs the checkpointed state job of twice
+// events events on a cluster of its own (a coordinator and a worker
+// process on Redis and MinIO), kills the worker with SIGKILL once events
+// events are read (the state of the other runs) and a checkpoint has
+// completed since, starts another worker, and reports what the job's
+// restart measured when it finished: how long the coordinator took to
+// see the worker gone (detect-s) and to have every task running again on
+// the new worker (redeploy-s), the slowest subtask's restore then (read,
+// check and decode its state files, rebuild its keys) and the state's
+// bytes.
+func measureRestoreAfterKill(b *testing.B, keys, events int) {
+	b.Helper()
+	js, err := spec.Parse([]byte(windowStateSpec(2*events, keys, true)), "bench-window-state.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := startCluster(b, 1, nexmarkSlots)
+	body, err := json.Marshal(js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := submitJSON(b, c.api, js.Name, body).ID
+	completed := func() int {
+		var hist []coordinator.CheckpointInfo
+		if err := getJSON(c.api+"/api/v1/jobs/"+id+"/checkpoints", &hist); err != nil {
+			return 0
+		}
+		n := 0
+		for _, h := range hist {
+			if h.Status == coordinator.CheckpointCompleted {
+				n++
+			}
+		}
+		return n
+	}
+	before := 0
+	poll.UntilNil(b, 10*time.Minute, fmt.Sprintf("%d events read", events), func() error {
+		var st coordinator.JobStatus
+		if err := getJSON(c.api+"/api/v1/jobs/"+id, &st); err != nil {
+			return err
+		}
+		if n := st.Totals.RecordsIn; n < int64(events) {
+			return fmt.Errorf("%d events read", n)
+		}
+		before = completed()
+		return nil
+	})
+	poll.UntilNil(b, 5*time.Minute, "a checkpoint since", func() error {
+		if n := completed(); n <= before {
+			return fmt.Errorf("%d checkpoints completed", n)
+		}
+		return nil
+	})
+	if victim, _ := c.killOneOf(id, nexmarkSlots); victim == "" {
+		b.Fatal("no worker runs the job's tasks")
+	}
+	killed := time.Now()
+	st := c.waitState(id, coordinator.JobFinished, 10*time.Minute)
+	if st.Totals.RestoreTotal == 0 || st.Totals.RestoreRead != st.Totals.RestoreTotal {
+		b.Fatalf("the restarted job read %d of %d bytes of state", st.Totals.RestoreRead, st.Totals.RestoreTotal)
+	}
+	if len(st.Recoveries) != 1 || st.Recoveries[0].RestoredFrom == 0 {
+		b.Fatalf("want one recovery from a checkpoint, have %+v", st.Recoveries)
+	}
+	rec := st.Recoveries[0]
+	b.ReportMetric(rec.Detected.Sub(killed).Seconds(), "detect-s")
+	b.ReportMetric(rec.Seconds, "redeploy-s")
+	b.ReportMetric(st.Totals.RestoreSeconds, "restore-s")
+	b.ReportMetric(float64(st.Totals.RestoreTotal)/(1<<20), "restored-MiB")
+}
+
 // reportCheckpoints reports what the job's completed checkpoints cost the
-// task: how many, the longest stall (the barrier's synchronous part, or
-// a step of a capture beside processing), the longest checkpoint, and
-// the bytes uploaded.
+// task (reportCheckpointHistory).
 func reportCheckpoints(b *testing.B, coord *coordinator.Coordinator, id string) {
 	b.Helper()
 	hist, err := coord.Checkpoints(id)
 	if err != nil {
 		b.Fatal(err)
 	}
+	reportCheckpointHistory(b, hist)
+}
+
+// reportCheckpointHistory reports what completed checkpoints cost the
+// task: how many, the longest stall (the barrier's synchronous part, or
+// a step of a capture beside processing), the longest checkpoint, and
+// the bytes uploaded.
+func reportCheckpointHistory(b *testing.B, hist []coordinator.CheckpointInfo) {
+	b.Helper()
 	var (
 		sync, step time.Duration
 		longest    time.Duration
