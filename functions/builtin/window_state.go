@@ -23,7 +23,7 @@ import (
 //
 //	key_group            int32, not null: the key group of the key
 //	<keyBy columns>      the key, with the names and types of the input
-//	kind                 utf8, not null: replace, window or clear
+//	kind                 int8, not null: 0 replace, 1 window, 2 clear
 //	window_start         timestamp_ms: the window's bounds, as emitted
 //	window_end           timestamp_ms
 //	emitted              bool: a result of the window went downstream
@@ -34,6 +34,12 @@ import (
 //
 // A column whose name another column has already taken (a key column
 // named kind, say) gets the first free name of <name>_2, <name>_3, ...
+//
+// State written before 2026-12-05 has kind as utf8, the names replace,
+// window and clear; Restore reads both. The names took a 4-byte offset
+// a row that no codec compresses (an arithmetic progression has no
+// repeats to match): about half the bytes of a zstd state file
+// (docs/benchmarks.md).
 //
 // The kind of a row says how to apply it, in order:
 //
@@ -65,10 +71,18 @@ import (
 // it while the watermark is below its end fires it again when the
 // watermark reaches its end.
 const (
-	windowRowReplace = "replace"
-	windowRowWindow  = "window"
-	windowRowClear   = "clear"
+	windowRowReplace int8 = iota
+	windowRowWindow
+	windowRowClear
 )
+
+// windowRowKinds names the row kinds, by code: the values of the kind
+// column of state written before it became int8.
+var windowRowKinds = [...]string{windowRowReplace: "replace", windowRowWindow: "window", windowRowClear: "clear"}
+
+// windowKindMeta is the metadata of the kind column: its codes' names,
+// for whoever reads the state files with another tool.
+var windowKindMeta = arrow.NewMetadata([]string{"weir.codes"}, []string{"0=replace,1=window,2=clear"})
 
 // windowStateLayout is the schema of a window operator's state and where
 // its columns are.
@@ -77,6 +91,60 @@ type windowStateLayout struct {
 	keyCols []int // 1..len(keyBy)
 	kind    int   // then window_start, window_end, emitted, pending
 	acc     int   // the first accumulator column
+	// legacy is the schema of state written before kind was int8: the
+	// same columns, kind utf8.
+	legacy *rows.Layout
+}
+
+// check returns an error if s is neither the state's schema nor its
+// schema before kind became int8, naming the columns.
+func (l *windowStateLayout) check(s *arrow.Schema) error {
+	err := l.Check(s)
+	if err != nil && l.legacy.Check(s) == nil {
+		return nil
+	}
+	return err
+}
+
+// windowKinds reads the kind column of a state batch, int8 or (state
+// written before 2026-12-05) utf8.
+type windowKinds struct {
+	codes *array.Int8
+	names *array.String
+}
+
+func newWindowKinds(col arrow.Array) windowKinds {
+	if names, ok := col.(*array.String); ok {
+		return windowKinds{names: names}
+	}
+	return windowKinds{codes: col.(*array.Int8)}
+}
+
+// at returns the kind of row r, or an error naming the value if it is
+// none.
+func (k windowKinds) at(r int) (int8, error) {
+	want := func() string {
+		return fmt.Sprintf("%d (%s), %d (%s) or %d (%s)", windowRowReplace, windowRowKinds[windowRowReplace],
+			windowRowWindow, windowRowKinds[windowRowWindow], windowRowClear, windowRowKinds[windowRowClear])
+	}
+	if k.names != nil {
+		if k.names.IsNull(r) {
+			return 0, fmt.Errorf("null, want %s", want())
+		}
+		name := k.names.Value(r)
+		if i := slices.Index(windowRowKinds[:], name); i >= 0 {
+			return int8(i), nil
+		}
+		return 0, fmt.Errorf("%q is not a row kind: want %s", name, want())
+	}
+	if k.codes.IsNull(r) {
+		return 0, fmt.Errorf("null, want %s", want())
+	}
+	c := k.codes.Value(r)
+	if c < 0 || int(c) >= len(windowRowKinds) {
+		return 0, fmt.Errorf("%d is not a row kind: want %s", c, want())
+	}
+	return c, nil
 }
 
 func newWindowStateLayout(cfg *windowConfig, keyBy []string) *windowStateLayout {
@@ -90,7 +158,7 @@ func newWindowStateLayout(cfg *windowConfig, keyBy []string) *windowStateLayout 
 	l.kind = len(fields)
 	ts := arrowfmt.TimestampMs.Arrow()
 	fields = append(fields,
-		arrow.Field{Name: "kind", Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: "kind", Type: arrow.PrimitiveTypes.Int8, Metadata: windowKindMeta},
 		arrow.Field{Name: "window_start", Type: ts, Nullable: true},
 		arrow.Field{Name: "window_end", Type: ts, Nullable: true},
 		arrow.Field{Name: "emitted", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
@@ -104,6 +172,9 @@ func newWindowStateLayout(cfg *windowConfig, keyBy []string) *windowStateLayout 
 		}
 	}
 	l.Layout = rows.NewLayout(fields)
+	legacy := slices.Clone(fields)
+	legacy[l.kind] = arrow.Field{Name: "kind", Type: arrow.BinaryTypes.String}
+	l.legacy = rows.NewLayout(legacy)
 	return l
 }
 
@@ -210,13 +281,13 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 	}
 	added := make([]int, len(w.groups))
 	for _, b := range recs {
-		if w.state.Check(b.Schema()) != nil {
+		if w.state.check(b.Schema()) != nil {
 			return // Restore says what is wrong
 		}
-		groups, kinds := b.Column(0).(*array.Int32), b.Column(w.state.kind).(*array.String)
+		groups, kinds := b.Column(0).(*array.Int32), newWindowKinds(b.Column(w.state.kind))
 		for r := range int(b.NumRows()) {
 			g := int(groups.Value(r)) - w.kgStart
-			if g >= 0 && g < len(added) && kinds.IsValid(r) && kinds.Value(r) == windowRowReplace {
+			if k, err := kinds.at(r); g >= 0 && g < len(added) && err == nil && k == windowRowReplace {
 				added[g]++
 			}
 		}
@@ -308,7 +379,7 @@ type captureRows struct {
 	keys                     []*windowKey
 	slots                    []int32
 	groups                   []int32
-	kinds                    []string
+	kinds                    []int8
 	bounds                   [2][]arrow.Timestamp
 	flags                    [2][]bool
 	valid                    []bool
@@ -321,7 +392,7 @@ type captureRows struct {
 type windowStateRow struct {
 	ks   *windowKey
 	win  windowState
-	kind string
+	kind int8
 }
 
 func newCaptureRows(w *windowOperator, mem memory.Allocator, copied bool) *captureRows {
@@ -414,7 +485,7 @@ func (cr *captureRows) buildRows(rs []windowStateRow) {
 	rb.Field(0).(*array.Int32Builder).AppendValues(cr.groups, nil)
 	w.appendKeyColumns(cr.keyBuilders, cr.keys)
 	clear(cr.keys) // drop the key pointers
-	appendStrings(rb.Field(l.kind).(*array.StringBuilder), cr.kinds)
+	rb.Field(l.kind).(*array.Int8Builder).AppendValues(cr.kinds, nil)
 	rb.Field(l.kind+1).(*array.TimestampBuilder).AppendValues(cr.bounds[0], valid)
 	rb.Field(l.kind+2).(*array.TimestampBuilder).AppendValues(cr.bounds[1], valid)
 	rb.Field(l.kind+3).(*array.BooleanBuilder).AppendValues(cr.flags[0], valid)
@@ -424,21 +495,6 @@ func (cr *captureRows) buildRows(rs []windowStateRow) {
 		acc = cr.acc
 	}
 	acc.appendState(cr.accBuilders, cr.slots)
-}
-
-// appendStrings appends vs to b, growing its buffers to twice what they
-// need when they are full: StringBuilder.AppendValues grows them to just
-// what it needs, so that every call copies them again.
-func appendStrings(b *array.StringBuilder, vs []string) {
-	n := 0
-	for _, v := range vs {
-		n += len(v)
-	}
-	b.Reserve(len(vs)) // the offsets, by doubling
-	if b.DataCap() < b.DataLen()+n {
-		b.ReserveData(max(n, b.DataCap()))
-	}
-	b.AppendValues(vs, nil)
 }
 
 // cut ends the batch being built.
@@ -714,7 +770,7 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 	if w.started || w.capture != nil {
 		return fmt.Errorf("window %s: restore state: input has already come: restore before any batch, watermark or snapshot", w.cfg.name)
 	}
-	if err := w.state.Check(b.Schema()); err != nil {
+	if err := w.state.check(b.Schema()); err != nil {
 		return fmt.Errorf("window %s: restore state: %w", w.cfg.name, err)
 	}
 	// Restored state counts as unchanged: the changes so far are
@@ -732,7 +788,7 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 	rs := windowRestore{
 		b:       b,
 		groups:  b.Column(0).(*array.Int32),
-		kinds:   b.Column(l.kind).(*array.String),
+		kinds:   newWindowKinds(b.Column(l.kind)),
 		starts:  b.Column(l.kind + 1).(*array.Timestamp),
 		ends:    b.Column(l.kind + 2).(*array.Timestamp),
 		emitted: b.Column(l.kind + 3).(*array.Boolean),
@@ -758,7 +814,7 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 type windowRestore struct {
 	b                arrow.RecordBatch
 	groups           *array.Int32
-	kinds            *array.String
+	kinds            windowKinds
 	starts, ends     *array.Timestamp
 	emitted, pending *array.Boolean
 	accs             []arrow.Array
@@ -774,10 +830,10 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 	if got := arrowfmt.KeyGroup(hash, w.maxPar); got != kg {
 		return fmt.Errorf("column %s: key group %d, but the key is in key group %d of %d: the state was written with another maxParallelism or is corrupt", l.Names[0], kg, got, w.maxPar)
 	}
-	if rs.kinds.IsNull(r) {
-		return fmt.Errorf("column %s: null, want %s, %s or %s", l.Names[l.kind], windowRowReplace, windowRowWindow, windowRowClear)
+	kind, err := rs.kinds.at(r)
+	if err != nil {
+		return fmt.Errorf("column %s: %w", l.Names[l.kind], err)
 	}
-	kind := rs.kinds.Value(r)
 	w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], rs.b, l.keyCols, r)
 	ks := w.lookup(kg-w.kgStart, hash)
 	switch kind {
@@ -786,15 +842,12 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 			w.dropKey(ks)
 		}
 		return nil
-	case windowRowReplace, windowRowWindow:
-	default:
-		return fmt.Errorf("column %s: %q is not a row kind: want %s, %s or %s", l.Names[l.kind], kind, windowRowReplace, windowRowWindow, windowRowClear)
 	}
 
 	// Check everything before changing any state.
 	for j, col := range []arrow.Array{rs.starts, rs.ends, rs.emitted, rs.pending} {
 		if col.IsNull(r) {
-			return fmt.Errorf("column %s: null in a %s row", l.Names[l.kind+1+j], kind)
+			return fmt.Errorf("column %s: null in a %s row", l.Names[l.kind+1+j], windowRowKinds[kind])
 		}
 	}
 	start, end := int64(rs.starts.Value(r)), int64(rs.ends.Value(r))

@@ -80,6 +80,8 @@ func (h *winHarness) finish() {
 
 // winStateRows renders state rows as winRows does, with the key group.
 func winStateRows(b arrow.RecordBatch) []string {
+	b = withKindNames(memory.DefaultAllocator, b)
+	defer b.Release()
 	kgs := b.Column(0).(*array.Int32)
 	cols := b.Columns()[1:]
 	rest := array.NewRecordBatch(arrow.NewSchema(b.Schema().Fields()[1:], nil), cols, b.NumRows())
@@ -89,6 +91,38 @@ func winStateRows(b arrow.RecordBatch) []string {
 		rows[r] = strconv.Itoa(int(kgs.Value(r))) + " " + rows[r]
 	}
 	return rows
+}
+
+// withKindNames returns b with its int8 kind column (the field named
+// kind) as the utf8 names of the kinds, as weir wrote window state
+// before 2026-12-05; b itself if it has none.
+func withKindNames(mem memory.Allocator, b arrow.RecordBatch) arrow.RecordBatch {
+	i := b.Schema().FieldIndices("kind")
+	if len(i) != 1 || b.Column(i[0]).DataType().ID() != arrow.INT8 {
+		b.Retain()
+		return b
+	}
+	codes := b.Column(i[0]).(*array.Int8)
+	sb := array.NewStringBuilder(mem)
+	defer sb.Release()
+	for r := range codes.Len() {
+		if codes.IsNull(r) {
+			sb.AppendNull()
+			continue
+		}
+		if c := int(codes.Value(r)); c >= 0 && c < len(windowRowKinds) {
+			sb.Append(windowRowKinds[c])
+		} else {
+			sb.Append(strconv.Itoa(c))
+		}
+	}
+	names := sb.NewArray()
+	defer names.Release()
+	fields := slices.Clone(b.Schema().Fields())
+	fields[i[0]] = arrow.Field{Name: "kind", Type: arrow.BinaryTypes.String}
+	cols := slices.Clone(b.Columns())
+	cols[i[0]] = names
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, b.NumRows())
 }
 
 // snapshot takes a snapshot of h and returns it as an Arrow IPC file, as
@@ -195,6 +229,11 @@ func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
 				h.t.Fatal(err)
 			}
 			if k := winStateFilter(h.t, b, kgStart, kgEnd, mem); k != nil {
+				if h.legacyKinds {
+					legacy := withKindNames(mem, k)
+					k.Release()
+					k = legacy
+				}
 				kept = append(kept, k)
 			}
 			b.Release()
@@ -599,6 +638,9 @@ func TestWindowStateRestore(t *testing.T) {
 						files = append(files, s.files...)
 					}
 					r := newWinHarnessRange(t, op, in, 0, 128)
+					// Every other restore reads the files as weir wrote
+					// them before kind was int8.
+					r.legacyKinds = k%2 == 1
 					if err := r.restore(files, 0, 128); err != nil {
 						t.Fatalf("snapshot %d: %v", k, err)
 					}
@@ -758,7 +800,7 @@ func TestWindowStateDeltaSize(t *testing.T) {
 		t.Fatalf("delta has %d rows, want %d (1%% of the base):\n%s", len(deltaRows), len(changed), strings.Join(deltaRows[:min(5, len(deltaRows))], "\n"))
 	}
 	for _, row := range deltaRows {
-		if f := strings.Fields(row); f[3] != windowRowReplace {
+		if f := strings.Fields(row); f[3] != "replace" {
 			t.Fatalf("delta row %q: want a replace row", row)
 		}
 	}
@@ -801,7 +843,7 @@ func TestWindowStateRows(t *testing.T) {
 	for _, f := range h.op.(task.Stateful).State().Schema().Fields() {
 		names = append(names, f.Name+":"+f.Type.String())
 	}
-	wantNames := []string{"key_group:int32", "k:utf8", "kind:utf8",
+	wantNames := []string{"key_group:int32", "k:utf8", "kind:int8",
 		"window_start:timestamp[ms, tz=UTC]", "window_end:timestamp[ms, tz=UTC]", "emitted:bool", "pending:bool",
 		"n__count:int64", "s__count:int64", "s__sum:int64", "lo__count:int64", "lo__min:float64",
 		"first__count:int64", "first__min:timestamp[ms, tz=UTC]", "m__count:int64", "m__sum:int64"}
@@ -930,9 +972,12 @@ func TestWindowStateErrors(t *testing.T) {
 	bad := func(kind any, count any) arrow.RecordBatch {
 		return winBatch(t, r.mem, st.Schema(), []any{kg, "a", kind, 0, 10, false, true, count, 1, 1})
 	}
-	b = bad("merge", 1)
+	b = bad(7, 1)
 	defer b.Release()
-	wantErr("kind", st.Restore(b), `column kind: "merge" is not a row kind`)
+	wantErr("kind", st.Restore(b), `column kind: 7 is not a row kind: want 0 (replace), 1 (window) or 2 (clear)`)
+	b = winBatch(t, r.mem, r.op.(*windowOperator).state.legacy.Schema, []any{kg, "a", "merge", 0, 10, false, true, 1, 1, 1})
+	defer b.Release()
+	wantErr("kind of state written before it was int8", st.Restore(b), `column kind: "merge" is not a row kind`)
 	b = bad("replace", nil)
 	defer b.Release()
 	wantErr("count", st.Restore(b), "column n__count: null")

@@ -30,9 +30,16 @@ func pick(s *arrow.Schema, cols []int) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
+// The codes of the window state's kind column (builtin's window_state.go).
+const (
+	windowReplace int8 = 0
+	windowWindow  int8 = 1
+)
+
 // windowColumns: the window state (builtin's window_state.go) without its
 // kind column. A base holds a replace row for each key's first window and
-// a window row for each further one: both are one window.
+// a window row for each further one: both are one window. The base is the
+// operator's own capture, so its kind is int8 whatever the files had.
 func (x *exporter) windowColumns(state *arrow.Schema) error {
 	kind := 1 + len(x.n.Op.KeyBy)
 	if err := checkField(state, kind, "kind"); err != nil {
@@ -46,18 +53,18 @@ func (x *exporter) windowColumns(state *arrow.Schema) error {
 	}
 	x.schema = pick(state, cols)
 	x.project = func(rec arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
-		kinds, ok := rec.Column(kind).(*array.String)
+		kinds, ok := rec.Column(kind).(*array.Int8)
 		if !ok {
-			return nil, fmt.Errorf("state column kind is %s, want utf8", rec.Column(kind).DataType())
+			return nil, fmt.Errorf("state column kind is %s, want int8", rec.Column(kind).DataType())
 		}
 		var bad error
 		keep := func(i int) bool {
 			switch k := kinds.Value(i); k {
-			case "replace", "window":
+			case windowReplace, windowWindow:
 				return true
 			default: // a base has no clear rows
 				if bad == nil {
-					bad = fmt.Errorf("state row %d: kind %q in a base: want replace or window", i, k)
+					bad = fmt.Errorf("state row %d: kind %d in a base: want %d (replace) or %d (window)", i, k, windowReplace, windowWindow)
 				}
 				return false
 			}
