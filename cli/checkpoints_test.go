@@ -601,6 +601,15 @@ func TestStateDump(t *testing.T) {
 			if len(rows) != total {
 				t.Errorf("json: %d rows, the files hold %d", len(rows), total)
 			}
+			if op == "stats" {
+				// A window state's kind is a code in the files; the dump
+				// names it.
+				for _, r := range rows {
+					if k := r["kind"]; k != "replace" && k != "window" && k != "clear" {
+						t.Fatalf("json: kind %v in row %v, want replace, window or clear", k, r)
+					}
+				}
+			}
 			var order []string // files in the order rows came
 			for _, r := range rows {
 				if f, _ := r["_file"].(string); len(order) == 0 || order[len(order)-1] != f {

@@ -473,7 +473,27 @@ func cell(rec arrow.RecordBatch, col, row int, kc keyCols) any {
 	if b, ok := v.([]byte); ok {
 		return renderBytes(b)
 	}
+	if name, ok := codeName(rec.Schema().Field(col), v); ok {
+		return name
+	}
 	return v
+}
+
+// codeName returns the name of code v if field f names its codes in its
+// metadata weir.codes ("0=replace,1=window,2=clear": a window state's
+// kind).
+func codeName(f arrow.Field, v any) (string, bool) {
+	i := f.Metadata.FindKey("weir.codes")
+	if i < 0 || v == nil {
+		return "", false
+	}
+	code := fmt.Sprint(v)
+	for pair := range strings.SplitSeq(f.Metadata.Values()[i], ",") {
+		if c, name, ok := strings.Cut(pair, "="); ok && c == code {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 func fieldNames(s *arrow.Schema) string {
