@@ -104,7 +104,10 @@ func startTrace(b *testing.B, path string) (stop func()) {
 // Redis; events are counted per CPU-second of all four processes, the
 // memory is the weir processes' largest RSS (VmHWM) and its growth over
 // the run, and keys=N/restore-after-kill kills the worker with SIGKILL
-// (measureRestoreAfterKill). `make bench-state-distributed`.
+// (measureRestoreAfterKill). `make bench-state-distributed`. The weir
+// processes run the binary TestMain builds from the working tree, not
+// the code in the test binary: to compare two versions distributed,
+// switch the tree.
 //
 //	go test -run '^$' -bench WindowState -benchtime 1x ./integration/
 func BenchmarkWindowState(b *testing.B) {

@@ -66,6 +66,16 @@ type Snapshotter interface {
 	Restore(rec arrow.RecordBatch) error
 }
 
+// OlderSchemas is a Snapshotter whose Restore also reads batches of the
+// schemas its state had in earlier versions of weir, so that checkpoints
+// written before a change of its schema still restore.
+type OlderSchemas interface {
+	Snapshotter
+	// CheckSchema returns nil if Restore reads batches of s (Schema, or
+	// an older one), else an error naming the columns that differ.
+	CheckSchema(s *arrow.Schema) error
+}
+
 // RestoreSizer is a Snapshotter told, before a state file's batches are
 // restored, every one of them at once (the rows of the owner's key groups
 // only), so that it can size its structures for what comes instead of

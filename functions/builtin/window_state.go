@@ -265,6 +265,14 @@ func (w *windowOperator) giveBackChanges(lists []offheap.Vec[offheap.Ref]) {
 
 var _ statestore.SteppedSnapshotter = windowSnapshotter{}
 
+var _ statestore.OlderSchemas = windowSnapshotter{}
+
+// CheckSchema accepts the state's schema and the one it had before kind
+// was int8 (see the top of this file).
+func (s windowSnapshotter) CheckSchema(schema *arrow.Schema) error {
+	return s.w.state.check(schema)
+}
+
 var _ statestore.RestoreSizer = windowSnapshotter{}
 
 // SizeRestore grows each empty key group's table to hold the keys the

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,6 +20,9 @@ import (
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/statefile"
 )
 
 // winStep is one step of an input: a batch of rows (winFields), or a
@@ -910,6 +914,71 @@ func TestWindowStateRows(t *testing.T) {
 
 // TestWindowStateErrors checks that a restore refuses what does not fit,
 // naming the operator, the row and what is wrong.
+// TestWindowStateRestoresOldFiles: a state file as weir wrote it before
+// kind was int8 (kind as utf8 names) restores through the runtime's
+// RestoreStateFile into the state it was captured from; a file of
+// another schema is still refused as corrupt.
+func TestWindowStateRestoresOldFiles(t *testing.T) {
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10), AllowedLateness: winMs(5)}, []string{"k"}, "n", "count()", "s", "sum(v)")
+	in := winStream(t)
+	h := newWinHarnessRange(t, op, in, 0, 128)
+	h.batch([]any{1, "a", 0, 1, 2.5}, []any{2, "a", 0, nil, 1.5}, []any{12, "a", 0, 3, nil}, []any{14, "b", 0, nil, nil}, []any{15, "c", 0, 4, nil})
+	h.watermark(9) // [0, 10) of a fires: an emitted window among the rows
+	batches, err := h.op.(task.Stateful).State().Snapshot(h.mem, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old []arrow.RecordBatch
+	for _, b := range batches {
+		old = append(old, withKindNames(h.mem, b))
+		b.Release()
+	}
+	bucket, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	put := func(key string, schema *arrow.Schema, recs []arrow.RecordBatch) manifest.File {
+		t.Helper()
+		f, data, err := statefile.Encode(manifest.File{Key: key, Kind: manifest.KindBase, Operator: "win", KeyGroupEnd: 128}, schema, recs, h.mem, arrowfmt.CompressZstd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bucket.Put(t.Context(), f.Key, data); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	f := put("state/old.arrow", h.op.(*windowOperator).state.legacy.Schema, old)
+	for _, b := range old {
+		b.Release()
+	}
+	r := newWinHarnessRange(t, op, in, 0, 128)
+	if err := task.RestoreStateFile(t.Context(), bucket, r.op.(task.Stateful).State(), f, 0, 128, r.mem); err != nil {
+		t.Fatal(err)
+	}
+	want := winStateDump(t, h)
+	if got := winStateDump(t, r); len(want) < 4 || !slices.Equal(got, want) {
+		t.Fatalf("restored from a file with kind as names:\n%s", winDiff(got, want))
+	}
+
+	other := newWinHarnessRange(t, winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()"), in, 0, 128)
+	other.batch([]any{1, "a", 0, 1, 2.5})
+	recs, err := other.op.(task.Stateful).State().Snapshot(other.mem, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = put("state/other.arrow", other.op.(task.Stateful).State().Schema(), recs)
+	for _, b := range recs {
+		b.Release()
+	}
+	r = newWinHarnessRange(t, op, in, 0, 128)
+	err = task.RestoreStateFile(t.Context(), bucket, r.op.(task.Stateful).State(), f, 0, 128, r.mem)
+	if !errors.Is(err, task.ErrCorruptState) || !strings.Contains(err.Error(), "columns") {
+		t.Fatalf("a file of another schema: %v, want ErrCorruptState naming the columns", err)
+	}
+}
+
 func TestWindowStateErrors(t *testing.T) {
 	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()", "s", "sum(v)")
 	in := winStream(t)

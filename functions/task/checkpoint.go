@@ -617,15 +617,21 @@ func OpenStores(ctx context.Context, b blob.BucketReader, stores [][]manifest.Fi
 // RestoreStateFile reads the state file f and restores the rows of key
 // groups [kgStart, kgEnd) into state, as a restore after a failure or a
 // rescale does: the file is checked against its manifest entry (a
-// mismatch is ErrCorruptState) and decoded with state's schema, and its
-// batches are applied in order. `weir state export` restores through it
+// mismatch is ErrCorruptState) and decoded with state's schema (or one
+// it reads, statestore.OlderSchemas), and its batches are applied in
+// order. `weir state export` restores through it
 // too, so that it reads a checkpoint exactly as a worker does.
 func RestoreStateFile(ctx context.Context, b blob.BucketReader, state statestore.Snapshotter, f manifest.File, kgStart, kgEnd int, mem memory.Allocator) error {
 	data, err := statefile.Read(ctx, b, f)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorruptState, err)
 	}
-	_, batches, err := statefile.Decode(data, state.Schema(), mem)
+	want := state.Schema()
+	older, ok := state.(statestore.OlderSchemas)
+	if ok {
+		want = nil // the state checks the schema itself
+	}
+	schema, batches, err := statefile.Decode(data, want, mem)
 	if err != nil {
 		return fmt.Errorf("%w: state file %s: %w", ErrCorruptState, f.Segment(), err)
 	}
@@ -634,6 +640,11 @@ func RestoreStateFile(ctx context.Context, b blob.BucketReader, state statestore
 			b.Release()
 		}
 	}()
+	if older != nil {
+		if err := older.CheckSchema(schema); err != nil {
+			return fmt.Errorf("%w: state file %s: schema is not the operator's state schema: %w", ErrCorruptState, f.Segment(), err)
+		}
+	}
 	kept := make([]arrow.RecordBatch, 0, len(batches))
 	defer func() {
 		for _, b := range kept {
