@@ -381,20 +381,27 @@ func (q *windowTimers) release() {
 }
 
 // windowFiring is one window result to emit.
-// It is 24 bytes: at a tumbling period's end there is one for every key,
+// It is 16 bytes: at a tumbling period's end there is one for every key,
 // so the window's start and accumulator slot are read from the key's
 // record (the window list does not change until the results are out)
-// rather than copied here.
+// rather than copied here, and its end is in the firingRun it is in.
 type windowFiring struct {
 	// prefix is 8 bytes of the key's encoding, zero-padded, big-endian,
 	// from where the keys being emitted start to differ: emit sorts by it,
 	// and reads the keys only where it ties.
 	prefix uint64
-	end    int64
 	ref    offheap.Ref // the key's record
 	// win is the window's index in the key's windows (winsOf), or'd with
 	// firedBefore if a result of it went out before (a refire).
 	win uint32
+}
+
+// firingRun is n firings in a row of a list, of windows that end at end.
+// A timer list's windows share their end (its time plus one, or less the
+// allowed lateness for cleanups), so a list of firings holds few runs.
+type firingRun struct {
+	end int64
+	n   int
 }
 
 const firedBefore = 1 << 31
@@ -466,6 +473,9 @@ type windowOperator struct {
 	fwd         map[int32]int32
 	released    []int32 // slots merged away in this batch, released at its end
 	fire        []windowFiring
+	fireRuns    []firingRun    // the ends of fire, in runs
+	merged      []windowFiring // a batch of results being gathered (firingBatch)
+	mergedEnds  []int64
 	fireSlot    []int32
 	fireKeys    []*windowKey
 	keyBuilders []array.Builder
@@ -655,13 +665,13 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 	w.released = w.released[:0]
 
 	if len(w.refire) > 0 {
-		w.fire = w.fire[:0]
+		w.fire, w.fireRuns = w.fire[:0], w.fireRuns[:0]
 		for _, t := range w.refire {
 			if i, ok := w.find(t.key, t.start, t.end); ok && w.winsOf(t.key)[i].pending {
 				w.fire = w.takeFiring(w.fire, t.key, i)
 			}
 		}
-		if err := w.emit(w.fire); err != nil {
+		if err := w.emit(w.fire, w.fireRuns); err != nil {
 			return err
 		}
 	}
@@ -912,14 +922,20 @@ func (w *windowOperator) addTimers(ks *windowKey, start, end int64) {
 	w.timers.push(cleanAt, windowTimer{key: ks, start: start, end: end}, true)
 }
 
-// takeFiring appends window i of ks to fs and marks it emitted.
+// takeFiring appends window i of ks to fs, and its end to w.fireRuns, and
+// marks it emitted.
 func (w *windowOperator) takeFiring(fs []windowFiring, ks *windowKey, i int) []windowFiring {
 	win := &w.winsOf(ks)[i]
-	f := windowFiring{end: win.end, ref: ks.ref, win: uint32(i)}
+	f := windowFiring{ref: ks.ref, win: uint32(i)}
 	if win.emitted {
 		f.win |= firedBefore
 	}
 	fs = append(fs, f)
+	if k := len(w.fireRuns) - 1; k >= 0 && w.fireRuns[k].end == win.end {
+		w.fireRuns[k].n++
+	} else {
+		w.fireRuns = append(w.fireRuns, firingRun{end: win.end, n: 1})
+	}
 	win.pending, win.emitted = false, true
 	w.markDirty(ks)
 	return fs
@@ -949,7 +965,7 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 	// A list of many firings (a tumbling period's end: every key's) is
 	// made outside the heap, at its full size at once (each timer fires
 	// a window at most once), and freed after.
-	w.fire = w.fire[:0]
+	w.fire, w.fireRuns = w.fire[:0], w.fireRuns[:0]
 	if n > cap(w.fire) && n*int(unsafe.Sizeof(windowFiring{})) >= offheap.MinMapped {
 		heap := w.fire
 		w.fire = offheap.Make[windowFiring](&w.arena, n)[:0]
@@ -962,7 +978,7 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 		due.fire.each(&w.keys, w.fireDue)
 		due.cleanup.each(&w.keys, w.fireDue)
 	}
-	err := w.emit(w.fire)
+	err := w.emit(w.fire, w.fireRuns)
 	for _, due := range w.popped {
 		if err == nil {
 			due.cleanup.each(&w.keys, w.cleanup)
@@ -1010,17 +1026,18 @@ func (w *windowOperator) Finish() error {
 	return w.ProcessWatermark(task.MaxWatermark)
 }
 
-// emit sorts fs and sends their results downstream in as few batches as
+// emit sorts fs, whose windows' ends are in runs, by end, key and start,
+// and sends their results downstream in as few batches as
 // windowBatchRows allows.
-func (w *windowOperator) emit(fs []windowFiring) error {
+func (w *windowOperator) emit(fs []windowFiring, runs []firingRun) error {
 	if len(fs) == 0 {
 		return nil
 	}
-	// Results go out by end, key and start. Keys compare by 8 bytes of
-	// theirs past the bytes every key here shares (an int64 key's tag and
-	// high zero bytes, say), read once per firing before the sort, so a
-	// comparison reads keys only where those tie: at millions of keys,
-	// reading two keys a comparison was most of the sort.
+	// Keys compare by 8 bytes of theirs past the bytes every key here
+	// shares (an int64 key's tag and high zero bytes, say), read once per
+	// firing before the sort, so a comparison reads keys only where those
+	// tie: at millions of keys, reading two keys a comparison was most of
+	// the sort.
 	first := w.keyOf(w.keys.At(fs[0].ref))
 	common := len(first)
 	for i := range fs {
@@ -1029,7 +1046,7 @@ func (w *windowOperator) emit(fs []windowFiring) error {
 	for i := range fs {
 		fs[i].prefix = keyPrefix(w.keyOf(w.keys.At(fs[i].ref)), common)
 	}
-	sortFirings(fs, func(a, b windowFiring) int {
+	tie := func(a, b windowFiring) int {
 		if a.ref != b.ref {
 			// Equal in those 8 bytes, zero-padded: a key that ends in
 			// them is before a longer one, and two longer keys compare
@@ -1044,23 +1061,129 @@ func (w *windowOperator) emit(fs []windowFiring) error {
 		}
 		// One key's windows are in order of start.
 		return cmp.Compare(a.index(), b.index())
-	})
-	for len(fs) > 0 {
-		k := min(len(fs), windowBatchRows)
-		if err := w.emitBatch(fs[:k]); err != nil {
+	}
+	// Each run is sorted by key where it lies; the runs of one end are
+	// then merged as they go out, in order of end.
+	parts := make([]firingPart, 0, len(runs))
+	at := 0
+	for _, r := range runs {
+		sortFirings(fs[at:at+r.n], tie)
+		parts = append(parts, firingPart{end: r.end, fs: fs[at : at+r.n]})
+		at += r.n
+	}
+	slices.SortStableFunc(parts, func(a, b firingPart) int { return cmp.Compare(a.end, b.end) })
+	out := firingBatch{w: w, fs: w.merged[:0], ends: w.mergedEnds[:0]}
+	for i := 0; i < len(parts); {
+		j := i + 1
+		for j < len(parts) && parts[j].end == parts[i].end {
+			j++
+		}
+		if err := out.merge(parts[i:j], tie); err != nil {
 			return err
 		}
-		fs = fs[k:]
+		i = j
+	}
+	err := out.flush()
+	w.merged, w.mergedEnds = out.fs[:0], out.ends[:0]
+	return err
+}
+
+// firingPart is a run of firings, sorted by key, of windows that end at
+// end.
+type firingPart struct {
+	end int64
+	fs  []windowFiring
+}
+
+// firingBatch gathers firings and their ends into batches of at most
+// windowBatchRows results, which go out as they fill.
+type firingBatch struct {
+	w    *windowOperator
+	fs   []windowFiring
+	ends []int64
+}
+
+func (b *firingBatch) add(f windowFiring, end int64) error {
+	b.fs, b.ends = append(b.fs, f), append(b.ends, end)
+	if len(b.fs) < windowBatchRows {
+		return nil
+	}
+	return b.flush()
+}
+
+func (b *firingBatch) flush() error {
+	if len(b.fs) == 0 {
+		return nil
+	}
+	err := b.w.emitBatch(b.fs, b.ends)
+	b.fs, b.ends = b.fs[:0], b.ends[:0]
+	return err
+}
+
+// merge adds the firings of parts, which share their end, merged in order
+// of key and start.
+func (b *firingBatch) merge(parts []firingPart, tie func(a, b windowFiring) int) error {
+	end := parts[0].end
+	if len(parts) == 1 {
+		for _, f := range parts[0].fs {
+			if err := b.add(f, end); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A heap of the parts by their first firing: re-fires at the end of
+	// a batch come in the order of its rows, which may make a part of
+	// every firing.
+	h := slices.Clone(parts) // taken from as they merge
+	less := func(i, j int) bool { return compareFirings(h[i].fs[0], h[j].fs[0], tie) < 0 }
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && less(c+1, c) {
+				c++
+			}
+			if !less(c, i) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for len(h) > 0 {
+		if err := b.add(h[0].fs[0], end); err != nil {
+			return err
+		}
+		if h[0].fs = h[0].fs[1:]; len(h[0].fs) == 0 {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		down(0)
 	}
 	return nil
 }
 
-// sortFirings sorts fs by end, then prefix, then tie: a radix sort on
-// the 16 bytes of end and prefix, most significant first and in place
-// (American flag sort), that hands the runs where they tie, and parts too
-// short to be worth a pass, to a comparison sort. At a tumbling period's
-// end, millions of firings share their end and differ in a few bytes of
-// prefix: a few passes over them, where a comparison sort made dozens.
+// compareFirings orders two firings of windows with the same end: by
+// prefix, then tie.
+func compareFirings(a, b windowFiring, tie func(a, b windowFiring) int) int {
+	if a.prefix != b.prefix {
+		return cmp.Compare(a.prefix, b.prefix)
+	}
+	return tie(a, b)
+}
+
+// sortFirings sorts fs by prefix, then tie: a radix sort on the 8 bytes
+// of prefix, most significant first and in place (American flag sort),
+// that hands the runs where they tie, and parts too short to be worth a
+// pass, to a comparison sort. At a tumbling period's end, millions of
+// firings differ in a few bytes of prefix: a few passes over them, where
+// a comparison sort made dozens.
 func sortFirings(fs []windowFiring, tie func(a, b windowFiring) int) {
 	radixFirings(fs, 0, tie)
 }
@@ -1069,13 +1192,9 @@ func sortFirings(fs []windowFiring, tie func(a, b windowFiring) int) {
 // radix; shorter ones it compares.
 const radixMin = 32
 
-// firingDigit returns byte d of the firing's sort key: end (its sign bit
-// flipped, so that negative ends come first), then prefix, big-endian.
+// firingDigit returns byte d of the firing's prefix, big-endian.
 func firingDigit(f *windowFiring, d int) uint8 {
-	if d < 8 {
-		return uint8((uint64(f.end) ^ 1<<63) >> (56 - 8*d))
-	}
-	return uint8(f.prefix >> (56 - 8*(d-8)))
+	return uint8(f.prefix >> (56 - 8*d))
 }
 
 // radixFirings sorts fs, whose sort keys share their first d bytes.
@@ -1083,22 +1202,18 @@ func radixFirings(fs []windowFiring, d int, tie func(a, b windowFiring) int) {
 	if len(fs) < 2 {
 		return
 	}
-	// Skip the bytes every firing shares: at a period's end, all of end,
-	// and the bytes of prefix the keys' range leaves zero.
-	var endDiff, prefixDiff uint64
+	// Skip the bytes every firing shares: the bytes of prefix the keys'
+	// range leaves zero.
+	var prefixDiff uint64
 	for i := range fs {
-		endDiff |= uint64(fs[i].end ^ fs[0].end)
 		prefixDiff |= fs[i].prefix ^ fs[0].prefix
 	}
-	switch {
-	case endDiff != 0:
-		d = max(d, bits.LeadingZeros64(endDiff)/8)
-	case prefixDiff != 0:
-		d = max(d, 8+bits.LeadingZeros64(prefixDiff)/8)
-	default:
-		d = 16
+	if prefixDiff != 0 {
+		d = max(d, bits.LeadingZeros64(prefixDiff)/8)
+	} else {
+		d = 8
 	}
-	if d == 16 || len(fs) < radixMin {
+	if d == 8 || len(fs) < radixMin {
 		firingsByCompare(fs, tie)
 		return
 	}
@@ -1136,18 +1251,10 @@ func radixFirings(fs []windowFiring, d int, tie func(a, b windowFiring) int) {
 	}
 }
 
-// firingsByCompare sorts fs by end, prefix and tie: by insertion if it
-// is short, which is most of the parts a radix sort leaves.
+// firingsByCompare sorts fs by prefix and tie: by insertion if it is
+// short, which is most of the parts a radix sort leaves.
 func firingsByCompare(fs []windowFiring, tie func(a, b windowFiring) int) {
-	compare := func(a, b *windowFiring) int {
-		switch {
-		case a.end != b.end:
-			return cmp.Compare(a.end, b.end)
-		case a.prefix != b.prefix:
-			return cmp.Compare(a.prefix, b.prefix)
-		}
-		return tie(*a, *b)
-	}
+	compare := func(a, b *windowFiring) int { return compareFirings(*a, *b, tie) }
 	if len(fs) > radixMin {
 		slices.SortFunc(fs, func(a, b windowFiring) int { return compare(&a, &b) })
 		return
@@ -1162,18 +1269,19 @@ func firingsByCompare(fs []windowFiring, tie func(a, b windowFiring) int) {
 	}
 }
 
-func (w *windowOperator) emitBatch(fs []windowFiring) error {
+// emitBatch sends the results of fs, windows that end at ends.
+func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 	rb := w.out
 	rb.Reserve(len(fs))
 	starts := rb.Field(0).(*array.TimestampBuilder)
-	ends := rb.Field(1).(*array.TimestampBuilder)
+	endCol := rb.Field(1).(*array.TimestampBuilder)
 	w.fireSlot, w.fireKeys = w.fireSlot[:0], w.fireKeys[:0]
 	refires := 0
-	for _, f := range fs {
+	for i, f := range fs {
 		ks := w.keys.At(f.ref)
 		win := &w.winsOf(ks)[f.index()]
 		starts.Append(arrow.Timestamp(win.start))
-		ends.Append(arrow.Timestamp(f.end))
+		endCol.Append(arrow.Timestamp(ends[i]))
 		w.fireSlot = append(w.fireSlot, win.slot)
 		w.fireKeys = append(w.fireKeys, ks)
 		if f.win&firedBefore != 0 {

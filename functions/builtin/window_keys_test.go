@@ -17,8 +17,8 @@ func TestWindowKeyRecordSize(t *testing.T) {
 	if got := unsafe.Sizeof(windowKey{}); got != 64 {
 		t.Fatalf("a key's record is %d bytes, want 64 (see window_keys.go)", got)
 	}
-	if got := unsafe.Sizeof(windowFiring{}); got != 24 {
-		t.Fatalf("a firing is %d bytes, want 24: a period's end makes one for every key", got)
+	if got := unsafe.Sizeof(windowFiring{}); got != 16 {
+		t.Fatalf("a firing is %d bytes, want 16: a period's end makes one for every key", got)
 	}
 }
 
