@@ -361,7 +361,7 @@ func reportCheckpoints(b *testing.B, coord *coordinator.Coordinator, id string) 
 // reportCheckpointHistory reports what completed checkpoints cost the
 // task: how many, the longest stall (the barrier's synchronous part, or
 // a step of a capture beside processing), the longest checkpoint, and
-// the bytes uploaded.
+// the bytes uploaded. With -test.v it logs each checkpoint.
 func reportCheckpointHistory(b *testing.B, hist []coordinator.CheckpointInfo) {
 	b.Helper()
 	var (
@@ -376,6 +376,8 @@ func reportCheckpointHistory(b *testing.B, hist []coordinator.CheckpointInfo) {
 			continue
 		}
 		completed++
+		b.Logf("checkpoint %d: triggered at %s, %.2f s (sync %d ms, longest step %d ms, async %d ms), %.1f MiB uploaded, final %v",
+			h.ID, h.Triggered.Format("15:04:05.000"), h.Duration, h.SyncMs, h.StepMs, h.AsyncMs, float64(h.Bytes)/(1<<20), h.Final)
 		sync = max(sync, time.Duration(h.SyncMs)*time.Millisecond)
 		step = max(step, time.Duration(h.StepMs)*time.Millisecond)
 		longest = max(longest, time.Duration(h.Duration*float64(time.Second)))

@@ -422,15 +422,16 @@ type windowOperator struct {
 	acc      *accumulators
 	// Keys (window_keys.go): groups holds the keys of each key group
 	// (index: key group - kgStart), the records are in keys, and both
-	// are in arena with the timers. dead holds keys dropped whose records
-	// are not freed yet.
+	// are in arena with the timers. dropped counts the keys dropped in
+	// epoch snaps+1 whose records wait for the capture of that epoch to
+	// free them (removeKey).
 	arena     offheap.Arena
 	keys      offheap.Slab[windowKey]
 	groups    []keyTable
 	longKeys  map[*windowKey]string
 	spill     [][]windowState // the windows of keys with more than one
 	spillFree []int32         // indexes of spill free
-	dead      []offheap.Ref
+	dropped   int
 	timers    windowTimers
 	wm        int64
 	out       *array.RecordBuilder
@@ -542,7 +543,7 @@ func (w *windowOperator) Close() error {
 	}
 	w.keys.Release()
 	w.arena.Close()
-	w.groups, w.longKeys, w.spill, w.spillFree, w.dead, w.acc = nil, nil, nil, nil, nil, nil
+	w.groups, w.longKeys, w.spill, w.spillFree, w.dropped, w.acc = nil, nil, nil, nil, 0, nil
 	w.tracking, w.changed, w.spare = false, nil, nil
 	return nil
 }
@@ -774,14 +775,17 @@ func (w *windowOperator) touch(ks *windowKey) {
 }
 
 // removeKey drops the state of ks, which has no windows left. Its record
-// is freed at once unless a change list or a capture may hold it: once
-// changes are listed (from the first snapshot or restore on), it waits in
-// dead for the next snapshot to begin, which frees it when its capture
-// ends.
+// is freed at once unless the change list of this epoch holds it (every
+// key dropped while changes are listed does, but a restored key that a
+// later restore batch clears): the next snapshot's delta writes a clear
+// row for it, and the capture that takes the list frees it (see
+// windowCapture). The record of a dropped key is told by its nwin of 0
+// and its changed of the epoch it was dropped in, which no other record
+// has: a live key has windows, and a freed record is zero.
 func (w *windowOperator) removeKey(ks *windowKey) {
 	w.groups[int(ks.group)-w.kgStart].remove(makeSlot(ks.tag, ks.ref))
-	if w.tracking {
-		w.dead = append(w.dead, ks.ref)
+	if w.tracking && ks.changed == w.snaps+1 {
+		w.dropped++
 	} else {
 		w.freeKey(ks)
 	}

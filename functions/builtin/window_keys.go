@@ -16,18 +16,19 @@ import (
 // it is large; so are the timers. A keyed count then costs about 64 bytes
 // for the record, 11 to 16 for its slot in the table, 24 for its timer
 // and 8 for its accumulator, and the garbage collector neither scans it
-// nor lets it double. The lists of keys a checkpoint keeps (changes, dead,
-// a capture's walk) hold Refs, not pointers, for the same reason.
+// nor lets it double. The lists of keys a checkpoint keeps (changes, a
+// capture's walk) hold Refs, not pointers, for the same reason.
 //
 // The rarer cases spill to the heap: a key whose encoding is longer than
 // keyInline (longKeys), and a key with more than one window (sliding
 // windows, sessions, a tumbling window while the one before waits for
 // the watermark or for allowed lateness), whose windows are in spill.
 //
-// A record is freed when its key is dropped, unless a change list or a
-// capture in flight may still hold it (windowOperator.dead): a delta
-// writes a clear row for a key dropped since the previous snapshot, and
-// reads its encoding then.
+// A record is freed when its key is dropped, unless a change list holds
+// it (windowOperator.removeKey): a delta writes a clear row for a key
+// dropped since the previous snapshot, and reads its encoding then, so
+// the capture that takes the list frees the record once it has written
+// the row.
 
 // keyInline is how many bytes of a key's encoding its record holds.
 const keyInline = 19
@@ -143,13 +144,9 @@ func (w *windowOperator) freeKey(ks *windowKey) {
 	w.keys.Free(ks.ref)
 }
 
-// freeDead frees the records of dead, keys dropped that no change list
-// or capture holds any more.
-func (w *windowOperator) freeDead(dead []offheap.Ref) {
-	for _, r := range dead {
-		w.freeKey(w.keys.At(r))
-	}
-}
+// droppedIn reports whether ks is the record of a key dropped in epoch
+// e (see removeKey).
+func droppedIn(ks *windowKey, e uint32) bool { return ks.nwin == 0 && ks.changed == e }
 
 // lookup returns the key of key group kgStart+g whose hash is hash and
 // whose encoding w.keyBuf holds, or nil.

@@ -217,12 +217,12 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 	full = full || !w.tracking
 	w.snaps++
 	c := &windowCapture{w: w, seq: w.snaps, full: full, mem: mem, walk: newCaptureRows(w, mem, false), cows: make([]*captureRows, len(w.groups))}
-	c.dead, w.dead = w.dead, nil // the keys dropped in the change lists
+	c.dropped, w.dropped = w.dropped, 0 // records of keys dropped, in the change lists
 	changed := w.takeChanges()
-	if full {
+	if full && c.dropped == 0 {
 		w.giveBackChanges(changed)
 	} else {
-		c.changed = changed
+		c.changed = changed // a base sweeps them for the dropped keys
 	}
 	w.capture = c
 	return c, nil
@@ -331,6 +331,13 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 // appears twice in its change list, the dropped one (a clear row) first,
 // and only the live one can be copied.
 //
+// Records of keys dropped before the barrier (removeKey) are freed by
+// the capture, which is the last to read them: a delta's walk frees each
+// once its clear row is built; a base, whose walk of the tables does not
+// reach them, sweeps the change lists it took once the walk is done, if
+// any key was dropped. A key dropped after the barrier was touched first,
+// so the walk passes it by: the next capture frees it.
+//
 // Parts (statestore.PartedCapture): with SplitParts, the capture ends a
 // part after the key group whose walk brings the rows held for the part
 // (the walk's and the copies of its groups) to the part size, so the task
@@ -350,7 +357,9 @@ type windowCapture struct {
 	chunks  [][]offheap.Ref            // the chunks of its change list after keys
 	next    int                        // the next index of keys
 	group   int                        // the next key group to list
-	dead    []offheap.Ref              // keys dropped before the barrier, freed when the capture ends
+	dropped int                        // keys dropped before the barrier: their records are in changed
+	freed   int                        // records of dropped keys freed, or to be freed once their rows are built
+	swept   int                        // a base: the change lists swept for dropped keys
 	marks   []uint32                   // scratch: the captured marks of a step's keys
 	done    bool
 	batches []arrow.RecordBatch
@@ -379,7 +388,8 @@ type captureRows struct {
 	n      int // rows built into rb
 	out    []arrow.RecordBatch
 	pend   []windowStateRow
-	held   int // rows added since the last finish
+	held   int           // rows added since the last finish
+	frees  []offheap.Ref // records of dropped keys to free once their rows are built
 	copied bool
 	acc    *accumulators // the copies of slots, if copied
 
@@ -462,6 +472,16 @@ func (cr *captureRows) build() {
 	if cr.copied {
 		cr.acc.truncate()
 	}
+	cr.freeDropped()
+}
+
+// freeDropped frees the records of the dropped keys whose rows are built
+// (or will not be).
+func (cr *captureRows) freeDropped() {
+	for _, r := range cr.frees {
+		cr.w.freeKey(cr.w.keys.At(r))
+	}
+	cr.frees = cr.frees[:0]
 }
 
 // buildRows appends rs to the builder's columns. Each column is gathered
@@ -523,8 +543,10 @@ func (cr *captureRows) finish() []arrow.RecordBatch {
 	return out
 }
 
-// release drops the builder and any batch not handed out.
+// release drops the builder and any batch not handed out, and frees the
+// records of dropped keys it was to free.
 func (cr *captureRows) release() {
+	cr.freeDropped()
 	cr.rb.Release()
 	for _, b := range cr.out {
 		b.Release()
@@ -603,6 +625,9 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 				c.endPart(c.group)
 			}
 			if !c.list() {
+				if !c.sweep(deadline) {
+					return false, nil
+				}
 				c.finish()
 				return true, nil
 			}
@@ -621,8 +646,17 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 			if marks[i] != c.seq { // a key is in keys once
 				ks := w.keys.At(r)
 				ks.captured = c.seq
-				if c.wants(ks) {
+				wanted := c.wants(ks)
+				if wanted {
 					c.walk.add(ks)
+				}
+				if droppedIn(ks, c.seq) {
+					c.freed++
+					if wanted {
+						c.walk.frees = append(c.walk.frees, r) // its clear row reads it
+					} else {
+						w.freeKey(ks)
+					}
 				}
 			}
 		}
@@ -661,6 +695,35 @@ func (c *windowCapture) list() bool {
 		}
 	}
 	return false
+}
+
+// sweep frees, in a base, the records of the keys dropped before its
+// barrier, which the change lists it took hold and its walk of the
+// tables did not reach: a key group's list at a time, until deadline or
+// until every one is found. It reports whether it is done.
+func (c *windowCapture) sweep(deadline time.Time) bool {
+	for c.full && c.freed < c.dropped && c.swept < len(c.changed) {
+		c.freeDroppedIn(&c.changed[c.swept])
+		c.swept++
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// freeDroppedIn frees the records in list of keys dropped before the
+// barrier that are not freed yet (a freed record is zero, or another
+// key's).
+func (c *windowCapture) freeDroppedIn(list *offheap.Vec[offheap.Ref]) {
+	for _, chunk := range list.Chunks() {
+		for _, r := range chunk {
+			if ks := c.w.keys.At(r); droppedIn(ks, c.seq) {
+				c.w.freeKey(ks)
+				c.freed++
+			}
+		}
+	}
 }
 
 // heldBytes estimates the bytes of the rows the part being written holds:
@@ -742,14 +805,17 @@ func (c *windowCapture) detach() {
 	if w.capture == c {
 		w.capture = nil
 	}
-	w.giveBackChanges(c.changed)
-	c.changed, c.keys, c.chunks = nil, nil, nil
-	w.freeDead(c.dead)
-	c.dead = nil
 	if c.walk != nil {
 		c.walk.release()
 		c.walk = nil
 	}
+	if !c.done && c.freed < c.dropped { // released before its walk or sweep was done
+		for g := range c.changed {
+			c.freeDroppedIn(&c.changed[g])
+		}
+	}
+	w.giveBackChanges(c.changed)
+	c.changed, c.keys, c.chunks = nil, nil, nil
 	for g, cr := range c.cows {
 		if cr != nil {
 			cr.release()
@@ -783,9 +849,9 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 	}
 	// Restored state counts as unchanged: the changes so far are
 	// forgotten, and a new epoch begins, which no restored key is in.
+	// No key was dropped in that epoch (w.dropped is 0): input has not
+	// come, and a key a restore clears is freed at once.
 	w.giveBackChanges(w.takeChanges())
-	w.freeDead(w.dead)
-	w.dead = w.dead[:0]
 	w.snaps++
 	w.rearm = true
 	n := int(b.NumRows())

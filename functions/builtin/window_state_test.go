@@ -515,7 +515,12 @@ func TestWindowStateRestore(t *testing.T) {
 					steps1  int                // steps it took
 					parts   []statestore.Part  // parted: the capture's parts so far
 					nparts  []int              // parted: the parts of each capture
+					// stepped: captures released before their end, and
+					// bases begun with dropped keys' records to sweep.
+					aborted, swept int
+					forceFull      bool // a capture was released: the next is a base, as the runtime's
 				)
+				wop := h.op.(*windowOperator)
 				// collect adds the captured snapshot once its last step is done.
 				collect := func(deadline time.Time) {
 					done, err := capture.Step(deadline)
@@ -567,19 +572,38 @@ func TestWindowStateRestore(t *testing.T) {
 					if s.rows == nil {
 						wm = s.wm
 					}
+					checkRecords(t, wop)
+					if capture != nil && stepped && rng.IntN(40) == 0 {
+						// A checkpoint that fails while its capture goes on:
+						// the runtime releases it, and its changes are lost
+						// with it, so the next snapshot is a base.
+						capture.Release()
+						for _, p := range parts { // taken before: the runtime drops them
+							for _, b := range p.Batches {
+								b.Release()
+							}
+						}
+						capture, parts, forceFull = nil, nil, true
+						snaps = snaps[:len(snaps)-1]
+						aborted++
+						checkRecords(t, wop)
+					}
 					if capture != nil {
 						collect(time.Now())
+						checkRecords(t, wop)
 					}
 					if rng.IntN(8) != 0 {
 						continue
 					}
 					if capture != nil {
 						collect(time.Time{})
+						checkRecords(t, wop)
 					}
 					if stepped && len(snaps) > 0 {
 						stepsTaken = append(stepsTaken, steps1)
 					}
-					full := len(snaps)%3 == 2
+					full := len(snaps)%3 == 2 || forceFull
+					forceFull = false
 					snap := winSnap{
 						full: full, cut: i + 1, wm: wm, state: winStateDump(t, h),
 						out: len(h.out.rows), late: len(h.late.rows),
@@ -594,6 +618,9 @@ func TestWindowStateRestore(t *testing.T) {
 						if parted {
 							capture.(statestore.PartedCapture).SplitParts(8 * h.op.(*windowOperator).state.RowBytes)
 						}
+						if full && wop.capture.dropped > 0 {
+							swept++
+						}
 						steps1 = 0
 					} else {
 						file, rows := h.snapshot(full)
@@ -605,7 +632,9 @@ func TestWindowStateRestore(t *testing.T) {
 				if capture != nil {
 					collect(time.Time{})
 				}
+				checkRecords(t, wop)
 				if stepped {
+					t.Logf("%d captures released before their end, %d bases with dropped keys to sweep", aborted, swept)
 					// Most captures must have gone on beside the input, or
 					// the test does not test copying on write.
 					if slices.Max(stepsTaken) < 10 {
@@ -673,6 +702,24 @@ func TestWindowStateRestore(t *testing.T) {
 					bases, float64(baseRows)/float64(max(bases, 1)), deltas, float64(deltaRows)/float64(max(deltas, 1)))
 			})
 		}
+	}
+}
+
+// checkRecords fails unless every record of w's keys is a key of its
+// tables, or a key dropped whose record a change list holds for the
+// capture that takes it to free (removeKey).
+func checkRecords(t testing.TB, w *windowOperator) {
+	t.Helper()
+	live := 0
+	for g := range w.groups {
+		live += w.groups[g].n
+	}
+	held := w.dropped
+	if c := w.capture; c != nil {
+		held += c.dropped - c.freed
+	}
+	if w.keys.Len() != live+held {
+		t.Fatalf("%d key records, want %d: %d keys and %d dropped not freed yet", w.keys.Len(), live+held, live, held)
 	}
 }
 
