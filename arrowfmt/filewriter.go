@@ -1,6 +1,7 @@
 package arrowfmt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,13 +33,63 @@ import (
 // fastest level: a state file is written on every checkpoint and read
 // only on a restore.
 func WriteFile(w io.Writer, schema *arrow.Schema, batches []arrow.RecordBatch, c Compression) error {
+	return WriteFileEncoded(w, schema, batches, nil, c)
+}
+
+// WriteFileEncoded is WriteFile with batches encoded before (EncodeBatch)
+// after batches, in order. They were compressed as they were encoded;
+// each batch of an Arrow file says its own codec.
+func WriteFileEncoded(w io.Writer, schema *arrow.Schema, batches []arrow.RecordBatch, encoded []EncodedBatch, c Compression) error {
 	if err := FileWritable(schema, batches); err != nil {
 		return err
+	}
+	for n, e := range encoded {
+		if !e.schema.Equal(schema) {
+			return fmt.Errorf("%w: encoded batch %d has schema %s, want %s", ErrSchemaMismatch, n, e.schema, schema)
+		}
 	}
 	fw := fileWriterPool.Get().(*fileWriter)
 	defer fileWriterPool.Put(fw)
 	fw.reset(w, c)
-	return fw.write(schema, batches)
+	return fw.write(schema, batches, encoded)
+}
+
+// EncodedBatch is a record batch encoded as WriteFile writes it into a
+// file: its message, metadata and body, which WriteFileEncoded places in
+// a file of its schema. It shares no memory with the batch, and takes
+// what the batch's buffers take compressed: a capture that must hold
+// rows a while holds them so.
+type EncodedBatch struct {
+	schema *arrow.Schema
+	msg    []byte // the metadata (continuation, length, flatbuffer, padding), then the body
+	meta   int32  // bytes of msg before the body
+	rows   int64
+}
+
+// Len returns the bytes of the encoded batch.
+func (e EncodedBatch) Len() int { return len(e.msg) }
+
+// Rows returns the batch's rows.
+func (e EncodedBatch) Rows() int64 { return e.rows }
+
+// EncodeBatch encodes b, its buffers compressed with c where that makes
+// them smaller, for WriteFileEncoded. It refuses what WriteFile refuses.
+func EncodeBatch(b arrow.RecordBatch, c Compression) (EncodedBatch, error) {
+	if err := FileWritable(b.Schema(), []arrow.RecordBatch{b}); err != nil {
+		return EncodedBatch{}, err
+	}
+	fw := fileWriterPool.Get().(*fileWriter)
+	defer fileWriterPool.Put(fw)
+	var buf bytes.Buffer
+	fw.reset(&buf, c)
+	defer func() {
+		fw.w = nil
+		clear(fw.body)
+	}()
+	if err := fw.batch(b); err != nil {
+		return EncodedBatch{}, err
+	}
+	return EncodedBatch{schema: b.Schema(), msg: buf.Bytes(), meta: fw.blocks[0].meta, rows: b.NumRows()}, nil
 }
 
 // ErrNotWritable: WriteFile does not write this schema or batch (a
@@ -166,7 +217,7 @@ func (fw *fileWriter) reset(w io.Writer, c Compression) {
 	fw.blocks = fw.blocks[:0]
 }
 
-func (fw *fileWriter) write(schema *arrow.Schema, batches []arrow.RecordBatch) error {
+func (fw *fileWriter) write(schema *arrow.Schema, batches []arrow.RecordBatch, encoded []EncodedBatch) error {
 	defer func() {
 		fw.w = nil
 		clear(fw.body) // the pool holds no column's buffers
@@ -183,6 +234,13 @@ func (fw *fileWriter) write(schema *arrow.Schema, batches []arrow.RecordBatch) e
 		if err := fw.batch(b); err != nil {
 			return err
 		}
+	}
+	for _, e := range encoded {
+		blk := fileBlock{offset: fw.pos, meta: e.meta, body: int64(len(e.msg)) - int64(e.meta)}
+		if err := fw.put(e.msg); err != nil {
+			return err
+		}
+		fw.blocks = append(fw.blocks, blk)
 	}
 	var eos [8]byte // the stream's end: continuation and a zero length
 	binary.LittleEndian.PutUint32(eos[:], continuationMarker)

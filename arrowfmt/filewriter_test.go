@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -156,6 +157,74 @@ func TestWriteFileReadsBack(t *testing.T) {
 		}
 	}
 	t.Logf("file sizes: %v", sizes)
+}
+
+// TestWriteFileEncoded: batches encoded before, each with its own codec,
+// are placed after the others and read back in order, by DecodeFile and
+// by Arrow's file reader; an encoded batch of another schema is refused.
+func TestWriteFileEncoded(t *testing.T) {
+	mem := newMem(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var batches []arrow.RecordBatch
+	for i, n := range []int{3, 1000, 0, 9, 4096, 70_000} {
+		batches = append(batches, fileTestBatch(mem, rng, n, []float64{0, 0.3, 1}[i%3]))
+	}
+	defer releaseAll(batches)
+	schema := fileTestSchema()
+	codecs := []Compression{CompressZstd, CompressNone, CompressLZ4}
+	var encoded []EncodedBatch
+	for i, b := range batches[2:] {
+		e, err := EncodeBatch(b, codecs[i%3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Rows() != b.NumRows() || e.Len() == 0 {
+			t.Fatalf("encoded batch %d: %d rows in %d bytes, want %d rows", i, e.Rows(), e.Len(), b.NumRows())
+		}
+		encoded = append(encoded, e)
+	}
+	var buf bytes.Buffer
+	if err := WriteFileEncoded(&buf, schema, batches[:2], encoded, CompressZstd); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	_, got, err := DecodeFile(data, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseAll(got)
+	requireBatches(t, "DecodeFile", got, batches)
+	r, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var fromFooter []arrow.RecordBatch
+	for i := range r.NumRecords() {
+		rec, err := r.RecordBatch(i)
+		if err != nil {
+			t.Fatalf("Arrow's file reader, batch %d: %v", i, err)
+		}
+		rec.Retain()
+		fromFooter = append(fromFooter, rec)
+	}
+	defer releaseAll(fromFooter)
+	requireBatches(t, "Arrow's file reader", fromFooter, batches)
+
+	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rb := array.NewRecordBuilder(mem, other)
+	defer rb.Release()
+	rb.Field(0).(*array.Int64Builder).Append(1)
+	ob := rb.NewRecordBatch()
+	defer ob.Release()
+	e, err := EncodeBatch(ob, CompressZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = WriteFileEncoded(&bytes.Buffer{}, schema, nil, []EncodedBatch{e}, CompressZstd)
+	if !errors.Is(err, ErrSchemaMismatch) || !strings.Contains(err.Error(), "encoded batch 0") {
+		t.Fatalf("an encoded batch of another schema: %v, want ErrSchemaMismatch naming it", err)
+	}
 }
 
 func requireBatches(t *testing.T, reader string, got, want []arrow.RecordBatch) {

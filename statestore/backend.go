@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/arrowfmt"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -131,11 +133,24 @@ type Capture interface {
 }
 
 // Part is rows of a capture in parts (PartedCapture): all its rows of key
-// groups [KeyGroupStart, KeyGroupEnd), in the capture's order. The
-// receiver owns Batches.
+// groups [KeyGroupStart, KeyGroupEnd), in the capture's order: Batches,
+// then Encoded (see EncodingCapture). The receiver owns Batches.
 type Part struct {
 	Batches                    []arrow.RecordBatch
+	Encoded                    []arrowfmt.EncodedBatch
 	KeyGroupStart, KeyGroupEnd int
+}
+
+// Rows returns the part's rows.
+func (p Part) Rows() int64 {
+	var n int64
+	for _, b := range p.Batches {
+		n += b.NumRows()
+	}
+	for _, e := range p.Encoded {
+		n += e.Rows()
+	}
+	return n
 }
 
 // PartedCapture is a Capture that hands out its rows in parts, key group
@@ -154,6 +169,17 @@ type PartedCapture interface {
 	// reported done, the last part is among them, and Batches is empty: the
 	// parts together cover the backend's key groups.
 	TakeParts() []Part
+}
+
+// EncodingCapture is a PartedCapture that may encode rows it has to hold
+// a while as it goes, as a state file's batches compressed with the
+// file's codec, and hand them out so (Part.Encoded): a window operator's
+// copies on write, which wait for the walk to end their part and would
+// take memory uncompressed for every key changed ahead of it. Call
+// EncodeWith before the first Step.
+type EncodingCapture interface {
+	PartedCapture
+	EncodeWith(codec arrowfmt.Compression)
 }
 
 // PartHolder is a PartedCapture that goes on while its parts wait for

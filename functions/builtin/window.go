@@ -457,8 +457,12 @@ type windowOperator struct {
 	// captureChunk is how many keys a capture step takes between looks
 	// at the clock (tests set 1).
 	captureChunk int
-	rearm        bool
-	started      bool
+	// copyRows is how many rows of a key group's copies on write a
+	// capture that encodes them gathers into a batch before it encodes
+	// it (default copyBatchRows; tests set a few).
+	copyRows int
+	rearm    bool
+	started  bool
 
 	// Scratch reused across batches.
 	hashes []uint64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/weirstream/weir/statestore"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/manifest"
+	"github.com/weirstream/weir/statestore/offheap"
 	"github.com/weirstream/weir/statestore/statefile"
 )
 
@@ -188,6 +190,33 @@ func (h *winHarness) snapshotFile(batches []arrow.RecordBatch) (file []byte, row
 	return buf.Bytes(), rows
 }
 
+// snapshotPart is snapshotFile for a part of a capture, whose copies may
+// be encoded already (Part.Encoded): the file is written as the runtime
+// writes it, with codec, and the rows are read back from it.
+func (h *winHarness) snapshotPart(p statestore.Part, codec arrowfmt.Compression) (file []byte, rows []string) {
+	h.t.Helper()
+	if len(p.Encoded) == 0 {
+		return h.snapshotFile(p.Batches)
+	}
+	_, rows = h.snapshotFile(p.Batches)
+	schema := h.op.(task.Stateful).State().Schema()
+	var buf bytes.Buffer
+	if err := arrowfmt.WriteFileEncoded(&buf, schema, p.Batches, p.Encoded, codec); err != nil {
+		h.t.Fatal(err)
+	}
+	_, recs, err := arrowfmt.DecodeFile(buf.Bytes(), h.mem)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for i, b := range recs {
+		if i >= len(p.Batches) {
+			rows = append(rows, winStateRows(b)...)
+		}
+		b.Release()
+	}
+	return buf.Bytes(), rows
+}
+
 // winStateDump renders every key's windows, sorted, as a full snapshot
 // would have them, without touching the operator's change tracking.
 func winStateDump(t testing.TB, h *winHarness) []string {
@@ -304,6 +333,225 @@ func countedSnapshot(tb testing.TB, o *windowOperator, rec arrow.RecordBatch, me
 	return batches
 }
 
+// countKeys is a batch of openCount's input with keys keys (k), one row
+// each, spread over the key groups, in one hour window.
+func countKeys(schema *arrow.Schema, mem memory.Allocator, keys int) arrow.RecordBatch {
+	ts, k := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType)), array.NewInt64Builder(mem)
+	defer ts.Release()
+	defer k.Release()
+	for i := range keys {
+		ts.Append(arrow.Timestamp(i % 1000))
+		k.Append(int64(i) * 7919)
+	}
+	cols := []arrow.Array{ts.NewArray(), k.NewArray()}
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	return array.NewRecordBatch(schema, cols, int64(keys))
+}
+
+// TestCopiesEncodedAtPeriodEnd: at a tumbling period's end every key
+// fires and is dropped, so a capture in flight then copies every key its
+// walk has not reached. Encoded as they come (EncodeWith), the copies
+// take a small part of what they take built, and the parts hold the same
+// rows.
+func TestCopiesEncodedAtPeriodEnd(t *testing.T) {
+	const keys = 100_000
+	mem := memory.NewGoAllocator()
+	schema, err := arrowfmt.NewSchema([]arrowfmt.Field{{Name: "ts", Type: arrowfmt.TimestampMs}, {Name: "k", Type: arrowfmt.Int64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := countKeys(schema, mem, keys)
+	defer rec.Release()
+
+	var built, encodedBytes, encodedRows int // the copies' bytes, as built, and encoded
+	rows := map[bool][]string{}
+	for _, encode := range []bool{false, true} {
+		// Four key groups of 25,000 keys, as a subtask of 10M keys has
+		// 78,000 in each of 128: most of a group's copies fill batches
+		// of copyBatchRows, which are encoded.
+		op, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"k"}, "n", "count()"), Stream{Schema: schema, TimeColumn: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.Open(&task.Context{MaxParallelism: 4, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+			t.Fatal(err)
+		}
+		o := op.(*windowOperator)
+		countedSnapshot(t, o, rec, mem, true) // changes are listed from here on
+		if err := o.ProcessBatch(rec); err != nil {
+			t.Fatal(err)
+		}
+		cmem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		c, err := o.State().(statestore.SteppedSnapshotter).BeginSnapshot(cmem, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc := c.(statestore.EncodingCapture)
+		pc.SplitParts(task.DefaultPartBytes)
+		if encode {
+			pc.EncodeWith(arrowfmt.CompressZstd)
+		}
+		if err := o.ProcessWatermark(task.MaxWatermark); err != nil {
+			t.Fatal(err)
+		}
+		// Every key was copied: the walk has not begun.
+		if !encode {
+			built = cmem.CurrentAlloc()
+		}
+		copied := 0
+		for _, cr := range o.capture.cows {
+			if cr != nil {
+				copied += cr.held
+				for _, e := range cr.encoded {
+					encodedBytes += e.Len()
+					encodedRows += int(e.Rows())
+				}
+			}
+		}
+		if copied != keys {
+			t.Fatalf("encode %v: %d keys copied at the period's end, want %d", encode, copied, keys)
+		}
+		if done, err := c.Step(time.Time{}); err != nil || !done {
+			t.Fatalf("the capture's last step: done %v, %v", done, err)
+		}
+		for _, p := range pc.TakeParts() {
+			var buf bytes.Buffer
+			if err := arrowfmt.WriteFileEncoded(&buf, o.state.Schema, p.Batches, p.Encoded, arrowfmt.CompressZstd); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range p.Batches {
+				b.Release()
+			}
+			_, recs, err := arrowfmt.DecodeFile(buf.Bytes(), mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range recs {
+				rows[encode] = append(rows[encode], winStateRows(b)...)
+				b.Release()
+			}
+		}
+		c.Release()
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Built, the copies take their builders' buffers; encoded, a part of
+	// the last batch of each group is built still.
+	t.Logf("%d keys copied: %d bytes built; %d of them encoded in %d bytes (zstd)", keys, built, encodedRows, encodedBytes)
+	if encodedRows < keys*3/4 || encodedBytes*5 > built*encodedRows/keys {
+		t.Fatalf("%d of %d copies encoded, in %d bytes; built they take %d: want most encoded, in a fifth of that or less", encodedRows, keys, encodedBytes, built*encodedRows/keys)
+	}
+	if len(rows[false]) != keys || !slices.Equal(rows[true], rows[false]) {
+		t.Fatalf("the parts hold %d rows built and %d encoded, want the same %d", len(rows[false]), len(rows[true]), keys)
+	}
+}
+
+// BenchmarkPeriodEndDuringCapture: a tumbling period ends (every key's
+// window fires and is dropped) while a delta of every key is being
+// captured and its walk has not begun, so every key is copied on write.
+// It reports how long the firing took, what the copies held at its end
+// (the capture's memory: mapped, including room not written to yet, on
+// the heap through the allocator, and encoded), the Go heap allocated
+// meanwhile, and how much the process's largest RSS grew during the
+// firing (with the firings and results, which are the same either way);
+// encode=true is the runtime's capture in parts with zstd (EncodeWith).
+func BenchmarkPeriodEndDuringCapture(b *testing.B) {
+	for _, keys := range []int{2_000_000, 10_000_000} {
+		for _, encode := range []bool{false, true} {
+			benchPeriodEndDuringCapture(b, keys, encode)
+		}
+	}
+}
+
+func benchPeriodEndDuringCapture(b *testing.B, keys int, encode bool) {
+	{
+		b.Run(fmt.Sprintf("keys=%d/encode=%v", keys, encode), func(b *testing.B) {
+			schema := benchBidSchema(b)
+			mem := memory.NewGoAllocator()
+			rec := benchBids(mem, schema, keys, func(i int) (ts, auction, price int64) { return int64(i % 1000), int64(i), int64(i % 10000) })
+			defer rec.Release()
+			op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"auction"}, "bids", "count()")
+			var fired time.Duration
+			var held, alloc, rss float64
+			for range b.N {
+				b.StopTimer()
+				o, err := NewWindow(op, Stream{Schema: schema, TimeColumn: 0})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := o.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: winDiscard{}, Counters: &task.Counters{}}); err != nil {
+					b.Fatal(err)
+				}
+				w := o.(*windowOperator)
+				countedSnapshot(b, w, rec, mem, true)
+				if err := w.ProcessBatch(rec); err != nil {
+					b.Fatal(err)
+				}
+				small := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				cmem := offheap.NewAllocator(small)
+				c, err := w.State().(statestore.SteppedSnapshotter).BeginSnapshot(cmem, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				pc := c.(statestore.EncodingCapture)
+				pc.SplitParts(task.DefaultPartBytes)
+				if encode {
+					pc.EncodeWith(arrowfmt.CompressZstd)
+				}
+				var before, after runtime.MemStats
+				probe := startMemProbe(b)
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				start := time.Now()
+				if err := w.ProcessWatermark(task.MaxWatermark); err != nil {
+					b.Fatal(err)
+				}
+				fired += time.Since(start)
+				b.StopTimer()
+				runtime.ReadMemStats(&after)
+				alloc += float64(after.TotalAlloc - before.TotalAlloc)
+				rss += float64(probe.rssGrowth(b))
+				h := cmem.Mapped() + small.CurrentAlloc()
+				for _, cr := range w.capture.cows {
+					if cr != nil {
+						for _, e := range cr.encoded {
+							h += e.Len()
+						}
+					}
+				}
+				held += float64(h)
+				if _, err := c.Step(time.Time{}); err != nil {
+					b.Fatal(err)
+				}
+				releaseParts(pc.TakeParts())
+				c.Release()
+				if err := o.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(fired.Milliseconds())/n, "firing-ms")
+			b.ReportMetric(held/n/(1<<20), "copies-MiB")
+			b.ReportMetric(alloc/n/(1<<20), "go-alloc-MiB")
+			b.ReportMetric(rss/n/(1<<20), "peak-rss-growth-MiB")
+		})
+	}
+}
+
+func releaseParts(parts []statestore.Part) {
+	for _, p := range parts {
+		for _, b := range p.Batches {
+			b.Release()
+		}
+	}
+}
+
 // TestRestoreSizesTables: a base's keys come sorted by their place in the
 // table they were captured from (its home slots, the high bits of their
 // tags). Into a table that grows as they come, the first keys all have
@@ -327,18 +575,7 @@ func TestRestoreSizesTables(t *testing.T) {
 		return o
 	}
 	src := newOp()
-	ts, k := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType)), array.NewInt64Builder(mem)
-	for i := range keys {
-		ts.Append(arrow.Timestamp(i % 1000))
-		k.Append(int64(i) * 7919)
-	}
-	cols := []arrow.Array{ts.NewArray(), k.NewArray()}
-	rec := array.NewRecordBatch(schema, cols, keys)
-	for _, c := range cols {
-		c.Release()
-	}
-	ts.Release()
-	k.Release()
+	rec := countKeys(schema, mem, keys)
 	defer rec.Release()
 	base := countedSnapshot(t, src, rec, mem, true)
 	dst := newOp()
@@ -519,8 +756,14 @@ func TestWindowStateRestore(t *testing.T) {
 					// bases begun with dropped keys' records to sweep.
 					aborted, swept int
 					forceFull      bool // a capture was released: the next is a base, as the runtime's
+					// parted: copies are encoded every 3 rows with codec,
+					// as the runtime has them encoded; encodedRows counts
+					// the rows that came so.
+					codec       = []arrowfmt.Compression{arrowfmt.CompressZstd, arrowfmt.CompressLZ4}[seed%2]
+					encodedRows int64
 				)
 				wop := h.op.(*windowOperator)
+				wop.copyRows = 3
 				// collect adds the captured snapshot once its last step is done.
 				collect := func(deadline time.Time) {
 					done, err := capture.Step(deadline)
@@ -550,7 +793,13 @@ func TestWindowStateRestore(t *testing.T) {
 							t.Fatalf("part [%d, %d) follows key group %d", p.KeyGroupStart, p.KeyGroupEnd, next)
 						}
 						next = p.KeyGroupEnd
-						file, rows := h.snapshotFile(p.Batches)
+						file, rows := h.snapshotPart(p, codec)
+						if int64(len(rows)) != p.Rows() {
+							t.Fatalf("part [%d, %d): %d rows in its file, Rows says %d", p.KeyGroupStart, p.KeyGroupEnd, len(rows), p.Rows())
+						}
+						for _, e := range p.Encoded {
+							encodedRows += e.Rows()
+						}
 						for _, r := range rows {
 							if kg, _, _ := strings.Cut(r, " "); !inRange(t, kg, p.KeyGroupStart, p.KeyGroupEnd) {
 								t.Fatalf("part [%d, %d) has a row of key group %s: %s", p.KeyGroupStart, p.KeyGroupEnd, kg, r)
@@ -617,6 +866,7 @@ func TestWindowStateRestore(t *testing.T) {
 						}
 						if parted {
 							capture.(statestore.PartedCapture).SplitParts(8 * h.op.(*windowOperator).state.RowBytes)
+							capture.(statestore.EncodingCapture).EncodeWith(codec)
 						}
 						if full && wop.capture.dropped > 0 {
 							swept++
@@ -649,6 +899,12 @@ func TestWindowStateRestore(t *testing.T) {
 				}
 				if parted && slices.Max(nparts) < 3 {
 					t.Fatalf("captures came in %v parts: the test does not test parts", nparts)
+				}
+				if parted && encodedRows == 0 {
+					t.Fatal("no copy on write came encoded: the test does not test encoding them")
+				}
+				if parted {
+					t.Logf("%d rows of copies came encoded (%s)", encodedRows, codec)
 				}
 				var baseRows, deltaRows, bases, deltas int
 				for k, snap := range snaps {

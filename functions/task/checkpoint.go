@@ -730,6 +730,9 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 						p.holds = h.HoldsParts()
 					}
 					pc.SplitParts(c.cfg.PartBytes)
+					if ec, ok := pc.(statestore.EncodingCapture); ok {
+						ec.EncodeWith(c.cfg.Compression)
+					}
 					p.parted = true
 				}
 			} else {
@@ -1341,13 +1344,13 @@ func (c *checkpointer) uploadPart(p *partUpload) {
 		return
 	}
 	start, end := p.part.KeyGroupStart, p.part.KeyGroupEnd
-	if len(p.part.Batches) == 0 {
+	if len(p.part.Batches) == 0 && len(p.part.Encoded) == 0 {
 		if !p.last || len(up.files) > 0 {
 			return
 		}
 		start, _ = c.keyGroups()
 	}
-	f, buf, err := c.encodeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, start, end)
+	f, buf, err := c.encodeFile(c.r.cfg.Nodes[p.node].Name, p.id, kindOf(p.full), p.schema, p.part.Batches, p.part.Encoded, start, end)
 	if err != nil {
 		up.err = err
 		return
@@ -1433,7 +1436,7 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 		res := &results[i]
 		switch {
 		case !p.parted:
-			f, buf, err := c.encodeFile(n.Name, u.id, kindOf(p.full), p.schema, p.batches, kgStart, kgEnd)
+			f, buf, err := c.encodeFile(n.Name, u.id, kindOf(p.full), p.schema, p.batches, nil, kgStart, kgEnd)
 			switch {
 			case err != nil:
 				res.err = err
@@ -1639,11 +1642,11 @@ const maxStoreFile = 1 << 30
 // outside the Go heap that the caller releases: a large base's file is
 // hundreds of megabytes, which a slice would hold twice over as it
 // doubled, in a heap that the collector lets grow to twice that again.
-func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, kgStart, kgEnd int) (manifest.File, *offheap.Buffer, error) {
+func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, encoded []arrowfmt.EncodedBatch, kgStart, kgEnd int) (manifest.File, *offheap.Buffer, error) {
 	r := c.r
 	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
 	buf := new(offheap.Buffer)
-	f, err := statefile.EncodeTo(buf, manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, r.mem, c.cfg.Compression)
+	f, err := statefile.EncodeTo(buf, manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, encoded, r.mem, c.cfg.Compression)
 	if err != nil {
 		buf.Release()
 		return f, nil, err

@@ -31,7 +31,7 @@ const MaxExpansion = 64
 // encoded bytes'.
 func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, []byte, error) {
 	var buf bytes.Buffer
-	f, err := EncodeTo(&buf, f, schema, batches, mem, codec)
+	f, err := EncodeTo(&buf, f, schema, batches, nil, mem, codec)
 	if err != nil {
 		return f, nil, err
 	}
@@ -44,15 +44,17 @@ func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, 
 //
 // A flat schema (every state schema weir has) is written by
 // arrowfmt.WriteFile, whose zstd encoders every file shares; anything else
-// by Arrow's IPC writer, with mem.
-func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, error) {
+// by Arrow's IPC writer, with mem. Batches encoded already (a part's
+// Encoded, arrowfmt.EncodeBatch) follow batches; only a flat schema has
+// them.
+func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, encoded []arrowfmt.EncodedBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, error) {
 	out := &summingWriter{w: w, h: sha256.New()}
 	// WriteFile refuses what it does not write before it writes a byte.
-	switch err := arrowfmt.WriteFile(out, schema, batches, codec); {
+	switch err := arrowfmt.WriteFileEncoded(out, schema, batches, encoded, codec); {
 	case err == nil:
 		f.Size, f.SHA256 = out.n, hex.EncodeToString(out.h.Sum(nil))
 		return f, nil
-	case !errors.Is(err, arrowfmt.ErrNotWritable):
+	case !errors.Is(err, arrowfmt.ErrNotWritable) || len(encoded) > 0:
 		return f, fmt.Errorf("encode state: %w", err)
 	}
 	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
