@@ -80,8 +80,11 @@ func EncodeBatch(b arrow.RecordBatch, c Compression) (EncodedBatch, error) {
 	}
 	fw := fileWriterPool.Get().(*fileWriter)
 	defer fileWriterPool.Put(fw)
-	var buf bytes.Buffer
-	fw.reset(&buf, c)
+	// The message is written into the writer's scratch and copied out at
+	// its size: a buffer grown by doubling left its smaller copies as
+	// garbage, more than the message itself, for every batch.
+	fw.scratch.Reset()
+	fw.reset(&fw.scratch, c)
 	defer func() {
 		fw.w = nil
 		clear(fw.body)
@@ -89,7 +92,7 @@ func EncodeBatch(b arrow.RecordBatch, c Compression) (EncodedBatch, error) {
 	if err := fw.batch(b); err != nil {
 		return EncodedBatch{}, err
 	}
-	return EncodedBatch{schema: b.Schema(), msg: buf.Bytes(), meta: fw.blocks[0].meta, rows: b.NumRows()}, nil
+	return EncodedBatch{schema: b.Schema(), msg: bytes.Clone(fw.scratch.Bytes()), meta: fw.blocks[0].meta, rows: b.NumRows()}, nil
 }
 
 // ErrNotWritable: WriteFile does not write this schema or batch (a
@@ -176,6 +179,7 @@ type fileWriter struct {
 	nodes   [][2]int64 // length, null count of each column
 	blocks  []fileBlock
 	lz4     *lz4.Writer
+	scratch bytes.Buffer // EncodeBatch's message
 }
 
 // bodyPiece is bytes of a batch's body: a column's own buffer (written
