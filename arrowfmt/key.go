@@ -180,6 +180,20 @@ func DecodeKeyString(s string, types []Type) ([]any, error) {
 	return vals, nil
 }
 
+// Int64Key returns the value of key, the encoding (AppendRowKey) of one
+// Int64 or TimestampMs column, and false if it is null (or not of one
+// such column; the caller knows the key's types, as AppendKeyValues's
+// does). It is AppendKeyValues for such keys without a builder: a
+// caller with many decodes them all, then appends them at once.
+func Int64Key(key string) (int64, bool) {
+	if len(key) != 9 || key[0] != keyPresent {
+		return 0, false
+	}
+	u := uint64(key[1])<<56 | uint64(key[2])<<48 | uint64(key[3])<<40 | uint64(key[4])<<32 |
+		uint64(key[5])<<24 | uint64(key[6])<<16 | uint64(key[7])<<8 | uint64(key[8])
+	return int64(u ^ (1 << 63)), true
+}
+
 // AppendKeyValues appends the column values of an encoded key (as
 // AppendRowKey makes it, of columns of types) to bs, one builder per
 // column, of the column's Arrow type. Keyed state can then keep a key as

@@ -181,3 +181,45 @@ func TestAppendKeyValues(t *testing.T) {
 		t.Errorf("truncated key: %v, want an error naming column 4", err)
 	}
 }
+
+// TestInt64Key: a key of one Int64 or TimestampMs column decodes to the
+// value it was made from, every value of the test batch's and the ends of
+// the range; a null key and a key of two columns do not.
+func TestInt64Key(t *testing.T) {
+	mem := newMem(t)
+	rec := testBatch(t, mem, 0, 300)
+	defer rec.Release()
+	for _, c := range []int{colID, colTS} {
+		nulls := 0
+		for r := range int(rec.NumRows()) {
+			v, ok := Int64Key(KeyString(rec, []int{c}, r))
+			switch col := rec.Column(c); {
+			case col.IsNull(r):
+				if ok {
+					t.Fatalf("column %d, row %d: a null key decoded to %d", c, r, v)
+				}
+				nulls++
+			case !ok:
+				t.Fatalf("column %d, row %d: the key did not decode", c, r)
+			case c == colID && v != col.(*array.Int64).Value(r), c == colTS && v != int64(col.(*array.Timestamp).Value(r)):
+				t.Fatalf("column %d, row %d: decoded %d, want %v", c, r, v, col.GetOneForMarshal(r))
+			}
+		}
+		t.Logf("column %d: %d null keys", c, nulls)
+	}
+	for _, v := range []int64{math.MinInt64, -1, 0, 1, math.MaxInt64} {
+		b := array.NewInt64Builder(mem)
+		b.Append(v)
+		a := b.NewArray()
+		one := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil), []arrow.Array{a}, 1)
+		if got, ok := Int64Key(KeyString(one, []int{0}, 0)); !ok || got != v {
+			t.Errorf("%d decoded to %d, %v", v, got, ok)
+		}
+		one.Release()
+		a.Release()
+		b.Release()
+	}
+	if _, ok := Int64Key(KeyString(rec, []int{colID, colTS}, 0)); ok {
+		t.Error("a key of two columns decoded as one int64")
+	}
+}

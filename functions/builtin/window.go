@@ -471,6 +471,7 @@ type windowOperator struct {
 	// a base, whose keys are new: Restore reads nothing ahead.
 	baseSized   bool
 	keyBuf      []byte
+	keyInts     []int64 // appendKeyColumns'
 	rows        []int32 // (rows[j], slots[j]): row rows[j] goes into slot slots[j]
 	slots       []int32
 	lateRows    []int32
@@ -1317,8 +1318,25 @@ func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 }
 
 // appendKeyColumns appends the key values of every key of keys to the
-// key column builders bs, decoded from the keys' encodings.
+// key column builders bs, decoded from the keys' encodings. A key of one
+// int64 column (a keyed count's, say) is decoded for every key first and
+// appended at once, unless one is null.
 func (w *windowOperator) appendKeyColumns(bs []array.Builder, keys []*windowKey) {
+	if b, ok := bs[0].(*array.Int64Builder); ok && len(bs) == 1 && w.cfg.keyTypes[0] == arrowfmt.Int64 {
+		vals := w.keyInts[:0]
+		for _, ks := range keys {
+			v, ok := arrowfmt.Int64Key(w.keyOf(ks))
+			if !ok {
+				break
+			}
+			vals = append(vals, v)
+		}
+		w.keyInts = vals[:0]
+		if len(vals) == len(keys) {
+			b.AppendValues(vals, nil)
+			return
+		}
+	}
 	for _, ks := range keys {
 		if err := arrowfmt.AppendKeyValues(bs, w.keyOf(ks), w.cfg.keyTypes); err != nil {
 			panic(fmt.Sprintf("window %s: a key the operator encoded does not decode: %v", w.cfg.name, err))

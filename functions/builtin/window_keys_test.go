@@ -2,14 +2,20 @@ package builtin
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/offheap"
 )
 
@@ -200,4 +206,81 @@ func TestTimerListBounds(t *testing.T) {
 		l.reset()
 	}
 	l.release()
+}
+
+// TestWindowInt64KeyColumns: a window keyed by one int64 column decodes
+// the keys of a batch of results or state rows in one pass, and value by
+// value when one of them is null. Either way each key's value comes out
+// as it came in.
+func TestWindowInt64KeyColumns(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "ts", Type: arrow.FixedWidthTypes.Timestamp_ms},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	for _, withNull := range []bool{false, true} {
+		ids := []int64{5, -3, math.MinInt64, 5, 1 << 40, math.MaxInt64, -3, 0}
+		ts, id := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType)), array.NewInt64Builder(mem)
+		for i, v := range ids {
+			ts.Append(arrow.Timestamp(i))
+			id.Append(v)
+		}
+		if withNull {
+			ts.Append(100)
+			id.AppendNull()
+		}
+		cols := []arrow.Array{ts.NewArray(), id.NewArray()}
+		rec := array.NewRecordBatch(schema, cols, int64(cols[0].Len()))
+		for _, c := range cols {
+			c.Release()
+		}
+		ts.Release()
+		id.Release()
+
+		out := &winCollector{}
+		op, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"id"}, "n", "count()"), Stream{Schema: schema, TimeColumn: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.Open(&task.Context{MaxParallelism: 128, Mem: mem, Out: out, Counters: &task.Counters{}}); err != nil {
+			t.Fatal(err)
+		}
+		w := op.(*windowOperator)
+		if err := w.ProcessBatch(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		want := []string{"-9223372036854775808 1", "-3 2", "0 1", "1099511627776 1", "5 2", "9223372036854775807 1"}
+		if withNull {
+			want = append(want, "null 1")
+		}
+		slices.Sort(want)
+		var state []string
+		for _, r := range sortedStateRows(w, mem) {
+			// key group, id, kind, start, end, emitted, pending, count
+			f := strings.Fields(r)
+			state = append(state, f[1]+" "+f[7])
+		}
+		slices.Sort(state)
+		if !slices.Equal(state, want) {
+			t.Fatalf("null key %v: state rows (id, count) %v, want %v", withNull, state, want)
+		}
+		if err := w.ProcessWatermark(task.MaxWatermark); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range out.take() {
+			// window_start, window_end, id, n
+			f := strings.Fields(r)
+			got = append(got, f[2]+" "+f[3])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("null key %v: results (id, n) %v, want %v", withNull, got, want)
+		}
+		if err := op.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
