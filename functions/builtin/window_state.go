@@ -349,11 +349,12 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 // every key fires, so a capture then copies every key the walk has not
 // reached. With EncodeWith (statestore.EncodingCapture), a group's copies
 // are encoded every copyBatchRows rows, as the state file's batches,
-// compressed: they wait at a tenth of their size or less. A part's file
-// has the walk's rows first, then the copies, every one encoded, group
-// by group: a group's walk must come before its copies, and a key's rows
-// stay in their order, but the keys of one capture's copies are all
-// different.
+// compressed: they wait at a tenth of their size or less. A batch of
+// copies ends where a key's rows end. A part's file has the walk's rows
+// first, then each group's last batch of copies, as built, then the
+// encoded ones: a group's walk must come before its copies, and a key's
+// rows stay in their order, but the keys of one capture's copies are all
+// different, so their batches may come in any order.
 type windowCapture struct {
 	w       *windowOperator
 	seq     uint32
@@ -480,18 +481,28 @@ func (cr *captureRows) build() {
 	rs := cr.pend
 	for len(rs) > 0 {
 		k := min(len(rs), cr.limit-cr.n)
+		if cr.encode {
+			// A batch to encode ends where a key's rows end (pend
+			// holds whole keys), past its limit if need be: the part
+			// then needs no order among a group's batches of copies,
+			// whose keys are all different, and its last one can go
+			// as it is built.
+			k = len(rs)
+		}
 		cr.buildRows(rs[:k])
 		rs = rs[k:]
-		if cr.n += k; cr.n == cr.limit {
+		if cr.n += k; cr.n >= cr.limit {
 			cr.cut()
+			room := cr.limit
 			if cr.encode {
 				cr.encodeOut()
+				room += captureBuildRows
 			}
 			// A capture that filled a batch likely fills the next:
 			// its builders take their full size at once instead of
 			// doubling up to it, which allocated and copied each
 			// column twice.
-			cr.rb.Reserve(cr.limit)
+			cr.rb.Reserve(room)
 		}
 	}
 	clear(cr.pend) // drop the key pointers
@@ -578,16 +589,12 @@ func (cr *captureRows) cut() {
 	}
 }
 
-// finish builds what is gathered and hands out the batches, or all of
-// them encoded if it encodes (a key's rows, a replace row and its window
-// rows, may straddle two batches, and must stay in order): the caller
-// owns them.
+// finish builds what is gathered and hands out the batches, and those
+// encoded: the caller owns them. The last batch is not encoded: the part
+// that takes it is about to be, by the uploader.
 func (cr *captureRows) finish() ([]arrow.RecordBatch, []arrowfmt.EncodedBatch) {
 	cr.build()
 	cr.cut()
-	if cr.encode {
-		cr.encodeOut()
-	}
 	out, enc := cr.out, cr.encoded
 	cr.out, cr.encoded, cr.held = nil, nil, 0
 	return out, enc
