@@ -1322,7 +1322,7 @@ func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 // int64 column (a keyed count's, say) is decoded for every key first and
 // appended at once, unless one is null.
 func (w *windowOperator) appendKeyColumns(bs []array.Builder, keys []*windowKey) {
-	if b, ok := bs[0].(*array.Int64Builder); ok && len(bs) == 1 && w.cfg.keyTypes[0] == arrowfmt.Int64 {
+	if b, ok := oneInt64Builder(bs); ok && w.cfg.keyTypes[0] == arrowfmt.Int64 {
 		vals := w.keyInts[:0]
 		for _, ks := range keys {
 			v, ok := arrowfmt.Int64Key(w.keyOf(ks))
@@ -1342,6 +1342,16 @@ func (w *windowOperator) appendKeyColumns(bs []array.Builder, keys []*windowKey)
 			panic(fmt.Sprintf("window %s: a key the operator encoded does not decode: %v", w.cfg.name, err))
 		}
 	}
+}
+
+// oneInt64Builder returns the builder of bs if it is one, of int64s. A
+// window without keyBy has none.
+func oneInt64Builder(bs []array.Builder) (*array.Int64Builder, bool) {
+	if len(bs) != 1 {
+		return nil, false
+	}
+	b, ok := bs[0].(*array.Int64Builder)
+	return b, ok
 }
 
 // emitLate sends the rows of b listed in w.lateRows to the late output, or

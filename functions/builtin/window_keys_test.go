@@ -211,7 +211,7 @@ func TestTimerListBounds(t *testing.T) {
 // TestWindowInt64KeyColumns: a window keyed by one int64 column decodes
 // the keys of a batch of results or state rows in one pass, and value by
 // value when one of them is null. Either way each key's value comes out
-// as it came in.
+// as it came in. A window without keyBy has no key column to decode.
 func TestWindowInt64KeyColumns(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -219,14 +219,24 @@ func TestWindowInt64KeyColumns(t *testing.T) {
 		{Name: "ts", Type: arrow.FixedWidthTypes.Timestamp_ms},
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil)
-	for _, withNull := range []bool{false, true} {
+	keyed := []string{"-9223372036854775808 1", "-3 2", "0 1", "1099511627776 1", "5 2", "9223372036854775807 1"}
+	for _, tc := range []struct {
+		name     string
+		keyBy    []string
+		withNull bool
+		want     []string // (id, count), or (count) without keyBy
+	}{
+		{"keyed", []string{"id"}, false, keyed},
+		{"keyed, a null key", []string{"id"}, true, append(slices.Clone(keyed), "null 1")},
+		{"no keyBy", nil, true, []string{"9"}},
+	} {
 		ids := []int64{5, -3, math.MinInt64, 5, 1 << 40, math.MaxInt64, -3, 0}
 		ts, id := array.NewTimestampBuilder(mem, arrow.FixedWidthTypes.Timestamp_ms.(*arrow.TimestampType)), array.NewInt64Builder(mem)
 		for i, v := range ids {
 			ts.Append(arrow.Timestamp(i))
 			id.Append(v)
 		}
-		if withNull {
+		if tc.withNull {
 			ts.Append(100)
 			id.AppendNull()
 		}
@@ -239,7 +249,7 @@ func TestWindowInt64KeyColumns(t *testing.T) {
 		id.Release()
 
 		out := &winCollector{}
-		op, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, []string{"id"}, "n", "count()"), Stream{Schema: schema, TimeColumn: 0})
+		op, err := NewWindow(winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(3_600_000)}, tc.keyBy, "n", "count()"), Stream{Schema: schema, TimeColumn: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,33 +261,29 @@ func TestWindowInt64KeyColumns(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.Release()
-		want := []string{"-9223372036854775808 1", "-3 2", "0 1", "1099511627776 1", "5 2", "9223372036854775807 1"}
-		if withNull {
-			want = append(want, "null 1")
-		}
-		slices.Sort(want)
+		want := slices.Sorted(slices.Values(tc.want))
+		k := len(tc.keyBy) // the key's columns in a row, before the count
 		var state []string
 		for _, r := range sortedStateRows(w, mem) {
-			// key group, id, kind, start, end, emitted, pending, count
+			// key group, keys, kind, start, end, emitted, pending, count
 			f := strings.Fields(r)
-			state = append(state, f[1]+" "+f[7])
+			state = append(state, strings.Join(append(f[1:1+k], f[6+k]), " "))
 		}
 		slices.Sort(state)
 		if !slices.Equal(state, want) {
-			t.Fatalf("null key %v: state rows (id, count) %v, want %v", withNull, state, want)
+			t.Fatalf("%s: state rows %v, want %v", tc.name, state, want)
 		}
 		if err := w.ProcessWatermark(task.MaxWatermark); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
 		for _, r := range out.take() {
-			// window_start, window_end, id, n
-			f := strings.Fields(r)
-			got = append(got, f[2]+" "+f[3])
+			// window_start, window_end, keys, n
+			got = append(got, strings.Join(strings.Fields(r)[2:], " "))
 		}
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
-			t.Fatalf("null key %v: results (id, n) %v, want %v", withNull, got, want)
+			t.Fatalf("%s: results %v, want %v", tc.name, got, want)
 		}
 		if err := op.Close(); err != nil {
 			t.Fatal(err)
