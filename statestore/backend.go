@@ -141,18 +141,6 @@ type Part struct {
 	KeyGroupStart, KeyGroupEnd int
 }
 
-// Rows returns the part's rows.
-func (p Part) Rows() int64 {
-	var n int64
-	for _, b := range p.Batches {
-		n += b.NumRows()
-	}
-	for _, e := range p.Encoded {
-		n += e.Rows()
-	}
-	return n
-}
-
 // PartedCapture is a Capture that hands out its rows in parts, key group
 // range by key group range, while it goes on: the task uploads each part
 // as its own state file, so a large capture (a base of state larger than
