@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 // inConfigDir makes a fresh directory the working directory and the home,
@@ -48,7 +50,7 @@ func TestConfigUnknownKey(t *testing.T) {
 		want       []string
 	}{
 		{file: "weir.yaml", text: "stroe: x\n",
-			want: []string{`read config weir.yaml: unknown key "stroe" (did you mean "store"?); accepted: cluster, coordinator, log-level, output, redis-addr, s3-endpoint, s3-region, state-dir, store, wasm-cache`}},
+			want: []string{`read config weir.yaml: unknown key "stroe" (did you mean "store"?); accepted: cluster, coordinator, huge-pages, log-level, output, redis-addr, s3-endpoint, s3-region, state-dir, store, wasm-cache`}},
 		{file: "weir.json", text: `{"redis_addr": "127.0.0.1:1", "config": "x"}`,
 			want: []string{`weir.json: unknown key "config", unknown key "redis_addr" (did you mean "redis-addr"?); accepted: `}},
 		{file: ".config/weir/config.yaml", text: "store:\n  url: x\n",
@@ -93,5 +95,36 @@ func TestConfigRead(t *testing.T) {
 		if !strings.Contains(stdout, tc.want) {
 			t.Errorf("files %v, args %v: version printed %q, want %q", tc.files, tc.args, stdout, tc.want)
 		}
+	}
+}
+
+// TestConfigHugePages checks that --huge-pages, WEIR_HUGE_PAGES and the
+// config file's huge-pages reach the process's off-heap memory
+// (offheap.SetHugePages), and that without them it asks for none.
+func TestConfigHugePages(t *testing.T) {
+	defer offheap.SetHugePages(offheap.SetHugePages(false))
+	for _, tc := range []struct {
+		name, env, file string
+		args            []string
+		want            bool
+	}{
+		{name: "default", want: false},
+		{name: "flag", args: []string{"--huge-pages"}, want: true},
+		{name: "flag off", args: []string{"--huge-pages=false"}, env: "true", want: false},
+		{name: "env", env: "true", want: true},
+		{name: "file", file: "huge-pages: true\n", want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inConfigDir(t)
+			t.Setenv("WEIR_HUGE_PAGES", tc.env)
+			if tc.file != "" {
+				writeFile(t, "weir.yaml", tc.file)
+			}
+			offheap.SetHugePages(!tc.want)
+			weir(t, append([]string{"version"}, tc.args...)...)
+			if got := offheap.SetHugePages(false); got != tc.want {
+				t.Errorf("huge pages after weir version %v: %v, want %v", tc.args, got, tc.want)
+			}
+		})
 	}
 }

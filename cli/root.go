@@ -29,6 +29,7 @@ import (
 
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/blob"
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 // Version is set at build time with -ldflags "-X github.com/weirstream/weir/cli.Version=...".
@@ -94,7 +95,11 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			return a.loadConfig(cmd)
+			if err := a.loadConfig(cmd); err != nil {
+				return err
+			}
+			offheap.SetHugePages(a.v.GetBool("huge-pages"))
+			return nil
 		},
 	}
 	root.SetOut(stdout)
@@ -114,6 +119,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("cluster", exchange.DefaultCluster, "cluster id: prefixes every Redis key, so clusters can share one Redis")
 	pf.String("wasm-cache", "", "directory for compiled Wasm functions, of workers and coordinators (default <user cache dir>/weir/wasm)")
 	pf.String("state-dir", "", "directory where workers keep the state of jobs with state: {backend: pebble} (default the system's temporary directory)")
+	pf.Bool("huge-pages", false, "ask for transparent huge pages for the keyed state of windows, joins and process functions: cheaper lookups in a large state, but on some VMs its first writes cost more (docs/scaling.md)")
 	for _, name := range configKeys {
 		_ = a.v.BindPFlag(name, pf.Lookup(name))
 	}
@@ -142,7 +148,7 @@ func groupAll(root *cobra.Command) {
 // configKeys are the settings viper carries: the persistent flags bound to
 // it, and so the only keys a config file may set. A command that binds
 // another flag adds it here.
-var configKeys = []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "coordinator", "output", "log-level", "wasm-cache", "state-dir"}
+var configKeys = []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "coordinator", "output", "log-level", "wasm-cache", "state-dir", "huge-pages"}
 
 // configCandidates are the config files read when neither --config nor
 // WEIR_CONFIG names one, first found wins. They are named in full: a bare

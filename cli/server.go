@@ -271,7 +271,7 @@ func (ac apiCluster) Status(ctx context.Context) (int, []control.WorkerInfo, err
 // childEnv passes this process's effective configuration to child workers.
 func (a *app) childEnv() []string {
 	env := os.Environ()
-	for _, k := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "log-level", "wasm-cache", "state-dir"} {
+	for _, k := range []string{"store", "s3-endpoint", "s3-region", "redis-addr", "cluster", "log-level", "wasm-cache", "state-dir", "huge-pages"} {
 		if v := a.v.GetString(k); v != "" {
 			env = append(env, "WEIR_"+strings.ToUpper(strings.ReplaceAll(k, "-", "_"))+"="+v)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/exchange/control"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/integration/poll"
+	"github.com/weirstream/weir/statestore/offheap"
 )
 
 // windowStateSpec is issue 14's state job: datagen at parallelism 2 with a
@@ -109,6 +110,9 @@ func startTrace(b *testing.B, path string) (stop func()) {
 // the code in the test binary: to compare two versions distributed,
 // switch the tree.
 //
+// WEIR_HUGE_PAGES=true runs the state with transparent huge pages, as a
+// worker's --huge-pages does (offheap.SetHugePages), in both modes.
+//
 //	go test -run '^$' -bench WindowState -benchtime 1x ./integration/
 func BenchmarkWindowState(b *testing.B) {
 	events := 20_000_000
@@ -129,6 +133,13 @@ func BenchmarkWindowState(b *testing.B) {
 			}
 			keyCounts = append(keyCounts, n)
 		}
+	}
+	if s := os.Getenv("WEIR_HUGE_PAGES"); s != "" {
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			b.Fatalf("WEIR_HUGE_PAGES=%q: want true or false", s)
+		}
+		defer offheap.SetHugePages(offheap.SetHugePages(on))
 	}
 	var dist *distributedEnv
 	switch mode := os.Getenv("STATE_BENCH_MODE"); mode {

@@ -9,16 +9,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapAnon maps size bytes of zeroed memory outside the Go heap. A mapping
-// of a huge page or more starts on a huge page boundary and is offered
-// huge pages (adviseHuge), so that random reads over gigabytes of keyed
-// state miss the TLB less: with 4 KiB pages, 10M keys' records span 160,000
-// pages and almost every lookup walks the page table.
+// mapAnon maps size bytes of zeroed memory outside the Go heap. Where huge
+// pages are asked for (SetHugePages), a mapping of a huge page or more
+// starts on a huge page boundary and is offered huge pages (adviseHuge),
+// so that random reads over gigabytes of keyed state miss the TLB less:
+// with 4 KiB pages, 10M keys' records span 160,000 pages and almost every
+// lookup walks the page table.
 //
 // populate asks for the pages to be in memory at once (see MakeFilled).
 func mapAnon(size int, populate bool) ([]byte, error) {
 	align := 0
-	if hugePage > 0 && size >= hugePage {
+	if hugePage > 0 && size >= hugePage && hugePages.Load() {
 		align = hugePage
 	}
 	length := uintptr(size + align)

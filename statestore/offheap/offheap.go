@@ -23,6 +23,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -377,3 +378,24 @@ func (v *Vec[T]) Release() {
 	clear(v.chunks)
 	v.chunks, v.cur, v.full, v.tail = v.chunks[:0], 0, 0, nil
 }
+
+// hugePages is whether large mappings ask for transparent huge pages (see
+// SetHugePages).
+var hugePages atomic.Bool
+
+// SetHugePages sets whether the mappings made from now on of a huge page
+// or more (2 MiB on Linux) ask the kernel for transparent huge pages
+// (MADV_HUGEPAGE; nothing where that is not Linux), and returns what it
+// was. Off, the default, such memory gets what the system gives unasked:
+// no huge pages where transparent huge pages are "madvise" (Debian's
+// default), huge pages where they are "always".
+//
+// Huge pages make random reads over a large state cheaper, as they miss
+// the TLB less, but the first write to each costs the kernel a 2 MiB page
+// to clear where a 4 KiB page would do. Where guest memory the host has
+// taken back must be given again (a VM with free page reporting, such as
+// Firecracker's) that costs milliseconds a huge page: a job that builds
+// its state once and keeps it for minutes gains, one that builds it in
+// seconds loses (docs/benchmarks.md measures both). It is a setting of
+// the process, as the machine decides it: a worker's --huge-pages.
+func SetHugePages(on bool) bool { return hugePages.Swap(on) }

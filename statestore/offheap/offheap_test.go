@@ -261,11 +261,12 @@ func TestVecResetKeepsHeapChunks(t *testing.T) {
 	}
 }
 
-// A mapping of a huge page or more starts on a huge page boundary, so the
-// kernel can back it with huge pages, and the rest of what was mapped to
-// align it was given back: freeing it returns Mapped to 0, and memory
-// around it stays usable.
+// With huge pages on, a mapping of a huge page or more starts on a huge
+// page boundary, so the kernel can back it with huge pages, and the rest
+// of what was mapped to align it was given back: freeing it returns Mapped
+// to 0, and memory around it stays usable.
 func TestMakeAlignsHugeMappings(t *testing.T) {
+	defer SetHugePages(SetHugePages(true))
 	// Where no huge pages are asked for (not Linux), the sizes are still
 	// mapped and freed, and only the alignment goes unchecked.
 	huge := uintptr(max(hugePage, 2<<20))
