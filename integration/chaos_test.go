@@ -261,8 +261,9 @@ func recomputePairs(join string, input []row) []row {
 // seconds and starts a replacement, while the job runs: the output is
 // still exactly the failure-free output.
 //
-// Its state files are LZ4-compressed (checkpoint.compression), so that
-// every restore after a kill reads LZ4 state, in parts of 64 KiB
+// Its state files are zstd-compressed (checkpoint.compression; the other
+// chaos tests run on the default, LZ4), so that every restore after a
+// kill reads zstd state, in parts of 64 KiB
 // (checkpoint.partSize), so that the windows' captures come in parts
 // and restores read them: the test fails if none of the perride
 // window's did.
@@ -277,15 +278,15 @@ func TestChaosWorkerKills(t *testing.T) {
 	if !strings.Contains(string(text), ck) {
 		t.Fatalf("%s has no %q", chaosSpec, ck)
 	}
-	lz4Spec := filepath.Join(t.TempDir(), filepath.Base(chaosSpec))
-	text = []byte(strings.Replace(string(text), ck, strings.TrimSuffix(ck, "}")+", compression: lz4, partSize: 64KiB}", 1))
-	if err := os.WriteFile(lz4Spec, text, 0o644); err != nil {
+	zstdSpec := filepath.Join(t.TempDir(), filepath.Base(chaosSpec))
+	text = []byte(strings.Replace(string(text), ck, strings.TrimSuffix(ck, "}")+", compression: zstd, partSize: 64KiB}", 1))
+	if err := os.WriteFile(zstdSpec, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kills := 0
 	var jobID string
 	windowParts := 0 // the most part files of perride's seen at once
-	st := chaosRunSpec(t, c, lz4Spec, func(ctx context.Context, id string) {
+	st := chaosRunSpec(t, c, zstdSpec, func(ctx context.Context, id string) {
 		jobID = id
 		rng := rand.New(rand.NewPCG(1, 2))
 		// wait waits d, looking for perride's parts in the bucket every
@@ -338,7 +339,7 @@ func TestChaosWorkerKills(t *testing.T) {
 	if len(st.Recoveries) < kills {
 		t.Errorf("%d recoveries for %d kills", len(st.Recoveries), kills)
 	}
-	checkStateCodec(t, c.bucket, jobID, []byte{0x04, 0x22, 0x4d, 0x18}) // an LZ4 frame
+	checkStateCodec(t, c.bucket, jobID, []byte{0x28, 0xb5, 0x2f, 0xfd}) // a zstd frame
 }
 
 // countParts returns how many state files of operator, at parallelism
@@ -393,11 +394,14 @@ func checkStateCodec(t *testing.T, b blob.BucketReader, id string, magic []byte)
 
 // TestChaosCoordinatorRestart kills the coordinator mid-run and starts it
 // again: it finds the job in the bucket and resumes it from its latest
-// checkpoint.
+// checkpoint. Its job names no codec: its state files are LZ4, the
+// default.
 func TestChaosCoordinatorRestart(t *testing.T) {
 	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
 	c := startCluster(t, 3, 3)
+	var jobID string
 	chaosRun(t, c, func(ctx context.Context, id string) {
+		jobID = id
 		select {
 		case <-ctx.Done():
 			return
@@ -408,6 +412,7 @@ func TestChaosCoordinatorRestart(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		c.start("coordinator", "coordinator", "--listen", strings.TrimPrefix(c.api, "http://"))
 	})
+	checkStateCodec(t, c.bucket, jobID, []byte{0x04, 0x22, 0x4d, 0x18}) // an LZ4 frame
 }
 
 // TestChaosRedisRestart restarts Redis empty mid-run: the lost channels

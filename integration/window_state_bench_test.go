@@ -24,8 +24,8 @@ import (
 // windowStateSpec is issue 14's state job: datagen at parallelism 2 with a
 // uniform int64 key of keys values, into a 1-day tumbling count (every key
 // stays in state for the whole run), into a blackhole; checkpoints every
-// 2 s (their state files' codec STATE_BENCH_COMPRESSION, zstd by
-// default, and the size of their parts STATE_BENCH_PART_SIZE, 32MiB by
+// 2 s (their state files' codec STATE_BENCH_COMPRESSION, the job's
+// default (lz4) if unset, and the size of their parts STATE_BENCH_PART_SIZE, 32MiB by
 // default), or none.
 func windowStateSpec(events, keys int, checkpoints bool) string {
 	ck := ""

@@ -258,7 +258,7 @@ func (j *Job) Validate() error {
 		switch c.Compression {
 		case "", "none", "lz4", "zstd":
 		default:
-			add("checkpoint.compression", "%q is not a compression: want zstd, lz4 or none", c.Compression)
+			add("checkpoint.compression", "%q is not a compression: want lz4, zstd or none", c.Compression)
 		}
 	}
 	if r := j.Restart; r != nil {

@@ -172,7 +172,7 @@ func TestValidateRules(t *testing.T) {
 		{name: "unknown exchange compression", edits: []string{"operators:\n", "exchange: {compression: snappy}\noperators:\n"},
 			field: "exchange.compression", msg: []string{`"snappy" is not a compression: want none, lz4 or zstd`}},
 		{name: "unknown checkpoint compression", edits: []string{"operators:\n", "checkpoint: {interval: 1s, compression: gzip}\noperators:\n"},
-			field: "checkpoint.compression", msg: []string{`"gzip" is not a compression: want zstd, lz4 or none`}},
+			field: "checkpoint.compression", msg: []string{`"gzip" is not a compression: want lz4, zstd or none`}},
 		{name: "null rate of 1", edits: []string{evTime, evTime + "    datagen: {fields: {zone: {nullRate: 1}}}\n"},
 			field: "sources[rides].datagen.fields.zone.nullRate", msg: []string{"1 is out of range: want [0,1)"}},
 		{name: "min not below max", edits: []string{evTime, evTime + "    datagen: {fields: {fare: {min: 5, max: 5}}}\n"},

@@ -57,7 +57,7 @@ type Checkpointing struct {
 	// never in memory whole (default DefaultPartBytes; see partBytes).
 	PartBytes int
 	// Compression is the codec of the state files' buffers (the job's
-	// checkpoint.compression: zstd unless it says lz4 or none). The zero
+	// checkpoint.compression: lz4 unless it says zstd or none). The zero
 	// value, arrowfmt.CompressNone, writes them uncompressed.
 	Compression arrowfmt.Compression
 	// Pack, if set, is the task's job attempt on its worker: the task

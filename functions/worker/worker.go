@@ -349,7 +349,7 @@ func (w *Worker) deploy(ctx context.Context, c control.Command) error {
 	var restoring int64
 	if job.Checkpoint != nil {
 		id := c.Task
-		codec := arrowfmt.CompressZstd
+		codec := arrowfmt.CompressLZ4
 		if s := job.Checkpoint.Compression; s != "" {
 			if codec, err = arrowfmt.ParseCompression(s); err != nil {
 				return fmt.Errorf("job %s: checkpoint.compression: %w", c.Task.Job, err)
