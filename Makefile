@@ -165,7 +165,7 @@ bench-state:
 	set -o pipefail; STATE_BENCH_KEYS='$(STATE_KEYS)' STATE_BENCH_EVENTS='$(STATE_EVENTS)' $(GO) test -run '^$$' -bench 'WindowState' -benchtime 1x -count 1 -timeout 60m ./integration/ | tee .bench-state.txt
 	set -o pipefail; $(GO) test -run '^$$' -bench 'ProcessState' -benchtime 1x -count 1 -timeout 30m ./integration/ | tee -a .bench-state.txt
 	set -o pipefail; JOIN_MEM_KEYS=$(JOIN_MEM_KEYS) $(GO) test -run '^$$' -bench 'JoinStateMemory' -benchtime 1x -count 1 ./functions/builtin/ | tee -a .bench-state.txt
-	set -o pipefail; $(GO) test -run '^$$' -bench 'PeriodEndDuringCapture' -benchtime 1x -count 1 ./functions/builtin/ | tee -a .bench-state.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench 'PeriodEnd' -benchtime 1x -count 1 ./functions/builtin/ | tee -a .bench-state.txt
 
 # The same window-state job as bench-state, distributed as the issue
 # measured it: a `weir coordinator` and a `weir worker` process on Redis

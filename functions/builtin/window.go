@@ -306,6 +306,38 @@ func (l *timerList) each(keys *offheap.Slab[windowKey], fn func(windowTimer)) {
 	}
 }
 
+// eachBlock calls fn with the timers of l, in the order each gives them,
+// warmBlock at a time, gathered in buf; it returns buf, to use again.
+// The slice fn gets is valid until fn returns.
+func (l *timerList) eachBlock(keys *offheap.Slab[windowKey], buf []windowTimer, fn func([]windowTimer)) []windowTimer {
+	buf = buf[:0]
+	flush := func() {
+		if len(buf) > 0 {
+			fn(buf)
+			clear(buf) // drop the key pointers
+			buf = buf[:0]
+		}
+	}
+	for _, c := range l.keys.Chunks() {
+		for _, r := range c {
+			buf = append(buf, windowTimer{key: keys.At(r), start: l.start, end: l.end})
+			if len(buf) == warmBlock {
+				flush()
+			}
+		}
+	}
+	for _, c := range l.other.Chunks() {
+		for _, t := range c {
+			buf = append(buf, t)
+			if len(buf) == warmBlock {
+				flush()
+			}
+		}
+	}
+	flush()
+	return buf
+}
+
 func (l *timerList) reset() {
 	l.keys.Reset()
 	l.other.Reset()
@@ -484,6 +516,9 @@ type windowOperator struct {
 	mergedEnds  []int64
 	fireSlot    []int32
 	fireKeys    []*windowKey
+	fireStarts  []arrow.Timestamp
+	timerBlock  []windowTimer // cleanupAll's
+	warmedByte  uint8         // see emitBatch and cleanupAll: keeps their reads ahead
 	keyBuilders []array.Builder
 	popped      []*timerBucket // due, their cleanups not done yet
 }
@@ -990,7 +1025,7 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 	err := w.emit(w.fire, w.fireRuns)
 	for _, due := range w.popped {
 		if err == nil {
-			due.cleanup.each(&w.keys, w.cleanup)
+			w.cleanupAll(&due.cleanup)
 		}
 		w.timers.recycle(due)
 	}
@@ -1009,6 +1044,33 @@ func (w *windowOperator) fireDue(t windowTimer) {
 		w.touch(t.key)
 		w.fire = w.takeFiring(w.fire, t.key, i)
 	}
+}
+
+// warmBlock is how many keys' records or table slots a loop reads ahead
+// before it uses them (see emitBatch and cleanupAll).
+const warmBlock = 128
+
+// cleanupAll drops the windows of the timers of l (cleanup). At a
+// tumbling period's end that drops every key, in the order the keys
+// came, which is no order of their tables: for each block of timers, the
+// home slots of the keys about to lose their last window are read in one
+// tight loop first, so that the loads overlap where each removal waited
+// for its own.
+func (w *windowOperator) cleanupAll(l *timerList) {
+	w.timerBlock = l.eachBlock(&w.keys, w.timerBlock, func(ts []windowTimer) {
+		var x uint8
+		for _, t := range ts {
+			ks := t.key
+			if ks.nwin == 1 {
+				g := &w.groups[int(ks.group)-w.kgStart]
+				x += uint8(g.slots[g.home(ks.tag)])
+			}
+		}
+		w.warmedByte = x
+		for _, t := range ts {
+			w.cleanup(t)
+		}
+	})
 }
 
 // cleanup drops the window of timer t, and its key if it has no windows
@@ -1284,25 +1346,42 @@ func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 	rb.Reserve(len(fs))
 	starts := rb.Field(0).(*array.TimestampBuilder)
 	endCol := rb.Field(1).(*array.TimestampBuilder)
-	w.fireSlot, w.fireKeys = w.fireSlot[:0], w.fireKeys[:0]
-	refires := 0
-	for i, f := range fs {
-		ks := w.keys.At(f.ref)
-		win := &w.winsOf(ks)[f.index()]
-		starts.Append(arrow.Timestamp(win.start))
-		endCol.Append(arrow.Timestamp(ends[i]))
-		w.fireSlot = append(w.fireSlot, win.slot)
-		w.fireKeys = append(w.fireKeys, ks)
-		if f.win&firedBefore != 0 {
-			refires++
-		}
-	}
+	w.fireSlot, w.fireStarts = w.fireSlot[:0], w.fireStarts[:0]
 	w.keyBuilders = w.keyBuilders[:0]
 	for c := range w.cfg.keyCols {
 		w.keyBuilders = append(w.keyBuilders, rb.Field(2+c))
 	}
-	w.appendKeyColumns(w.keyBuilders, w.fireKeys)
+	refires := 0
+	// The firings are in key order, their records in the order the keys
+	// came: each block's records are read in one tight loop first, so
+	// that the loads overlap, and the columns are gathered and appended
+	// at once (an Append per value left room for few loads at a time),
+	// the keys' while their records are still in the cache.
+	for lo := 0; lo < len(fs); lo += warmBlock {
+		block := fs[lo:min(lo+warmBlock, len(fs))]
+		var x uint8
+		for _, f := range block {
+			x += w.keys.At(f.ref).nwin
+		}
+		w.warmedByte = x
+		w.fireKeys = w.fireKeys[:0]
+		for _, f := range block {
+			ks := w.keys.At(f.ref)
+			win := &w.winsOf(ks)[f.index()]
+			w.fireStarts = append(w.fireStarts, arrow.Timestamp(win.start))
+			w.fireSlot = append(w.fireSlot, win.slot)
+			w.fireKeys = append(w.fireKeys, ks)
+			if f.win&firedBefore != 0 {
+				refires++
+			}
+		}
+		w.appendKeyColumns(w.keyBuilders, w.fireKeys)
+	}
 	clear(w.fireKeys) // drop the key pointers
+	starts.AppendValues(w.fireStarts, nil)
+	for _, e := range ends {
+		endCol.UnsafeAppend(arrow.Timestamp(e)) // room reserved above
+	}
 	base := 2 + len(w.cfg.keyCols)
 	for i := range w.cfg.aggs {
 		w.acc.appendResults(i, rb.Field(base+i), w.fireSlot)

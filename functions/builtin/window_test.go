@@ -723,38 +723,75 @@ func TestWindowRandom(t *testing.T) {
 		for seed := range uint64(4) {
 			t.Run(fmt.Sprintf("%s/%s/%d", w.Type, w.Size+w.Slide+w.Gap, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 99))
-				const bound = 40
-				events := winGenerate(rng, 3000, bound)
-				op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
-				h := newWinHarness(t, op, winStream(t))
-				maxTs := int64(-1 << 62)
-				for i := 0; i < len(events); {
-					n := 1 + rng.IntN(200)
-					batch := events[i:min(i+n, len(events))]
-					i += len(batch)
-					h.batch(winEventRows(batch)...)
-					for _, e := range batch {
-						maxTs = max(maxTs, e.ts)
-					}
-					h.watermark(maxTs - bound - 1)
-				}
-				h.watermark(task.MaxWatermark)
-				if err := h.op.Finish(); err != nil {
-					t.Fatal(err)
-				}
-				got := h.out.take()
-				want := winNaive(w, events, nil)
-				if len(want) < 10 {
-					t.Fatalf("only %d windows", len(want))
-				}
-				if !slices.Equal(got, want) {
-					t.Fatalf("got %d rows, want %d\n%s", len(got), len(want), winDiff(got, want))
-				}
+				events := winGenerate(rng, 3000, winBound)
+				h := runWinRandom(t, w, rng, events, 200, 10)
 				if h.counters.LateDropped.Load()+h.counters.LateSide.Load()+h.counters.WindowsRefire.Load() != 0 {
 					t.Errorf("late or re-fired with bounded disorder")
 				}
 			})
 		}
+	}
+}
+
+// winBound is the disorder of TestWindowRandom's events, and what its
+// watermark allows for.
+const winBound = 40
+
+// runWinRandom feeds events to a window w keyed by k and k2, in random
+// batches of up to maxBatch rows with the watermark max_ts - winBound - 1
+// after each, then the last watermark, and checks that what it emitted is
+// winNaive's recomputation, of at least minWindows windows.
+func runWinRandom(t *testing.T, w spec.Window, rng *rand.Rand, events []winEvent, maxBatch, minWindows int) *winHarness {
+	t.Helper()
+	h := newWinHarness(t, winOp(w, []string{"k", "k2"}, winRandomAggs...), winStream(t))
+	maxTs := int64(-1 << 62)
+	for i := 0; i < len(events); {
+		n := 1 + rng.IntN(maxBatch)
+		batch := events[i:min(i+n, len(events))]
+		i += len(batch)
+		h.batch(winEventRows(batch)...)
+		for _, e := range batch {
+			maxTs = max(maxTs, e.ts)
+		}
+		h.watermark(maxTs - winBound - 1)
+	}
+	h.watermark(task.MaxWatermark)
+	if err := h.op.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := h.out.take()
+	want := winNaive(w, events, nil)
+	if len(want) < minWindows {
+		t.Fatalf("only %d windows", len(want))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d rows, want %d\n%s", len(got), len(want), winDiff(got, want))
+	}
+	return h
+}
+
+// TestWindowRandomManyKeys is TestWindowRandom with about 2,500 keys and
+// windows long enough that a watermark fires hundreds of them at once,
+// and each period's end drops as many keys: the results' batches and the
+// cleanup go through their keys in blocks (warmBlock), and a mistake at a
+// block's edge shows as a wrong or missing row.
+func TestWindowRandomManyKeys(t *testing.T) {
+	for _, w := range []spec.Window{
+		{Type: spec.WindowTumbling, Size: winMs(5000)},
+		{Type: spec.WindowSliding, Size: winMs(5000), Slide: winMs(2000)},
+		{Type: spec.WindowSession, Gap: winMs(3000)},
+	} {
+		t.Run(string(w.Type), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 99))
+			events := winGenerate(rng, 30000, winBound)
+			for i := range events {
+				events[i].k2 = rng.Int64N(500)
+			}
+			h := runWinRandom(t, w, rng, events, 2000, 5000)
+			if n := h.op.(*windowOperator).keys.Len(); n != 0 {
+				t.Errorf("%d keys left after every window fired", n)
+			}
+		})
 	}
 }
 
