@@ -149,8 +149,8 @@ type Checkpoint struct {
 	// zstd or none. zstd takes about twice lz4's CPU to write about 0.55
 	// to 0.7 times the bytes (a keyed count's state), none a fraction of
 	// it for 3 to 5 times (docs/benchmarks.md: with checkpoints every 2 s
-	// at 10M keys, lz4 gave 10-14% more events per CPU-second, MinIO's CPU
-	// counted, and restored faster).
+	// at 5M and 10M keys, lz4 gave 4-12% more events per CPU-second, MinIO's
+	// CPU counted, and restored faster).
 	Compression string `yaml:"compression,omitempty" json:"compression,omitempty"`
 }
 
