@@ -38,12 +38,20 @@
 //		rec.Release()
 //	}
 //
+// NewWireEncoder encodes for another process: Arrow buffers compressed
+// (WireOptions.Compression) and int64 and timestamp_ms columns in 1, 2 or 4
+// bytes a value where their values fit (WireOptions.Compact: compact.go).
+// A compact channel sends its schema again when a batch does not fit the
+// widths it announced; the Decoder turns every payload back into the
+// producer's schema.
+//
 // Encode returns a fresh slice per payload; AppendEncode writes into a
 // buffer the caller reuses, which avoids an allocation per batch (about ten
 // times faster for 8K-row batches). A payload is the Arrow IPC streaming
 // format's encapsulated messages without the end-of-stream marker, so
-// concatenating a channel's payloads and appending the marker gives a
-// standard Arrow stream any Arrow tool reads.
+// concatenating a channel's payloads (from one schema message to the
+// next, for a compact channel) and appending the marker gives a standard
+// Arrow stream any Arrow tool reads.
 //
 // Decode never panics on a malformed payload: it verifies the flatbuffer
 // metadata before arrow reads it and every buffer the record will read

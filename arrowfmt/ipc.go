@@ -17,7 +17,10 @@ import (
 // concurrent use.
 type Encoder struct {
 	schema  *arrow.Schema
+	opts    []ipc.Option // the writer's, but for its schema
 	w       *ipc.Writer
+	wire    *arrow.Schema // the schema w writes: schema, or its compact form
+	compact *compactor    // nil unless WireOptions.Compact
 	out     appendWriter
 	scratch []byte
 	err     error
@@ -68,23 +71,51 @@ func ParseCompression(s string) (Compression, error) {
 // NewEncoder returns an Encoder for record batches of schema. mem is used
 // for temporary buffers while encoding.
 func NewEncoder(schema *arrow.Schema, mem memory.Allocator) *Encoder {
-	return NewCompressingEncoder(schema, mem, CompressNone)
+	return NewWireEncoder(schema, mem, WireOptions{})
 }
 
-// NewCompressingEncoder returns an Encoder that compresses each buffer of
-// a record batch with c, where that saves at least 15% of the buffer. A
-// Decoder reads either.
-func NewCompressingEncoder(schema *arrow.Schema, mem memory.Allocator, c Compression) *Encoder {
-	e := &Encoder{schema: schema}
-	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}
-	switch c {
+// WireOptions say how an Encoder writes payloads that leave the process.
+// A Decoder reads any of them.
+type WireOptions struct {
+	// Compression compresses each buffer of a record batch where that
+	// saves at least 15% of the buffer.
+	Compression Compression
+	// Compact sends int64 and timestamp_ms columns in 1, 2 or 4 bytes a
+	// value where their values fit (see compact.go). A payload of a
+	// compact column is standard Arrow IPC (an unsigned column with its
+	// base in the field's metadata) that only a Decoder turns back into
+	// the schema's type.
+	Compact bool
+}
+
+// NewWireEncoder returns an Encoder for record batches of schema that
+// writes them as o says.
+func NewWireEncoder(schema *arrow.Schema, mem memory.Allocator, o WireOptions) *Encoder {
+	e := &Encoder{schema: schema, opts: []ipc.Option{ipc.WithAllocator(mem)}}
+	switch o.Compression {
 	case CompressLZ4:
-		opts = append(opts, ipc.WithLZ4(), ipc.WithMinSpaceSavings(minSpaceSavings))
+		e.opts = append(e.opts, ipc.WithLZ4(), ipc.WithMinSpaceSavings(minSpaceSavings))
 	case CompressZstd:
-		opts = append(opts, ipc.WithZstd(), ipc.WithMinSpaceSavings(minSpaceSavings))
+		e.opts = append(e.opts, ipc.WithZstd(), ipc.WithMinSpaceSavings(minSpaceSavings))
 	}
-	e.w = ipc.NewWriter(&e.out, opts...)
+	if o.Compact {
+		e.compact = newCompactor(schema)
+	} else {
+		e.setWire(schema)
+	}
 	return e
+}
+
+// setWire starts a new IPC stream of schema: its first payload carries
+// the schema message.
+func (e *Encoder) setWire(schema *arrow.Schema) {
+	if e.w != nil {
+		e.out.b = nil
+		_ = e.w.Close() // its end-of-stream marker goes nowhere
+		e.out.b = nil
+	}
+	e.wire = schema
+	e.w = ipc.NewWriter(&e.out, append(e.opts, ipc.WithSchema(schema))...)
 }
 
 // Encode returns rec as a new payload that the caller owns.
@@ -116,6 +147,14 @@ func (e *Encoder) encode(dst []byte, rec arrow.RecordBatch) ([]byte, error) {
 	if !rec.Schema().Equal(e.schema) {
 		return dst, fmt.Errorf("%w: encode record batch with schema %v: encoder has %v", ErrSchemaMismatch, rec.Schema(), e.schema)
 	}
+	if e.compact != nil {
+		wire, schema := e.compact.apply(rec)
+		defer wire.Release()
+		if schema != e.wire {
+			e.setWire(schema)
+		}
+		rec = wire
+	}
 	e.out.b = dst
 	err := e.w.Write(rec)
 	b := e.out.b
@@ -139,7 +178,9 @@ type Decoder struct {
 	mem        memory.Allocator
 	schema     *arrow.Schema
 	types      []Type
-	schemaMeta []byte // copy of the schema message metadata, to rebuild the reader
+	schemaMeta []byte      // copy of the schema message metadata, to rebuild the reader
+	compact    []expandCol // the wire schema's compact columns, widened by Decode
+	recycle    recycler    // the widened columns' buffers
 	queue      *messageQueue
 	reader     *ipc.Reader
 	msgs       []rawMessage
@@ -205,6 +246,14 @@ func (d *Decoder) Decode(payload []byte) (rec arrow.RecordBatch, err error) {
 		d.closeReader() // a failed ipc.Reader stays failed; build a new one next time
 		return nil, fmt.Errorf("%w: decode record batch: %w", ErrMalformed, err)
 	}
+	if d.compact != nil {
+		// The reader's record is the wire form; the one returned is new.
+		out, err := expand(d.reader.RecordBatch(), d.schema, d.types, d.compact, &d.recycle)
+		if err != nil {
+			return nil, fmt.Errorf("%w: decode record batch: %w", ErrMalformed, err)
+		}
+		return out, nil
+	}
 	rec = d.reader.RecordBatch()
 	rec.Retain()
 	if err := validateRecord(rec, d.types); err != nil {
@@ -244,6 +293,11 @@ func (d *Decoder) setSchema(meta []byte) error {
 		r.Release()
 		return fmt.Errorf("%w: schema is not in native byte order", ErrMalformed)
 	}
+	schema, compact, err := logicalSchema(schema)
+	if err != nil {
+		r.Release()
+		return fmt.Errorf("%w: decode schema: %w", ErrMalformed, err)
+	}
 	types, err := Types(schema)
 	if err != nil {
 		r.Release()
@@ -251,7 +305,7 @@ func (d *Decoder) setSchema(meta []byte) error {
 	}
 	d.closeReader()
 	d.reader, d.queue = r, q
-	d.schema, d.types, d.schemaMeta = schema, types, meta
+	d.schema, d.types, d.schemaMeta, d.compact = schema, types, meta, compact
 	return nil
 }
 

@@ -372,7 +372,7 @@ func TestCompressedRoundTrip(t *testing.T) {
 	for _, c := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
 		t.Run(c.String(), func(t *testing.T) {
 			mem := newMem(t)
-			enc := NewCompressingEncoder(testSchema(t), mem, c)
+			enc := NewWireEncoder(testSchema(t), mem, WireOptions{Compression: c})
 			dec := NewDecoder(mem)
 			defer dec.Close()
 			plain := NewEncoder(testSchema(t), mem)
@@ -415,7 +415,7 @@ func TestDecodeRefusesCompressionBomb(t *testing.T) {
 	for _, claim := range []int64{MaxDecompressed + 1, -5} {
 		mem := newMem(t)
 		rec := testBatch(t, mem, 0, 1000)
-		p, err := NewCompressingEncoder(testSchema(t), mem, CompressLZ4).Encode(rec)
+		p, err := NewWireEncoder(testSchema(t), mem, WireOptions{Compression: CompressLZ4}).Encode(rec)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)
@@ -469,6 +469,16 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(seeds[1], true)
 	f.Add(seeds[2], true)
+	compact := NewWireEncoder(s, mem, WireOptions{Compact: true})
+	for i, n := range []int{5, 40} {
+		rec := testBatch(f, mem, i*100, n)
+		p, err := compact.Encode(rec)
+		if err != nil {
+			f.Fatal(err)
+		}
+		rec.Release()
+		f.Add(p, false)
+	}
 
 	f.Fuzz(func(t *testing.T, payload []byte, afterFirst bool) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
@@ -562,48 +572,64 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// wireBenchOptions are the encodings BenchmarkAppendEncode and
+// BenchmarkDecode compare.
+var wireBenchOptions = []struct {
+	name string
+	o    WireOptions
+}{{"plain", WireOptions{}}, {"compact", WireOptions{Compact: true}}}
+
 // BenchmarkAppendEncode reuses one buffer, as a producer that copies the
 // payload into its Redis command does.
 func BenchmarkAppendEncode(b *testing.B) {
-	mem := memory.NewGoAllocator()
-	rec := benchBatch(b, mem)
-	defer rec.Release()
-	enc := NewEncoder(rec.Schema(), mem)
-	buf, err := enc.AppendEncode(nil, rec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(buf)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if buf, err = enc.AppendEncode(buf[:0], rec); err != nil {
-			b.Fatal(err)
-		}
+	for _, wo := range wireBenchOptions {
+		b.Run(wo.name, func(b *testing.B) {
+			mem := memory.NewGoAllocator()
+			rec := benchBatch(b, mem)
+			defer rec.Release()
+			enc := NewWireEncoder(rec.Schema(), mem, wo.o)
+			buf, err := enc.AppendEncode(nil, rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf, _ = enc.AppendEncode(buf[:0], rec)
+			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if buf, err = enc.AppendEncode(buf[:0], rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
 func BenchmarkDecode(b *testing.B) {
-	mem := memory.NewGoAllocator()
-	rec := benchBatch(b, mem)
-	defer rec.Release()
-	enc := NewEncoder(rec.Schema(), mem)
-	first, _ := enc.Encode(rec)
-	p, _ := enc.Encode(rec)
-	dec := NewDecoder(mem)
-	defer dec.Close()
-	got, err := dec.Decode(first)
-	if err != nil {
-		b.Fatal(err)
-	}
-	got.Release()
-	b.SetBytes(int64(len(p)))
-	b.ReportAllocs()
-	for b.Loop() {
-		got, err := dec.Decode(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		got.Release()
+	for _, wo := range wireBenchOptions {
+		b.Run(wo.name, func(b *testing.B) {
+			mem := memory.NewGoAllocator()
+			rec := benchBatch(b, mem)
+			defer rec.Release()
+			enc := NewWireEncoder(rec.Schema(), mem, wo.o)
+			first, _ := enc.Encode(rec)
+			p, _ := enc.Encode(rec)
+			dec := NewDecoder(mem)
+			defer dec.Close()
+			got, err := dec.Decode(first)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got.Release()
+			b.SetBytes(int64(len(p)))
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := dec.Decode(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got.Release()
+			}
+		})
 	}
 }
 

@@ -144,6 +144,9 @@ func newClusterAt(t testing.TB, redis *testenv.Redis, redisAddr, id string) (*cl
 		"PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"),
 		"GORACE=halt_on_error=1",
 	)
+	if poisonFreed {
+		c.env = append(c.env, "WEIR_POISON_FREED=1")
+	}
 	if v, ok := os.LookupEnv("WEIR_HUGE_PAGES"); ok { // the benchmarks' choice (BenchmarkWindowState)
 		c.env = append(c.env, "WEIR_HUGE_PAGES="+v)
 	}

@@ -42,8 +42,10 @@ func checkWindowsOutput(t *testing.T, b blob.BucketReader) {
 
 // TestDistributedWindows runs the windows job on `weir coordinator` and
 // three `weir worker` processes over real Redis and MinIO, its entries
-// LZ4-compressed (exchange.compression), so that compressed Arrow crosses
-// real processes.
+// LZ4-compressed (exchange.compression) and plain (exchange.encoding:
+// every other distributed test runs the default, compact), so that
+// compressed Arrow crosses real processes and the plain encoding stays
+// covered.
 func TestDistributedWindows(t *testing.T) {
 	c := startCluster(t, 3, 4)
 	text, err := os.ReadFile(windowsSpec)
@@ -51,7 +53,7 @@ func TestDistributedWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	compressed := filepath.Join(t.TempDir(), "windows.yaml")
-	if err := os.WriteFile(compressed, append(text, "\nexchange: {compression: lz4}\n"...), 0o644); err != nil {
+	if err := os.WriteFile(compressed, append(text, "\nexchange: {compression: lz4, encoding: plain}\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	id := c.deploy(compressed)

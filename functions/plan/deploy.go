@@ -23,8 +23,11 @@ func (p *Plan) TaskConfig(jobID string, attempt int, v *Vertex, subtask int) (ta
 		Job: jobID, Attempt: attempt, Vertex: v.Name, Subtask: subtask,
 		Parallelism: v.Parallelism, MaxParallelism: j.MaxParallelism,
 		Credits: j.Exchange.Credits,
-		// Validated: none, lz4, zstd or "" (none).
-		Compression: compressionOf(j.Exchange.Compression),
+		Wire: arrowfmt.WireOptions{
+			// Validated: none, lz4, zstd or "" (none); compact, plain or "" (compact).
+			Compression: compressionOf(j.Exchange.Compression),
+			Compact:     j.Exchange.Encoding != spec.EncodingPlain,
+		},
 		Batching: task.Batching{
 			Rows: j.Exchange.BatchRows, Bytes: j.Exchange.BatchBytes, Timeout: j.Exchange.BufferTimeout.D(),
 		},

@@ -254,7 +254,18 @@ type Exchange struct {
 	// CPU than the smaller entries save (docs/benchmarks.md); it pays on
 	// links where bandwidth is the limit.
 	Compression string `yaml:"compression,omitempty" json:"compression,omitempty"`
+	// Encoding of entries that cross processes: compact (default) sends
+	// int64 and timestamp columns in 1, 2 or 4 bytes a value where their
+	// values fit (keys from a few thousand ids, timestamps of one batch);
+	// plain sends every column as it is in memory.
+	Encoding string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
 }
+
+// Exchange encodings.
+const (
+	EncodingCompact = "compact"
+	EncodingPlain   = "plain"
+)
 
 // Source types.
 const (

@@ -238,6 +238,11 @@ func (j *Job) Validate() error {
 		default:
 			add("exchange.compression", "%q is not a compression: want none, lz4 or zstd", e.Compression)
 		}
+		switch e.Encoding {
+		case "", EncodingCompact, EncodingPlain:
+		default:
+			add("exchange.encoding", "%q is not an encoding: want compact or plain", e.Encoding)
+		}
 	}
 	if c := j.Checkpoint; c != nil {
 		if c.Interval <= 0 {

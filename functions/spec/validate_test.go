@@ -171,6 +171,8 @@ func TestValidateRules(t *testing.T) {
 			field: "exchange", msg: []string{"must not be negative"}},
 		{name: "unknown exchange compression", edits: []string{"operators:\n", "exchange: {compression: snappy}\noperators:\n"},
 			field: "exchange.compression", msg: []string{`"snappy" is not a compression: want none, lz4 or zstd`}},
+		{name: "unknown exchange encoding", edits: []string{"operators:\n", "exchange: {encoding: varint}\noperators:\n"},
+			field: "exchange.encoding", msg: []string{`"varint" is not an encoding: want compact or plain`}},
 		{name: "unknown checkpoint compression", edits: []string{"operators:\n", "checkpoint: {interval: 1s, compression: gzip}\noperators:\n"},
 			field: "checkpoint.compression", msg: []string{`"gzip" is not a compression: want lz4, zstd or none`}},
 		{name: "null rate of 1", edits: []string{evTime, evTime + "    datagen: {fields: {zone: {nullRate: 1}}}\n"},

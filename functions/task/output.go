@@ -187,11 +187,11 @@ func (o *netOutput) flush(i int) error {
 	}
 	defer rec.Release()
 	if o.encoders[i] == nil {
-		c := o.t.cfg.Compression
+		wire := o.t.cfg.Wire
 		if exchange.InProcess(o.t.cfg.Transport) {
-			c = arrowfmt.CompressNone // the consumer reads the same memory
+			wire = arrowfmt.WireOptions{} // the consumer reads the same memory
 		}
-		o.encoders[i] = arrowfmt.NewCompressingEncoder(rec.Schema(), o.t.mem, c)
+		o.encoders[i] = arrowfmt.NewWireEncoder(rec.Schema(), o.t.mem, wire)
 	}
 	var payload []byte
 	if exchange.InProcess(o.t.cfg.Transport) {

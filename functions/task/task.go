@@ -45,11 +45,12 @@ type Config struct {
 
 	Transport exchange.Transport
 	Batching  Batching
-	// Compression is the codec of output entries when Transport crosses
-	// processes; an in-process transport's entries are never compressed.
-	Compression arrowfmt.Compression
-	Bucket      blob.Bucket
-	RedisAddr   string
+	// Wire says how output entries are encoded when Transport crosses
+	// processes; an in-process transport's entries are neither compressed
+	// nor compact (the consumer reads the producer's memory).
+	Wire      arrowfmt.WireOptions
+	Bucket    blob.Bucket
+	RedisAddr string
 
 	Mem    memory.Allocator // default memory.DefaultAllocator
 	Logger *slog.Logger     // default discards
