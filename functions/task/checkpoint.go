@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1646,12 +1648,39 @@ func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arro
 	r := c.r
 	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
 	buf := new(offheap.Buffer)
-	f, err := statefile.EncodeTo(buf, manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, encoded, r.mem, c.cfg.Compression)
+	f, err := statefile.EncodeTo(&yieldingWriter{w: buf}, manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, encoded, r.mem, c.cfg.Compression)
 	if err != nil {
 		buf.Release()
 		return f, nil, err
 	}
 	return f, buf, nil
+}
+
+// yieldEvery is how many bytes of a state file the uploader encodes
+// between two yields of its processor (runtime.Gosched), about a
+// millisecond of compressing and hashing. With more busy goroutines than
+// cores (the state benchmark: two source tasks, two window tasks and
+// their uploaders on two), a task the scheduler preempts waits for the
+// time slices of the others, up to 10 ms each; a capture step that ran
+// into such a wait took 30-56 ms instead of its 5-15. An uploader that
+// yields no longer makes a task wait for its slice (docs/benchmarks.md).
+const yieldEvery = 256 << 10
+
+// yieldingWriter is the uploader's writer of a state file: it yields its
+// processor every yieldEvery bytes, so that a task waiting for one runs
+// within about a millisecond.
+type yieldingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (y *yieldingWriter) Write(p []byte) (int, error) {
+	n, err := y.w.Write(p)
+	if y.n += n; y.n >= yieldEvery {
+		y.n = 0
+		runtime.Gosched()
+	}
+	return n, err
 }
 
 // putBuffer uploads an encoded state file from its buffer as its own

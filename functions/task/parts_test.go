@@ -1,10 +1,13 @@
 package task
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,5 +383,36 @@ func TestRestoreSizesFirst(t *testing.T) {
 	want := []string{"size 2 batches, 3 rows", "restore 2 rows", "restore 1 rows"}
 	if !slices.Equal(st.calls, want) {
 		t.Errorf("calls %q, want %q", st.calls, want)
+	}
+}
+
+// TestYieldingWriter: the uploader's writer passes every byte through and
+// lets a goroutine waiting for the processor run while it writes, on one
+// processor, before it is done (without the yields the waiting goroutine
+// would run only once the writing goroutine blocked or was preempted,
+// after 10 ms).
+func TestYieldingWriter(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var out bytes.Buffer
+	w := &yieldingWriter{w: &out}
+	var want []byte
+	var ran atomic.Bool
+	go ran.Store(true)
+	chunk := bytes.Repeat([]byte("weir"), 1024)
+	ranAt := -1
+	for i := range 3 * yieldEvery / len(chunk) {
+		if _, err := w.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, chunk...)
+		if ranAt < 0 && ran.Load() {
+			ranAt = (i + 1) * len(chunk)
+		}
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("wrote %d bytes, want the %d given", out.Len(), len(want))
+	}
+	if ranAt < 0 || ranAt > yieldEvery {
+		t.Errorf("the waiting goroutine ran after %d bytes, want by %d", ranAt, yieldEvery)
 	}
 }
