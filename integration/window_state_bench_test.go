@@ -26,7 +26,9 @@ import (
 // stays in state for the whole run), into a blackhole; checkpoints every
 // 2 s (their state files' codec STATE_BENCH_COMPRESSION, the job's
 // default (lz4) if unset, and the size of their parts STATE_BENCH_PART_SIZE, 32MiB by
-// default), or none.
+// default), or none; STATE_BENCH_ENCODING sets exchange.encoding
+// (compact, the default, or plain: distributed, the keyBy edge crosses
+// processes).
 func windowStateSpec(events, keys int, checkpoints bool) string {
 	ck := ""
 	if checkpoints {
@@ -38,6 +40,9 @@ func windowStateSpec(events, keys int, checkpoints bool) string {
 			codec += ", partSize: " + p
 		}
 		ck = "checkpoint: {interval: 2s, timeout: 10m" + codec + "}\n"
+	}
+	if e := os.Getenv("STATE_BENCH_ENCODING"); e != "" {
+		ck += "exchange: {encoding: " + e + "}\n"
 	}
 	return fmt.Sprintf(`job: bench-window-state
 parallelism: 2
