@@ -420,13 +420,13 @@ func (c *Coordinator) Load(ctx context.Context) error {
 // returns once every goroutine it started has ended.
 func (c *Coordinator) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stopRun := context.AfterFunc(c.stopped, cancel)
-	defer stopRun()
 	g, gctx := errgroup.WithContext(ctx)
 	c.mu.Lock()
 	if c.mu.closed || c.mu.run != nil {
 		c.mu.Unlock()
+		stopRun()
+		cancel()
 		return errors.New("coordinator: Run called twice or after Close")
 	}
 	c.mu.run = &runGroup{g: g, ctx: gctx}
@@ -435,13 +435,17 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	defer func() {
 		cancel()
 		_ = g.Wait()
+		stopRun()
 		c.mu.Lock()
 		c.mu.run = nil
 		for _, j := range c.mu.jobs {
 			j.ck.failWaits(ErrStopped)
 		}
-		close(c.mu.runDone)
+		done := c.mu.runDone
 		c.mu.Unlock()
+		// Close waits for this: nothing of Run is left after it but
+		// returning.
+		close(done)
 	}()
 	tick := time.NewTicker(tickInterval)
 	defer tick.Stop()
