@@ -71,10 +71,16 @@ func newCompactor(schema *arrow.Schema) *compactor {
 	c := &compactor{logical: schema}
 	for i, f := range schema.Fields() {
 		if t, err := TypeOf(f.Type); err == nil && (t == Int64 || t == TimestampMs) {
-			c.cols = append(c.cols, compactCol{index: i, changed: -missWindow})
+			c.cols = append(c.cols, newCompactCol(i))
 		}
 	}
 	return c
+}
+
+// newCompactCol is column index before its first batch: no width yet,
+// and no change recent enough to count as a miss.
+func newCompactCol(index int) compactCol {
+	return compactCol{index: index, changed: -missWindow}
 }
 
 // maxOffset is the largest offset a value of width bytes holds.
@@ -368,45 +374,22 @@ func logicalSchema(wire *arrow.Schema) (*arrow.Schema, []expandCol, error) {
 	return arrow.NewSchema(fields, &md), cols, nil
 }
 
-// expand validates a wire record and returns it as the logical schema's
-// record, the compact columns widened into buffers of rc; the caller
-// releases it, and rec stays the caller's.
-func expand(rec arrow.RecordBatch, schema *arrow.Schema, types []Type, cols []expandCol, rc *recycler) (arrow.RecordBatch, error) {
-	rows := rec.NumRows()
-	if rows < 0 {
-		return nil, fmt.Errorf("negative row count %d", rows)
-	}
-	if int(rec.NumCols()) != len(types) {
-		return nil, fmt.Errorf("%d columns, schema has %d", rec.NumCols(), len(types))
-	}
+// expand returns a validated wire record as the logical schema's record,
+// the compact columns widened into buffers of rc; the caller releases it,
+// and rec stays the caller's.
+func expand(rec arrow.RecordBatch, schema *arrow.Schema, cols []expandCol, rc *recycler) arrow.RecordBatch {
 	out := append([]arrow.Array(nil), rec.Columns()...)
-	next := 0
-	for i, a := range out {
-		if int64(a.Len()) != rows {
-			return nil, fmt.Errorf("column %q: %d rows, record has %d", rec.ColumnName(i), a.Len(), rows)
-		}
-		if next < len(cols) && cols[next].index == i {
-			if err := validateLayout(a.Data(), layoutFixed, cols[next].width); err != nil {
-				return nil, fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
-			}
-			next++
-			continue
-		}
-		if err := validateArray(a.Data(), types[i]); err != nil {
-			return nil, fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
-		}
-	}
 	made := make([]arrow.Array, 0, len(cols))
 	for _, c := range cols {
 		a := c.widen(out[c.index].Data(), rc)
 		out[c.index] = a
 		made = append(made, a)
 	}
-	res := array.NewRecordBatch(schema, out, rows)
+	res := array.NewRecordBatch(schema, out, rec.NumRows())
 	for _, a := range made {
 		a.Release()
 	}
-	return res, nil
+	return res
 }
 
 // widen returns the int64 values base + offset of a validated wire array,

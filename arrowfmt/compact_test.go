@@ -28,7 +28,7 @@ import (
 //	skip <n>        n batches that fit without a change
 func TestCompactTraces(t *testing.T) {
 	tracetest.Run(t, "testdata/compact.txt", func(t *testing.T) tracetest.Func {
-		c := compactCol{changed: -missWindow}
+		c := newCompactCol(0)
 		n := 0
 		return func(t *testing.T, td *datadriven.TestData) (string, error) {
 			args := tracetest.Words(td)
@@ -41,7 +41,7 @@ func TestCompactTraces(t *testing.T) {
 			}
 			switch td.Cmd {
 			case "new":
-				c, n = compactCol{changed: -missWindow}, 0
+				c, n = newCompactCol(0), 0
 				return "ok", nil
 			case "skip":
 				k := int(num(args[0]))

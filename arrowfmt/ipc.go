@@ -110,7 +110,6 @@ func NewWireEncoder(schema *arrow.Schema, mem memory.Allocator, o WireOptions) *
 // the schema message.
 func (e *Encoder) setWire(schema *arrow.Schema) {
 	if e.w != nil {
-		e.out.b = nil
 		_ = e.w.Close() // its end-of-stream marker goes nowhere
 		e.out.b = nil
 	}
@@ -246,21 +245,15 @@ func (d *Decoder) Decode(payload []byte) (rec arrow.RecordBatch, err error) {
 		d.closeReader() // a failed ipc.Reader stays failed; build a new one next time
 		return nil, fmt.Errorf("%w: decode record batch: %w", ErrMalformed, err)
 	}
-	if d.compact != nil {
-		// The reader's record is the wire form; the one returned is new.
-		out, err := expand(d.reader.RecordBatch(), d.schema, d.types, d.compact, &d.recycle)
-		if err != nil {
-			return nil, fmt.Errorf("%w: decode record batch: %w", ErrMalformed, err)
-		}
-		return out, nil
-	}
-	rec = d.reader.RecordBatch()
-	rec.Retain()
-	if err := validateRecord(rec, d.types); err != nil {
-		rec.Release()
+	wire := d.reader.RecordBatch() // the reader's until its next record
+	if err := validateRecord(wire, d.types, d.compact); err != nil {
 		return nil, fmt.Errorf("%w: decode record batch: %w", ErrMalformed, err)
 	}
-	return rec, nil
+	if d.compact != nil {
+		return expand(wire, d.schema, d.compact, &d.recycle), nil
+	}
+	wire.Retain()
+	return wire, nil
 }
 
 // Close releases what the decoder holds. It is safe to call twice.

@@ -10,8 +10,9 @@ import (
 // validateRecord checks what the IPC reader takes on trust from a payload:
 // that every column has the record's length and buffers large enough for it,
 // null counts that agree with validity bitmaps, and string offsets that stay
-// inside their data. Arrays that pass can be read without panics.
-func validateRecord(rec arrow.RecordBatch, types []Type) error {
+// inside their data. Arrays that pass can be read without panics. The
+// compact columns (sorted by index) are checked at their wire width.
+func validateRecord(rec arrow.RecordBatch, types []Type, compact []expandCol) error {
 	rows := rec.NumRows()
 	if rows < 0 {
 		return fmt.Errorf("negative row count %d", rows)
@@ -23,7 +24,14 @@ func validateRecord(rec arrow.RecordBatch, types []Type) error {
 		if int64(col.Len()) != rows {
 			return fmt.Errorf("column %q: %d rows, record has %d", rec.ColumnName(i), col.Len(), rows)
 		}
-		if err := validateArray(col.Data(), types[i]); err != nil {
+		var err error
+		if len(compact) > 0 && compact[0].index == i {
+			err = validateLayout(col.Data(), layoutFixed, compact[0].width)
+			compact = compact[1:]
+		} else {
+			err = validateArray(col.Data(), types[i])
+		}
+		if err != nil {
 			return fmt.Errorf("column %q: %w", rec.ColumnName(i), err)
 		}
 	}
