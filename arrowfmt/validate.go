@@ -90,6 +90,9 @@ func validateLayout(data arrow.ArrayData, l layout, width int) error {
 	}
 
 	nulls := data.NullN() // as declared; array.NullN would compute it from the bitmap
+	if nulls > n {
+		return fmt.Errorf("null count %d for %d rows", nulls, n)
+	}
 	if bitmap := buf(0); len(bitmap) > 0 {
 		if int64(len(bitmap)) < bitutil.BytesForBits(int64(end)) {
 			return fmt.Errorf("validity bitmap of %d bytes for %d rows", len(bitmap), end)
@@ -100,11 +103,17 @@ func validateLayout(data arrow.ArrayData, l layout, width int) error {
 	} else if nulls != 0 && n > 0 {
 		return fmt.Errorf("null count %d without a validity bitmap", nulls)
 	}
+	values := buf(1)
 	if n == 0 {
+		// No values to read, but a writer reads the first offset of an
+		// empty string column to find its data.
+		if l == layoutOffsets && len(values)/4 > off {
+			if o := arrow.Int32Traits.CastFromBytes(values)[off]; o < 0 || int64(o) > int64(len(buf(2))) {
+				return fmt.Errorf("string offset %d of an empty column, beyond data of %d bytes", o, len(buf(2)))
+			}
+		}
 		return nil
 	}
-
-	values := buf(1)
 	switch l {
 	case layoutFixed:
 		if len(values)/width < end {
