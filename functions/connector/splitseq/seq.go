@@ -1,6 +1,7 @@
 package splitseq
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -68,9 +69,16 @@ type Split struct {
 type Seq struct {
 	l      Layout
 	splits []Split // by ID
-	heap   []int   // indexes of splits with events left, by Next
-	read   int64
-	total  int64
+	// queue[head:] are the indexes of the splits with events left, by
+	// Next. A split whose block is generated moves a whole cycle on,
+	// past every other split while they all lie within one cycle (as a
+	// subtask's always do once it has generated a block of each; after a
+	// rescale they may not), so it mostly goes to the back: the queue
+	// turns as a ring, one step an event, where a heap took a sift.
+	queue []int
+	head  int
+	read  int64
+	total int64
 }
 
 // New returns the sequence of splits (each at its Next, a valid position:
@@ -84,7 +92,7 @@ func New(l Layout, splits []Split) *Seq {
 			s.total += l.Below(sp.ID, l.Count)
 		}
 		if l.Count == 0 || sp.Next < l.Count {
-			s.push(i)
+			s.enqueue(i)
 		}
 	}
 	return s
@@ -93,11 +101,16 @@ func New(l Layout, splits []Split) *Seq {
 // Next appends to dst the next events, at most max, and returns it; none
 // once every split is done.
 func (s *Seq) Next(dst []int64, max int) []int64 {
-	for want := len(dst) + max; len(dst) < want && len(s.heap) > 0; {
-		sp := &s.splits[s.heap[0]]
+	for want := len(dst) + max; len(dst) < want && s.head < len(s.queue); {
+		i := s.queue[s.head]
+		sp := &s.splits[i]
 		// No other split has an event in this split's current block,
 		// so the rest of the block comes next.
-		end := (sp.Next/s.l.Block + 1) * s.l.Block
+		end := sp.Next + s.l.Block
+		if s.l.Block > 1 { // a division costs more than the rest of an event
+			end -= sp.Next % s.l.Block
+		}
+		blockEnd := end
 		if s.l.Count > 0 {
 			end = min(end, s.l.Count)
 		}
@@ -107,22 +120,27 @@ func (s *Seq) Next(dst []int64, max int) []int64 {
 		}
 		sp.Next += n
 		s.read += n
-		if sp.Next%s.l.Block == 0 {
+		moved := sp.Next == blockEnd
+		if moved {
 			sp.Next += (s.l.K - 1) * s.l.Block // the split's next block
 		}
-		if s.l.Count > 0 && sp.Next >= s.l.Count {
+		switch {
+		case s.l.Count > 0 && sp.Next >= s.l.Count:
 			sp.Next = s.l.End(sp.ID)
-			s.pop()
-		} else {
-			s.down(0)
+			s.dequeue()
+		case moved:
+			s.dequeue()
+			s.enqueue(i)
 		}
+		// Otherwise max ended the batch within the block, and the split
+		// stays first.
 	}
 	return dst
 }
 
 // Done reports whether every split's events below Count are generated
 // (never for an unbounded layout, unless there are no splits).
-func (s *Seq) Done() bool { return len(s.heap) == 0 }
+func (s *Seq) Done() bool { return s.head == len(s.queue) }
 
 // Splits returns the splits with their next events, by ID.
 func (s *Seq) Splits() []Split { return slices.Clone(s.splits) }
@@ -131,46 +149,26 @@ func (s *Seq) Splits() []Split { return slices.Clone(s.splits) }
 // position restored too) and, under a Count, in all.
 func (s *Seq) Progress() (read, total int64) { return s.read, s.total }
 
-// The heap of splits with events left, smallest Next first.
-
-func (s *Seq) less(a, b int) bool {
-	return s.splits[s.heap[a]].Next < s.splits[s.heap[b]].Next
-}
-
-func (s *Seq) push(i int) {
-	s.heap = append(s.heap, i)
-	for c := len(s.heap) - 1; c > 0; {
-		p := (c - 1) / 2
-		if !s.less(c, p) {
-			break
-		}
-		s.heap[c], s.heap[p] = s.heap[p], s.heap[c]
-		c = p
+// enqueue puts split i in the queue by its Next.
+func (s *Seq) enqueue(i int) {
+	next := s.splits[i].Next
+	live := s.queue[s.head:]
+	if len(live) == 0 || s.splits[live[len(live)-1]].Next < next {
+		s.queue = append(s.queue, i)
+		return
 	}
+	at, _ := slices.BinarySearchFunc(live, next, func(j int, next int64) int {
+		return cmp.Compare(s.splits[j].Next, next)
+	})
+	s.queue = slices.Insert(s.queue, s.head+at, i)
 }
 
-func (s *Seq) pop() {
-	last := len(s.heap) - 1
-	s.heap[0] = s.heap[last]
-	s.heap = s.heap[:last]
-	if last > 0 {
-		s.down(0)
-	}
-}
-
-func (s *Seq) down(p int) {
-	for {
-		c := 2*p + 1
-		if c >= len(s.heap) {
-			return
-		}
-		if c+1 < len(s.heap) && s.less(c+1, c) {
-			c++
-		}
-		if !s.less(c, p) {
-			return
-		}
-		s.heap[c], s.heap[p] = s.heap[p], s.heap[c]
-		p = c
+// dequeue drops the queue's first split, and moves the queue to the front
+// of its slice once half of it is dropped ones.
+func (s *Seq) dequeue() {
+	s.head++
+	if s.head >= 64 && 2*s.head >= len(s.queue) {
+		s.queue = s.queue[:copy(s.queue, s.queue[s.head:])]
+		s.head = 0
 	}
 }

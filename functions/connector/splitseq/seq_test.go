@@ -2,6 +2,7 @@ package splitseq_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/weirstream/weir/functions/connector/splitseq"
@@ -76,6 +77,58 @@ func TestSeqUnbounded(t *testing.T) {
 	}
 }
 
+// TestSeqUneven: any splits at any positions, however far apart (a
+// rescale joins splits of subtasks that got to different points), come
+// out as all their events from those positions on, in increasing order.
+func TestSeqUneven(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		l := splitseq.Layout{K: 1 + r.Int64N(12), Block: 1 + r.Int64N(5)}
+		limit := 50 + r.Int64N(400) // events looked at, and Count if bounded
+		if r.IntN(2) == 0 {
+			l.Count = limit
+		}
+		var splits []splitseq.Split
+		for j := range int(l.K) {
+			if r.IntN(3) == 0 {
+				continue
+			}
+			next := l.AtOrAfter(j, r.Int64N(limit))
+			if l.Count > 0 {
+				next = min(next, l.End(j))
+			}
+			splits = append(splits, splitseq.Split{ID: j, Next: next})
+		}
+		from := map[int]int64{}
+		for _, sp := range splits {
+			from[sp.ID] = sp.Next
+		}
+		var want []int64
+		for n := range limit {
+			if start, ok := from[l.Of(n)]; ok && n >= start {
+				want = append(want, n)
+			}
+		}
+		q := splitseq.New(l, splits)
+		var got []int64
+		for len(got) < len(want) && !q.Done() {
+			got = q.Next(got, 1+r.IntN(9))
+			if r.IntN(4) == 0 {
+				q = splitseq.New(l, q.Splits())
+			}
+		}
+		if len(got) > len(want) {
+			got = got[:len(want)] // unbounded: past the events looked at
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%+v from %v:\n got %v\nwant %v", l, splits, got, want)
+		}
+		if l.Count > 0 && !q.Done() {
+			t.Fatalf("%+v from %v: not done after every event", l, splits)
+		}
+	}
+}
+
 func TestLayoutCheck(t *testing.T) {
 	l := splitseq.Layout{K: 3, Block: 2, Count: 10}
 	for _, tc := range []struct {
@@ -108,4 +161,18 @@ func TestIDs(t *testing.T) {
 	if j, err := splitseq.ParseID("119", 120); err != nil || j != 119 {
 		t.Errorf("ParseID(119) = %d, %v", j, err)
 	}
+}
+
+// BenchmarkSeq: the events of 60 of 120 splits of one event each, as a
+// datagen subtask at parallelism 2 walks them.
+func BenchmarkSeq(b *testing.B) {
+	l := splitseq.Layout{K: splitseq.DefaultSplits, Block: 1}
+	q := splitseq.New(l, l.Owned(0, 2))
+	dst := make([]int64, 0, 8192)
+	events := 0
+	for b.Loop() {
+		dst = q.Next(dst[:0], 8192)
+		events += len(dst)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 }
