@@ -63,14 +63,19 @@ type netOutput struct {
 	rr       int // round-robin cursor
 	hashes   []uint64
 	targets  []int32
+	idx      []int32 // row numbers by target
+	starts   []int   // target t's rows are idx[starts[t]:starts[t+1]]
 }
 
+// outBuf is one channel's output buffer: its rows are copied in as they
+// come (once: no batch per target, no concatenation) and encoded from
+// there when it flushes.
 type outBuf struct {
-	recs  []arrow.RecordBatch
-	rows  int
-	bytes int
+	rows  *arrowfmt.RowBuffer // nil until the first rows
 	since time.Time
 }
+
+func (b *outBuf) empty() bool { return b.rows == nil || b.rows.Rows() == 0 }
 
 func newNetOutput(t *runner, e EdgeOut) (*netOutput, error) {
 	n := len(e.Channels)
@@ -103,10 +108,10 @@ func (o *netOutput) Emit(b arrow.RecordBatch) error {
 			defer b.Release()
 		}
 		if o.edge.Partitioning == Forward {
-			return o.add(o.subtask, b)
+			return o.add(o.subtask, b, nil)
 		}
 		o.rr = (o.rr + 1) % len(o.writers)
-		return o.add(o.rr, b)
+		return o.add(o.rr, b, nil)
 	}
 	n := int(b.NumRows())
 	o.hashes = arrowfmt.HashKeys(b, o.edge.KeyColumns, o.hashes[:0])
@@ -116,34 +121,44 @@ func (o *netOutput) Emit(b arrow.RecordBatch) error {
 	}
 	if cap(o.targets) < n {
 		o.targets = make([]int32, n)
+		o.idx = make([]int32, n)
 	}
-	o.targets = o.targets[:n]
+	o.targets, o.idx = o.targets[:n], o.idx[:n]
 	maxP, p := o.t.cfg.MaxParallelism, len(o.writers)
-	first, same := int32(-1), true
+	if cap(o.starts) < p+1 {
+		o.starts = make([]int, p+1)
+	}
+	starts := o.starts[:p+1]
+	clear(starts)
 	for i, h := range o.hashes {
 		tgt := int32(arrowfmt.SubtaskForKeyGroup(arrowfmt.KeyGroup(h, maxP), maxP, p))
 		o.targets[i] = tgt
-		if first < 0 {
-			first = tgt
-		} else if tgt != first {
-			same = false
+		starts[tgt+1]++
+	}
+	for t := range p {
+		if starts[t+1] == n {
+			return o.add(t, b, nil) // every row goes there
 		}
+		starts[t+1] += starts[t]
 	}
-	if same {
-		return o.add(int(first), b)
+	// A counting sort of the row numbers by target: each target's rows
+	// are then one run of idx, in order.
+	next := starts[:p] // advanced to the ends, and put back below
+	for row, tgt := range o.targets {
+		o.idx[next[tgt]] = int32(row)
+		next[tgt]++
 	}
-	parts := arrowfmt.Partition(b, o.targets, p, o.t.mem)
-	var err error
-	for i, part := range parts {
-		if part == nil {
+	copy(starts[1:], starts[:p])
+	starts[0] = 0
+	for t := range p {
+		if starts[t] == starts[t+1] {
 			continue
 		}
-		if err == nil {
-			err = o.add(i, part)
+		if err := o.add(t, b, o.idx[starts[t]:starts[t+1]]); err != nil {
+			return err
 		}
-		part.Release()
 	}
-	return err
+	return nil
 }
 
 // project returns the edge's columns of b (no copy); release it.
@@ -155,16 +170,29 @@ func (o *netOutput) project(b arrow.RecordBatch) arrow.RecordBatch {
 	return array.NewRecordBatch(o.edge.ProjectSchema, cols, b.NumRows())
 }
 
-func (o *netOutput) add(i int, b arrow.RecordBatch) error {
+// add puts the rows idx of b (all of them if idx is nil) in buffer i, and
+// flushes it once full. A whole batch that fills an empty buffer by itself
+// is written as it is, with no copy.
+func (o *netOutput) add(i int, b arrow.RecordBatch, idx []int32) error {
 	buf := &o.bufs[i]
-	b.Retain()
-	if len(buf.recs) == 0 {
+	lim := o.t.cfg.Batching
+	if idx == nil && buf.empty() && (int(b.NumRows()) >= lim.Rows || int(recordBytes(b)) >= lim.Bytes) {
+		return o.write(i, b)
+	}
+	if buf.rows == nil {
+		rows, err := arrowfmt.NewRowBuffer(b.Schema())
+		if err != nil {
+			return fmt.Errorf("output buffer of %s: %w", o.edge.Channels[i], err)
+		}
+		buf.rows = rows
+	}
+	if buf.rows.Rows() == 0 {
 		buf.since = o.t.now()
 	}
-	buf.recs = append(buf.recs, b)
-	buf.rows += int(b.NumRows())
-	buf.bytes += int(recordBytes(b))
-	if buf.rows >= o.t.cfg.Batching.Rows || buf.bytes >= o.t.cfg.Batching.Bytes {
+	if err := buf.rows.Append(b, idx); err != nil {
+		return fmt.Errorf("output buffer of %s: %w", o.edge.Channels[i], err)
+	}
+	if buf.rows.Rows() >= lim.Rows || buf.rows.Bytes() >= lim.Bytes {
 		return o.flush(i)
 	}
 	return nil
@@ -173,19 +201,19 @@ func (o *netOutput) add(i int, b arrow.RecordBatch) error {
 // flush writes buffer i as one data entry.
 func (o *netOutput) flush(i int) error {
 	buf := &o.bufs[i]
-	if len(buf.recs) == 0 {
+	if buf.empty() {
 		return nil
 	}
-	rec, err := arrowfmt.Concat(buf.recs, o.t.mem)
-	for _, r := range buf.recs {
-		r.Release()
-	}
-	rows := buf.rows
-	*buf = outBuf{recs: buf.recs[:0]}
-	if err != nil {
-		return fmt.Errorf("concat output: %w", err)
-	}
-	defer rec.Release()
+	rec := buf.rows.Batch() // the buffer's memory: encoded before it is reused
+	err := o.write(i, rec)
+	rec.Release()
+	buf.rows.Reset()
+	return err
+}
+
+// write encodes rec and writes it to channel i as one data entry.
+func (o *netOutput) write(i int, rec arrow.RecordBatch) error {
+	rows := rec.NumRows()
 	if o.encoders[i] == nil {
 		wire := o.t.cfg.Wire
 		if exchange.InProcess(o.t.cfg.Transport) {
@@ -194,6 +222,7 @@ func (o *netOutput) flush(i int) error {
 		o.encoders[i] = arrowfmt.NewWireEncoder(rec.Schema(), o.t.mem, wire)
 	}
 	var payload []byte
+	var err error
 	if exchange.InProcess(o.t.cfg.Transport) {
 		payload, err = o.encoders[i].Encode(rec) // the consumer keeps it
 	} else {
@@ -211,7 +240,7 @@ func (o *netOutput) flush(i int) error {
 		return fmt.Errorf("write %s: %w", o.edge.Channels[i], err)
 	}
 	o.t.stats.addBackpressure(w.Stats().CreditWait - before)
-	o.t.stats.RecordsOut.Add(int64(rows))
+	o.t.stats.RecordsOut.Add(rows)
 	o.t.stats.BytesOut.Add(int64(len(payload)))
 	return nil
 }
@@ -221,7 +250,7 @@ func (o *netOutput) flush(i int) error {
 func (o *netOutput) flushDue(now time.Time) (time.Time, error) {
 	var next time.Time
 	for i := range o.bufs {
-		if len(o.bufs[i].recs) == 0 {
+		if o.bufs[i].empty() {
 			continue
 		}
 		due := o.bufs[i].since.Add(o.t.cfg.Batching.Timeout)
@@ -273,9 +302,6 @@ func (o *netOutput) control(ctx context.Context, e exchange.Entry) error {
 func (o *netOutput) close() error {
 	var errs []error
 	for i, w := range o.writers {
-		for _, r := range o.bufs[i].recs {
-			r.Release()
-		}
 		o.bufs[i] = outBuf{}
 		if w != nil {
 			if err := w.Close(); err != nil {

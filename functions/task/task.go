@@ -839,7 +839,7 @@ func (r *runner) untilWake(now time.Time) time.Duration {
 	}
 	for _, n := range r.nets {
 		for i := range n.bufs {
-			if len(n.bufs[i].recs) > 0 {
+			if !n.bufs[i].empty() {
 				if due := n.bufs[i].since.Add(r.cfg.Batching.Timeout); due.Before(next) {
 					next = due
 				}

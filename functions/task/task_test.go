@@ -210,10 +210,14 @@ func TestHashEdgeOverExchange(t *testing.T) {
 	var all []int64
 	for i, s := range sinks {
 		lo, hi := arrowfmt.KeyGroupRange(i, maxP, p)
-		for _, k := range s.keys {
+		for j, k := range s.keys {
 			kg := arrowfmt.KeyGroup(arrowfmt.HashKeyValues(k), maxP)
 			if kg < lo || kg >= hi {
 				t.Fatalf("key %d (group %d) reached subtask %d, which owns [%d,%d)", k, kg, i, lo, hi)
+			}
+			// A channel keeps the order of its rows; the source's keys rise.
+			if j > 0 && k <= s.keys[j-1] {
+				t.Fatalf("subtask %d: key %d after %d", i, k, s.keys[j-1])
 			}
 		}
 		all = append(all, s.keys...)
