@@ -141,11 +141,7 @@ func (c *rowColumn) append(col arrow.Array, idx []int32, have, n int) {
 	case *array.Boolean:
 		c.bits = growBits(c.bits, have+n)
 		for i := range n {
-			j := i
-			if idx != nil {
-				j = int(idx[i])
-			}
-			if a.Value(j) {
+			if a.Value(rowAt(idx, i)) {
 				bitutil.SetBit(c.bits, have+i)
 			}
 		}
@@ -191,16 +187,20 @@ func (c *rowColumn) appendValidity(col arrow.Array, idx []int32, have, n int) {
 	}
 	c.valid = growBits(c.valid, have+n)
 	for i := range n {
-		j := i
-		if idx != nil {
-			j = int(idx[i])
-		}
-		if col.IsValid(j) {
+		if col.IsValid(rowAt(idx, i)) {
 			bitutil.SetBit(c.valid, have+i)
 		} else {
 			c.nulls++
 		}
 	}
+}
+
+// rowAt returns the row of the batch that gathered row i comes from.
+func rowAt(idx []int32, i int) int {
+	if idx == nil {
+		return i
+	}
+	return int(idx[i])
 }
 
 // growBits returns bm with room for bits bits, the new bytes zero.
