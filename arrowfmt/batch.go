@@ -10,50 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// Partition splits the rows of rec by targets[row], an index in [0, n),
-// keeping the order of rows within each target. A target without rows gets
-// nil, not an empty batch. When every row goes to one target, that target
-// gets rec itself, retained; otherwise the batches are copies. The caller
-// releases every non-nil batch. It panics if len(targets) is not the number
-// of rows or a target is out of range.
-func Partition(rec arrow.RecordBatch, targets []int32, n int, mem memory.Allocator) []arrow.RecordBatch {
-	rows := int(rec.NumRows())
-	if len(targets) != rows {
-		panic(fmt.Sprintf("arrowfmt: partition %d rows with %d targets", rows, len(targets)))
-	}
-	out := make([]arrow.RecordBatch, n)
-	counts := make([]int, n)
-	for _, t := range targets {
-		counts[t]++
-	}
-	for t, c := range counts {
-		if c == rows && rows > 0 {
-			rec.Retain()
-			out[t] = rec
-			return out
-		}
-	}
-
-	// Counting sort of row numbers by target; each target's rows then form
-	// one contiguous, ordered run of idx.
-	starts := make([]int, n+1)
-	for t, c := range counts {
-		starts[t+1] = starts[t] + c
-	}
-	next := append([]int(nil), starts[:n]...)
-	idx := make([]int32, rows)
-	for row, t := range targets {
-		idx[next[t]] = int32(row)
-		next[t]++
-	}
-	for t := range n {
-		if counts[t] > 0 {
-			out[t] = Take(rec, idx[starts[t]:starts[t+1]], mem)
-		}
-	}
-	return out
-}
-
 // Take returns a new record batch of the rows idx of rec, in that order
 // (an index may repeat). The caller releases it. It panics if an index is
 // out of range or a column has a type other than those of Type.

@@ -9,84 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// TestPartitionByKey routes rows the way a keyBy edge does and checks every
-// output against a row-by-row recomputation.
-func TestPartitionByKey(t *testing.T) {
-	mem := newMem(t)
-	rec := testBatch(t, mem, 0, 1000)
-	defer rec.Release()
-	const p = 5 // subtasks; target 5 stays empty
-	hashes := HashKeys(rec, []int{colName}, nil)
-	targets := make([]int32, len(hashes))
-	for i, h := range hashes {
-		targets[i] = int32(SubtaskForKeyGroup(KeyGroup(h, DefaultMaxParallelism), DefaultMaxParallelism, p))
-	}
-	parts := Partition(rec, targets, p+1, mem)
-	defer func() {
-		for _, part := range parts {
-			if part != nil {
-				part.Release()
-			}
-		}
-	}()
-
-	all := rowsOf(rec)
-	want := make([][][]any, p+1)
-	for r, tgt := range targets {
-		want[tgt] = append(want[tgt], all[r])
-	}
-	total := 0
-	for tgt, part := range parts {
-		if len(want[tgt]) == 0 {
-			if part != nil {
-				t.Errorf("target %d: got %d rows, want nil", tgt, part.NumRows())
-			}
-			continue
-		}
-		if !part.Schema().Equal(rec.Schema()) {
-			t.Fatalf("target %d: schema %v", tgt, part.Schema())
-		}
-		requireRows(t, part, want[tgt])
-		total += int(part.NumRows())
-	}
-	if total != len(all) {
-		t.Errorf("partitions hold %d rows, want %d", total, len(all))
-	}
-	// Every key lands in exactly one partition.
-	owner := map[string]int{}
-	for tgt, part := range parts {
-		if part == nil {
-			continue
-		}
-		for r := range int(part.NumRows()) {
-			k := KeyString(part, []int{colName}, r)
-			if o, ok := owner[k]; ok && o != tgt {
-				t.Fatalf("key %q in targets %d and %d", k, o, tgt)
-			}
-			owner[k] = tgt
-		}
-	}
-}
-
-func TestPartitionOneTarget(t *testing.T) {
-	mem := newMem(t)
-	rec := testBatch(t, mem, 0, 10)
-	defer rec.Release()
-	parts := Partition(rec, make([]int32, 10), 3, mem)
-	if parts[0] != rec || parts[1] != nil || parts[2] != nil {
-		t.Fatalf("got %v", parts)
-	}
-	parts[0].Release()
-
-	empty := testBatch(t, mem, 0, 0)
-	defer empty.Release()
-	for i, p := range Partition(empty, nil, 2, mem) {
-		if p != nil {
-			t.Errorf("empty batch: target %d got %v", i, p)
-		}
-	}
-}
-
 func TestTake(t *testing.T) {
 	mem := newMem(t)
 	rec := testBatch(t, mem, 0, 50)
@@ -164,23 +86,6 @@ func TestValueOtherTypes(t *testing.T) {
 	if v := Value(arr, 1); v != nil {
 		t.Errorf("Value of null = %#v", v)
 	}
-}
-
-func BenchmarkPartition(b *testing.B) {
-	mem := memory.NewGoAllocator()
-	rec := benchBatch(b, mem)
-	defer rec.Release()
-	targets := make([]int32, rec.NumRows())
-	for i, h := range HashKeys(rec, []int{0}, nil) {
-		targets[i] = int32(SubtaskForKeyGroup(KeyGroup(h, DefaultMaxParallelism), DefaultMaxParallelism, 4))
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		for _, p := range Partition(rec, targets, 4, mem) {
-			p.Release()
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rec.NumRows()), "ns/row")
 }
 
 // TestFilter keeps runs of rows and some columns, gives nil when no row

@@ -12,10 +12,12 @@
 //
 // Sources and operators append rows with a Builder, whose typed appenders
 // (Int64, String, TimestampMs, ...) do not box values; AppendAny is the
-// checked path for Go values of unknown type. Partition splits a batch by a
-// target per row (the output channels of a keyBy or rebalance edge) with
-// per-type copy loops; Take gathers rows; Concat joins batches. Value reads
-// one cell as a Go value, for tests and slow paths.
+// checked path for Go values of unknown type. A RowBuffer is a task's
+// output buffer for one channel: it gathers rows from batches, whole or by
+// index (a keyBy edge's rows of one target), into memory it keeps, and a
+// flush encodes a view of them. Take gathers rows into a new batch; Concat
+// joins batches. Value reads one cell as a Go value, for tests and slow
+// paths.
 //
 // # Channels: IPC with the schema sent once
 //
