@@ -51,6 +51,14 @@ func TestStatePackedPerWorker(t *testing.T) {
 		plain *plainOp
 	}
 	runs := make([]*run, tasks)
+	// A batch waits for the members there were when it opened: neither
+	// task takes its first checkpoint before both have joined the group
+	// (as they have by their first rows), or on a busy machine one could
+	// open checkpoint 1's batch before the other joined.
+	var joined sync.WaitGroup
+	joined.Add(tasks)
+	bothJoined := make(chan struct{})
+	go func() { joined.Wait(); close(bothJoined) }()
 	var wg sync.WaitGroup
 	for i := range tasks {
 		r := &run{procs: &countOp{}, plain: &plainOp{}}
@@ -60,6 +68,14 @@ func TestStatePackedPerWorker(t *testing.T) {
 		for c := range checkpoints {
 			id := int64(c + 1)
 			at[100+100*c] = func() { tk.TriggerCheckpoint(id) }
+		}
+		at[50] = func() {
+			joined.Done()
+			select {
+			case <-bothJoined:
+			case <-time.After(30 * time.Second):
+				t.Error("the other task did not start in 30 s")
+			}
 		}
 		tk = New(Config{
 			Job: "j1", Attempt: 1, Vertex: fmt.Sprint("v", i), Parallelism: 1, MaxParallelism: 128, Mem: mem, Bucket: b,
