@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -429,5 +430,55 @@ func TestEndedSourceHasNoBacklog(t *testing.T) {
 	wantKeys(t, sink.keys, 1000)
 	if st := task.Stats().Snapshot(); st.Backlog != 0 || st.BacklogUnit != "records" {
 		t.Errorf("backlog at the end: %d %q, want 0 records", st.Backlog, st.BacklogUnit)
+	}
+}
+
+// TestMaxTimestamp: the largest non-null value, whatever the length,
+// nulls and slice offset; MinWatermark for none.
+func TestMaxTimestamp(t *testing.T) {
+	mem := checkedMem(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for round := range 300 {
+		n := r.IntN(40)
+		b := array.NewTimestampBuilder(mem, &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"})
+		nulls := r.IntN(3) == 0
+		var vals []int64
+		var valid []bool
+		for range n {
+			v := r.Int64N(2000) - 1000
+			ok := !nulls || r.IntN(2) == 0
+			vals, valid = append(vals, v), append(valid, ok)
+			if ok {
+				b.Append(arrow.Timestamp(v))
+			} else {
+				b.AppendNull()
+			}
+		}
+		col := b.NewArray()
+		b.Release()
+		off := 0
+		if n > 0 {
+			off = r.IntN(n + 1)
+		}
+		sl := array.NewSlice(col, int64(off), int64(n))
+		want := MinWatermark
+		for i := off; i < n; i++ {
+			if valid[i] {
+				want = max(want, vals[i])
+			}
+		}
+		if got := maxTimestamp(sl); got != want {
+			t.Fatalf("round %d: %v from %d: max %d, want %d", round, vals, off, got, want)
+		}
+		sl.Release()
+		col.Release()
+	}
+	ints := array.NewInt64Builder(mem)
+	ints.Append(5)
+	col := ints.NewArray()
+	ints.Release()
+	defer col.Release()
+	if got := maxTimestamp(col); got != MinWatermark {
+		t.Errorf("an int64 column: %d, want MinWatermark", got)
 	}
 }
