@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/chromedp"
 
 	"github.com/weirstream/weir/coordinator"
@@ -66,7 +67,11 @@ func do(t *testing.T, ctx context.Context, d time.Duration, what string, steps .
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	if err := chromedp.Do(rctx, steps...); err != nil {
+	err := chromedp.Do(rctx, steps...)
+	for staleNode(rctx, err) {
+		err = chromedp.Do(rctx, steps...)
+	}
+	if err != nil {
 		t.Fatalf("browser: %s: %v", what, err)
 	}
 }
@@ -77,10 +82,31 @@ func get[T any](t *testing.T, ctx context.Context, d time.Duration, what string,
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	v, err := chromedp.Run(rctx, a)
+	for staleNode(rctx, err) {
+		v, err = chromedp.Run(rctx, a)
+	}
 	if err != nil {
 		t.Fatalf("browser: %s: %v", what, err)
 	}
 	return v
+}
+
+// staleNode reports whether err is the DevTools protocol's answer for a
+// node the page replaced between the two steps of an action that finds a
+// node and then reads or clicks it (the console redraws its tables and
+// graph every second), with time left to run the action again: it then
+// finds the new node. It waits a little first.
+func staleNode(ctx context.Context, err error) bool {
+	var pe *cdproto.Error
+	if !errors.As(err, &pe) || pe.Message != "No node with given id found" {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(50 * time.Millisecond):
+		return true
+	}
 }
 
 // TestWebUI opens the coordinator's console in a real headless Chromium
