@@ -104,6 +104,15 @@ func widthFor(span uint64) int {
 	return 8
 }
 
+// Bounds returns the lowest and highest valid value of an int64 or
+// timestamp column; ok is false when it has none or is of another type.
+func Bounds(col arrow.Array) (lo, hi int64, ok bool) {
+	if id := col.DataType().ID(); id != arrow.INT64 && id != arrow.TIMESTAMP {
+		return 0, 0, false
+	}
+	return bounds(col.Data())
+}
+
 // bounds returns the lowest and highest valid value of an int64-backed
 // array; ok is false when it has none.
 func bounds(data arrow.ArrayData) (lo, hi int64, ok bool) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
@@ -738,38 +737,13 @@ func (r *runner) sleep(d time.Duration) error {
 // maxTimestamp returns the largest non-null value of a timestamp column
 // (MinWatermark if it has none, or is of another type).
 func maxTimestamp(col arrow.Array) int64 {
-	ts, ok := col.(*array.Timestamp)
-	if !ok {
+	if col.DataType().ID() != arrow.TIMESTAMP {
 		return MinWatermark
 	}
-	vals := ts.TimestampValues()
-	if ts.NullN() == 0 {
-		return maxOfTimestamps(vals)
+	if _, hi, ok := arrowfmt.Bounds(col); ok {
+		return max(hi, MinWatermark)
 	}
-	m := MinWatermark
-	for i, v := range vals {
-		if ts.IsValid(i) {
-			m = max(m, int64(v))
-		}
-	}
-	return m
-}
-
-// maxOfTimestamps returns the largest of vs, MinWatermark if there are
-// none. Four running maxima let the loads and compares overlap.
-func maxOfTimestamps(vs []arrow.Timestamp) int64 {
-	m0, m1, m2, m3 := MinWatermark, MinWatermark, MinWatermark, MinWatermark
-	i := 0
-	for ; i+4 <= len(vs); i += 4 {
-		m0 = max(m0, int64(vs[i]))
-		m1 = max(m1, int64(vs[i+1]))
-		m2 = max(m2, int64(vs[i+2]))
-		m3 = max(m3, int64(vs[i+3]))
-	}
-	for ; i < len(vs); i++ {
-		m0 = max(m0, int64(vs[i]))
-	}
-	return max(m0, m1, m2, m3)
+	return MinWatermark
 }
 
 // advance moves event time to wm through the chain, then downstream.
