@@ -69,8 +69,9 @@ func TestStatePackedPerWorker(t *testing.T) {
 			id := int64(c + 1)
 			at[100+100*c] = func() { tk.TriggerCheckpoint(id) }
 		}
+		var arrived sync.Once // at row 50, or when the task ends before it
 		at[50] = func() {
-			joined.Done()
+			arrived.Do(joined.Done)
 			select {
 			case <-bothJoined:
 			case <-time.After(30 * time.Second):
@@ -91,6 +92,7 @@ func TestStatePackedPerWorker(t *testing.T) {
 			if err := tk.Run(t.Context()); err != nil {
 				t.Error(err)
 			}
+			arrived.Do(joined.Done) // so the goroutine closing bothJoined ends
 		})
 	}
 	wg.Wait()
