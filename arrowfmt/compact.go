@@ -260,11 +260,8 @@ func (c *compactor) wireSchema() *arrow.Schema {
 		if col.width == 0 || col.width == 8 {
 			continue
 		}
-		f := &fields[col.index]
-		t, _ := TypeOf(f.Type)
-		keys := append([]string{metaWeirType, metaWeirBase}, f.Metadata.Keys()...)
-		vals := append([]string{string(t), strconv.FormatInt(col.base, 10)}, f.Metadata.Values()...)
-		f.Type, f.Metadata = wireType(col.width), arrow.NewMetadata(keys, vals)
+		t, _ := TypeOf(fields[col.index].Type)
+		fields[col.index] = narrowField(fields[col.index], t, col.width, col.base)
 	}
 	md := c.logical.Metadata()
 	return arrow.NewSchema(fields, &md)
@@ -386,11 +383,11 @@ func logicalSchema(wire *arrow.Schema) (*arrow.Schema, []expandCol, error) {
 // expand returns a validated wire record as the logical schema's record,
 // the compact columns widened into buffers of rc; the caller releases it,
 // and rec stays the caller's.
-func expand(rec arrow.RecordBatch, schema *arrow.Schema, cols []expandCol, rc *recycler) arrow.RecordBatch {
+func expand(rec arrow.RecordBatch, schema *arrow.Schema, cols []expandCol, mem memory.Allocator) arrow.RecordBatch {
 	out := append([]arrow.Array(nil), rec.Columns()...)
 	made := make([]arrow.Array, 0, len(cols))
 	for _, c := range cols {
-		a := c.widen(out[c.index].Data(), rc)
+		a := c.widen(out[c.index].Data(), mem)
 		out[c.index] = a
 		made = append(made, a)
 	}
@@ -402,21 +399,21 @@ func expand(rec arrow.RecordBatch, schema *arrow.Schema, cols []expandCol, rc *r
 }
 
 // widen returns the int64 values base + offset of a validated wire array,
-// with 0 in null slots, in a buffer of rc.
-func (c expandCol) widen(data arrow.ArrayData, rc *recycler) arrow.Array {
+// with 0 in null slots, in a buffer of mem (a Decoder's recycler).
+func (c expandCol) widen(data arrow.ArrayData, mem memory.Allocator) arrow.Array {
 	off, n := data.Offset(), data.Len()
-	mem := rc.Allocate((off + n) * 8)
-	vals := arrow.Int64Traits.CastFromBytes(mem)
+	raw := mem.Allocate((off + n) * 8)
+	vals := arrow.Int64Traits.CastFromBytes(raw)
 	clear(vals[:off])
 	if n > 0 {
-		raw := data.Buffers()[1].Bytes()
+		wire := data.Buffers()[1].Bytes()
 		switch c.width {
 		case 1:
-			widenFrom(vals[off:], raw[off:off+n], c.base)
+			widenFrom(vals[off:], wire[off:off+n], c.base)
 		case 2:
-			widenFrom(vals[off:], arrow.Uint16Traits.CastFromBytes(raw)[off:off+n], c.base)
+			widenFrom(vals[off:], arrow.Uint16Traits.CastFromBytes(wire)[off:off+n], c.base)
 		case 4:
-			widenFrom(vals[off:], arrow.Uint32Traits.CastFromBytes(raw)[off:off+n], c.base)
+			widenFrom(vals[off:], arrow.Uint32Traits.CastFromBytes(wire)[off:off+n], c.base)
 		}
 	}
 	var validity *memory.Buffer
@@ -429,7 +426,7 @@ func (c expandCol) widen(data arrow.ArrayData, rc *recycler) arrow.Array {
 			}
 		}
 	}
-	buf := memory.NewBufferWithAllocator(mem, rc)
+	buf := memory.NewBufferWithAllocator(raw, mem)
 	defer buf.Release()
 	d := array.NewData(c.typ, n, []*memory.Buffer{validity, buf}, nil, data.NullN(), off)
 	defer d.Release()

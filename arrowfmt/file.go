@@ -21,6 +21,10 @@ var fileMagic = []byte("ARROW1")
 // batch's buffers. The footer, which only repeats the schema and indexes
 // the batches, is not read. Errors wrap ErrMalformed. The caller releases
 // the batches.
+//
+// A file whose schema narrows columns (NarrowSchema) is read as the
+// schema it was made from: the batches' narrowed columns are widened
+// back into buffers of mem, with 0 in their null slots.
 func DecodeFile(data []byte, mem memory.Allocator) (schema *arrow.Schema, batches []arrow.RecordBatch, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -58,9 +62,13 @@ func DecodeFile(data []byte, mem memory.Allocator) (schema *arrow.Schema, batche
 		return nil, nil, err
 	}
 	defer r.Release()
-	schema = r.Schema()
-	if schema.NumFields() == 0 || !schema.IsNativeEndian() {
+	wire := r.Schema()
+	if wire.NumFields() == 0 || !wire.IsNativeEndian() {
 		return nil, nil, fmt.Errorf("%w: schema has no fields or is not in native byte order", ErrMalformed)
+	}
+	schema, narrowed, err := logicalSchema(wire)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: schema: %w", ErrMalformed, err)
 	}
 	for i, m := range msgs[1:] {
 		if m.typ != ipc.MessageRecordBatch {
@@ -79,6 +87,10 @@ func DecodeFile(data []byte, mem memory.Allocator) (schema *arrow.Schema, batche
 		if err := validateFileRecord(rec); err != nil {
 			releaseAll(batches)
 			return nil, nil, fmt.Errorf("%w: batch %d: %w", ErrMalformed, i, err)
+		}
+		if len(narrowed) > 0 {
+			batches = append(batches, expand(rec, schema, narrowed, mem))
+			continue
 		}
 		rec.Retain()
 		batches = append(batches, rec)

@@ -23,7 +23,8 @@ import (
 // compression; any Arrow reader reads it, and DecodeFile). It writes
 // flat schemas only: columns of the types FileWritable accepts, as arrays
 // that start at offset 0; anything else is ErrNotWritable, before a byte
-// is written.
+// is written. A schema of NarrowSchema's writes batches of the schema it
+// was made from, their narrowed columns in their narrow width.
 //
 // Arrow's own IPC writer makes a zstd encoder for every file it writes
 // (about 18 MB of history and tables, allocated and zeroed, and two
@@ -51,6 +52,9 @@ func WriteFileEncoded(w io.Writer, schema *arrow.Schema, batches []arrow.RecordB
 	fw := fileWriterPool.Get().(*fileWriter)
 	defer fileWriterPool.Put(fw)
 	fw.reset(w, c)
+	if err := fw.narrowFor(schema); err != nil {
+		return err
+	}
 	return fw.write(schema, batches, encoded)
 }
 
@@ -73,9 +77,13 @@ func (e EncodedBatch) Len() int { return len(e.msg) }
 func (e EncodedBatch) Rows() int64 { return e.rows }
 
 // EncodeBatch encodes b, its buffers compressed with c where that makes
-// them smaller, for WriteFileEncoded. It refuses what WriteFile refuses.
-func EncodeBatch(b arrow.RecordBatch, c Compression) (EncodedBatch, error) {
-	if err := FileWritable(b.Schema(), []arrow.RecordBatch{b}); err != nil {
+// them smaller, for WriteFileEncoded of a file of schema: b's own, or one
+// NarrowSchema made of it. It refuses what WriteFile refuses.
+func EncodeBatch(b arrow.RecordBatch, schema *arrow.Schema, c Compression) (EncodedBatch, error) {
+	if schema == nil {
+		schema = b.Schema()
+	}
+	if err := FileWritable(schema, []arrow.RecordBatch{b}); err != nil {
 		return EncodedBatch{}, err
 	}
 	fw := fileWriterPool.Get().(*fileWriter)
@@ -85,6 +93,9 @@ func EncodeBatch(b arrow.RecordBatch, c Compression) (EncodedBatch, error) {
 	// garbage, more than the message itself, for every batch.
 	fw.scratch.Reset()
 	fw.reset(&fw.scratch, c)
+	if err := fw.narrowFor(schema); err != nil {
+		return EncodedBatch{}, err
+	}
 	defer func() {
 		fw.w = nil
 		clear(fw.body)
@@ -92,7 +103,7 @@ func EncodeBatch(b arrow.RecordBatch, c Compression) (EncodedBatch, error) {
 	if err := fw.batch(b); err != nil {
 		return EncodedBatch{}, err
 	}
-	return EncodedBatch{schema: b.Schema(), msg: bytes.Clone(fw.scratch.Bytes()), meta: fw.blocks[0].meta, rows: b.NumRows()}, nil
+	return EncodedBatch{schema: schema, msg: bytes.Clone(fw.scratch.Bytes()), meta: fw.blocks[0].meta, rows: b.NumRows()}, nil
 }
 
 // ErrNotWritable: WriteFile does not write this schema or batch (a
@@ -101,18 +112,24 @@ func EncodeBatch(b arrow.RecordBatch, c Compression) (EncodedBatch, error) {
 var ErrNotWritable = errors.New("arrowfmt: not a flat schema WriteFile writes")
 
 // FileWritable reports, as ErrNotWritable, why WriteFile would not write
-// batches of schema, or nil if it would. It writes signed and unsigned
-// integers, float32 and float64, utf8, binary, bool and timestamps, of
-// arrays that start at offset 0 (as builders make them).
+// batches into a file of schema, or nil if it would. It writes signed and
+// unsigned integers, float32 and float64, utf8, binary, bool and
+// timestamps, of arrays that start at offset 0 (as builders make them).
+// The batches are of schema, or of the schema NarrowSchema made schema
+// of.
 func FileWritable(schema *arrow.Schema, batches []arrow.RecordBatch) error {
 	for i, f := range schema.Fields() {
 		if _, ok := fileTypeOf(f.Type); !ok {
 			return fmt.Errorf("%w: column %d (%s) is %s", ErrNotWritable, i, f.Name, f.Type)
 		}
 	}
+	logical, _, err := logicalSchema(schema)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotWritable, err)
+	}
 	for n, b := range batches {
-		if !b.Schema().Equal(schema) {
-			return fmt.Errorf("%w: batch %d has schema %s, want %s", ErrSchemaMismatch, n, b.Schema(), schema)
+		if !b.Schema().Equal(logical) {
+			return fmt.Errorf("%w: batch %d has schema %s, want %s", ErrSchemaMismatch, n, b.Schema(), logical)
 		}
 		for i, col := range b.Columns() {
 			d := col.Data()
@@ -180,6 +197,24 @@ type fileWriter struct {
 	blocks  []fileBlock
 	lz4     *lz4.Writer
 	scratch bytes.Buffer // EncodeBatch's message
+	// narrow: the file's narrowed columns (NarrowSchema), by column,
+	// and the buffer each batch's values of one are narrowed into.
+	narrow    []expandCol
+	narrowBuf [][]byte
+}
+
+// narrowFor sets the columns the writer narrows, those of a file of
+// schema, which FileWritable accepted.
+func (fw *fileWriter) narrowFor(schema *arrow.Schema) error {
+	_, cols, err := logicalSchema(schema)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotWritable, err)
+	}
+	fw.narrow = cols
+	for len(fw.narrowBuf) < len(cols) {
+		fw.narrowBuf = append(fw.narrowBuf, nil)
+	}
+	return nil
 }
 
 // bodyPiece is bytes of a batch's body: a column's own buffer (written
@@ -218,7 +253,7 @@ var zstdFileEncoder = sync.OnceValue(func() *zstd.Encoder {
 
 func (fw *fileWriter) reset(w io.Writer, c Compression) {
 	fw.w, fw.codec, fw.pos = w, c, 0
-	fw.blocks = fw.blocks[:0]
+	fw.blocks, fw.narrow = fw.blocks[:0], nil
 }
 
 func (fw *fileWriter) write(schema *arrow.Schema, batches []arrow.RecordBatch, encoded []EncodedBatch) error {
@@ -291,9 +326,21 @@ func (fw *fileWriter) batch(b arrow.RecordBatch) error {
 	fw.body, fw.bodyLen, fw.packed = fw.body[:0], 0, fw.packed[:0]
 	fw.bufs, fw.nodes = fw.bufs[:0], fw.nodes[:0]
 	rows := int(b.NumRows())
-	for _, col := range b.Columns() {
+	narrow := fw.narrow
+	for i, col := range b.Columns() {
 		d := col.Data()
 		ft, _ := fileTypeOf(col.DataType())
+		var narrowed []byte
+		if len(narrow) > 0 && narrow[0].index == i {
+			k := len(fw.narrow) - len(narrow)
+			var err error
+			if narrowed, err = narrow[0].narrowInto(fw.narrowBuf[k], d); err != nil {
+				return fmt.Errorf("column %q: %w", b.ColumnName(i), err)
+			}
+			fw.narrowBuf[k] = narrowed
+			ft.width = narrow[0].width
+			narrow = narrow[1:]
+		}
 		fw.nodes = append(fw.nodes, [2]int64{int64(rows), int64(col.NullN())})
 		var validity []byte
 		if col.NullN() > 0 {
@@ -301,6 +348,8 @@ func (fw *fileWriter) batch(b arrow.RecordBatch) error {
 		}
 		bufs := [3][]byte{validity}
 		switch {
+		case narrowed != nil:
+			bufs[1] = narrowed
 		case ft.width > 0:
 			bufs[1] = bufferBytes(d.Buffers()[1], rows*ft.width)
 		case ft.width == 0:

@@ -174,7 +174,7 @@ func TestWriteFileEncoded(t *testing.T) {
 	codecs := []Compression{CompressZstd, CompressNone, CompressLZ4}
 	var encoded []EncodedBatch
 	for i, b := range batches[2:] {
-		e, err := EncodeBatch(b, codecs[i%3])
+		e, err := EncodeBatch(b, nil, codecs[i%3])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestWriteFileEncoded(t *testing.T) {
 	rb.Field(0).(*array.Int64Builder).Append(1)
 	ob := rb.NewRecordBatch()
 	defer ob.Release()
-	e, err := EncodeBatch(ob, CompressZstd)
+	e, err := EncodeBatch(ob, nil, CompressZstd)
 	if err != nil {
 		t.Fatal(err)
 	}

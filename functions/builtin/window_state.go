@@ -568,7 +568,7 @@ func (cr *captureRows) buildRows(rs []windowStateRow) {
 // capture's: its next Step returns it.
 func (cr *captureRows) encodeOut() {
 	for _, b := range cr.out {
-		e, err := arrowfmt.EncodeBatch(b, cr.codec)
+		e, err := arrowfmt.EncodeBatch(b, nil, cr.codec)
 		b.Release()
 		if err != nil {
 			if c := cr.w.capture; c != nil && c.err == nil {

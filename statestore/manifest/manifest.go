@@ -25,22 +25,27 @@ import (
 // store files (KindStore), so a manifest without any is still version 1,
 // and one with them is refused by a binary from before them as too new
 // (ErrUnsupportedVersion), not as corrupt, which would have made it fall
-// back to an older checkpoint.
-const Version = 2
+// back to an older checkpoint. Version 3 added state files with narrowed
+// columns (File.Narrowed), which a binary from before them cannot read.
+const Version = 3
 
-// LowestVersion returns the lowest version that holds m: 2 if it lists a
-// store file, else 1.
+// LowestVersion returns the lowest version that holds m: 3 if it lists a
+// narrowed state file, 2 if it lists a store file, else 1.
 func (m *Manifest) LowestVersion() int {
-	for _, v := range m.Vertices {
-		for _, s := range v.Subtasks {
+	v := 1
+	for _, vx := range m.Vertices {
+		for _, s := range vx.Subtasks {
 			for _, f := range s.State {
-				if f.Kind == KindStore {
-					return 2
+				switch {
+				case f.Narrowed:
+					return 3
+				case f.Kind == KindStore:
+					v = 2
 				}
 			}
 		}
 	}
-	return 1
+	return v
 }
 
 // MaxMaxParallelism is the largest maxParallelism a job can have (the job
@@ -160,6 +165,10 @@ type File struct {
 	// bucket: "zstd" (a zstd frame), or absent for none. Size and SHA256
 	// are those of the bytes in the bucket.
 	Compression string `json:"compression,omitempty"`
+	// Narrowed says a base or delta file holds int64 or timestamp_ms
+	// columns narrowed to fewer bytes (arrowfmt.NarrowSchema), which
+	// statefile.Decode widens back; it needs manifest version 3.
+	Narrowed bool `json:"narrowed,omitempty"`
 }
 
 // CompressZstd is File.Compression for a zstd frame.
@@ -633,6 +642,12 @@ func (m *Manifest) Validate() error {
 				r := [2]int{f.KeyGroupStart, f.KeyGroupEnd}
 				if f.Kind != KindStore && f.Name != "" {
 					add(ff+".name", "%q: only a file of kind %q has a name", f.Name, KindStore)
+				}
+				switch {
+				case f.Narrowed && f.Kind == KindStore:
+					add(ff+".narrowed", "true: a file of kind %q is not an Arrow file", KindStore)
+				case f.Narrowed && m.Version < 3:
+					add(ff+".narrowed", "true: a narrowed file needs manifest version 3, and the manifest is version %d", m.Version)
 				}
 				if f.Compression != "" && (f.Kind != KindStore || f.Compression != CompressZstd) {
 					add(ff+".compression", "%q: want %q, in a file of kind %q only", f.Compression, CompressZstd, KindStore)

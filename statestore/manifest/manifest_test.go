@@ -507,12 +507,12 @@ func TestDecodeRefusesNotAManifest(t *testing.T) {
 func TestDecodeNewerVersion(t *testing.T) {
 	// A newer manifest may have fields this binary does not know; the
 	// version is what it is refused for.
-	data := strings.Replace(string(encode(t, golden())), `"version": 1,`, `"version": 3, "compression": "zstd",`, 1)
+	data := strings.Replace(string(encode(t, golden())), `"version": 1,`, `"version": 4, "compression": "zstd",`, 1)
 	_, err := manifest.Decode([]byte(data))
 	if !errors.Is(err, manifest.ErrUnsupportedVersion) || errors.Is(err, manifest.ErrCorrupt) {
-		t.Fatalf("Decode(version 3) = %v, want ErrUnsupportedVersion and not ErrCorrupt", err)
+		t.Fatalf("Decode(version 4) = %v, want ErrUnsupportedVersion and not ErrCorrupt", err)
 	}
-	if want := "version 3 and this binary reads versions up to 2"; !strings.Contains(err.Error(), want) {
+	if want := "version 4 and this binary reads versions up to 3"; !strings.Contains(err.Error(), want) {
 		t.Errorf("message %q does not say %q", err, want)
 	}
 }
@@ -545,6 +545,38 @@ func TestStoreFilesNeedVersion2(t *testing.T) {
 	m.Version = 1
 	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "a store file needs manifest version 2") {
 		t.Errorf("Validate() of version 1 with store files = %v", err)
+	}
+}
+
+// TestNarrowedFilesNeedVersion3 checks that a manifest listing a
+// narrowed state file is version 3 (LowestVersion), also with store
+// files, encodes and decodes as it is, and is refused as version 2; a
+// store file cannot be narrowed.
+func TestNarrowedFilesNeedVersion3(t *testing.T) {
+	m := golden()
+	s := &m.Vertices[2].Subtasks[0]
+	s.State = append(s.State, manifest.File{Key: "jobs/rides-0a1b2c3d/state/window/0-64/42-a2-store-000007.sst", Size: 10, SHA256: strings.Repeat("ab", 32),
+		Kind: manifest.KindStore, Operator: "window", KeyGroupStart: 0, KeyGroupEnd: 64, Name: "000007.sst"})
+	s.State[0].Narrowed = true
+	if v := m.LowestVersion(); v != 3 {
+		t.Fatalf("LowestVersion() = %d with a narrowed file, want 3", v)
+	}
+	m.Version = 3
+	got, err := manifest.Decode(encode(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("Decode(Encode(m)) =\n%+v\nwant\n%+v", got, m)
+	}
+	m.Version = 2
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "a narrowed file needs manifest version 3, and the manifest is version 2") {
+		t.Errorf("Validate() of version 2 with a narrowed file = %v", err)
+	}
+	m.Version = 3
+	s.State[len(s.State)-1].Narrowed = true
+	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), `narrowed: true: a file of kind "store" is not an Arrow file`) {
+		t.Errorf("Validate() with a narrowed store file = %v", err)
 	}
 }
 

@@ -28,7 +28,9 @@ const MaxExpansion = 64
 // compressed with codec (Arrow IPC body compression; Decode, and any
 // Arrow reader, reads each codec). It returns f, which names the file
 // (key, kind, operator, key groups), with Size and SHA256 set to the
-// encoded bytes'.
+// encoded bytes'. A schema may narrow columns (arrowfmt.NarrowSchema):
+// the batches are then of the schema it was made of, which Decode
+// returns, and f says Narrowed (manifest version 3).
 func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, []byte, error) {
 	var buf bytes.Buffer
 	f, err := EncodeTo(&buf, f, schema, batches, nil, mem, codec)
@@ -49,6 +51,7 @@ func Encode(f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, 
 // them.
 func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arrow.RecordBatch, encoded []arrowfmt.EncodedBatch, mem memory.Allocator, codec arrowfmt.Compression) (manifest.File, error) {
 	out := &summingWriter{w: w, h: sha256.New()}
+	f.Narrowed = arrowfmt.Narrowed(schema)
 	// WriteFile refuses what it does not write before it writes a byte.
 	switch err := arrowfmt.WriteFileEncoded(out, schema, batches, encoded, codec); {
 	case err == nil:

@@ -88,6 +88,48 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestNarrowedRoundTrip: a file in a schema that narrows the count
+// column says Narrowed, is smaller, and decodes to the batches in the
+// operator's schema, which Decode checks it against.
+func TestNarrowedRoundTrip(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	groups := make([]int32, 1000)
+	for i := range groups {
+		groups[i] = int32(i % 64)
+	}
+	rec := testBatch(mem, groups)
+	defer rec.Release()
+	file := arrowfmt.NarrowSchema(testSchema, []arrowfmt.Range{2: {Lo: 0, Hi: 999, Set: true}})
+	if !arrowfmt.Narrowed(file) || arrowfmt.Narrowed(testSchema) {
+		t.Fatalf("Narrowed(%s) = false, or Narrowed of the state schema true", file)
+	}
+	name := manifest.File{Key: "jobs/j-1/state/win/0-64/3-a1-base.arrow", Kind: manifest.KindBase, Operator: "win", KeyGroupEnd: 64}
+	f, data, err := statefile.Encode(name, file, []arrow.RecordBatch{rec}, mem, arrowfmt.CompressNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, plainData, err := statefile.Encode(name, testSchema, []arrow.RecordBatch{rec}, mem, arrowfmt.CompressNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Narrowed || plain.Narrowed || len(data) >= len(plainData) {
+		t.Fatalf("narrowed: %+v (%d bytes); plain: %+v (%d bytes): want the first narrowed and smaller", f, len(data), plain, len(plainData))
+	}
+	schema, got, err := statefile.Decode(data, testSchema, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, b := range got {
+			b.Release()
+		}
+	}()
+	if !schema.Equal(testSchema) || len(got) != 1 || !array.RecordEqual(got[0], rec) {
+		t.Fatalf("decoded %s with %d batches, want 1 equal to the input", schema, len(got))
+	}
+}
+
 // TestCodecs encodes compressible batches with each codec: every file
 // decodes to the input, holds the frames of its codec (LZ4 frames start
 // 04 22 4d 18, zstd frames 28 b5 2f fd) and not the other's, and the
@@ -298,6 +340,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add(data)
 	f.Add(data[:len(data)/2])
 	f.Add([]byte("ARROW1\x00\x00"))
+	// A file narrowing the count column to a byte.
+	rec = testBatch(memory.DefaultAllocator, []int32{0, 1, 2, 3})
+	_, narrow, err := statefile.Encode(manifest.File{}, arrowfmt.NarrowSchema(testSchema, []arrowfmt.Range{2: {Lo: 0, Hi: 3, Set: true}}), []arrow.RecordBatch{rec}, memory.DefaultAllocator, arrowfmt.CompressLZ4)
+	rec.Release()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(narrow)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 		_, bs, err := statefile.Decode(b, testSchema, mem)
