@@ -170,6 +170,16 @@ type EncodingCapture interface {
 	EncodeWith(codec arrowfmt.Compression)
 }
 
+// NarrowingCapture is a Capture whose state files hold some int64 and
+// timestamp_ms columns in fewer bytes: FileSchema is the schema to write
+// them in, Schema with those columns narrowed (arrowfmt.NarrowSchema) to
+// the ranges of the values the capture writes, which it knew at its
+// barrier. statefile.Decode reads such a file as Schema.
+type NarrowingCapture interface {
+	Capture
+	FileSchema() *arrow.Schema
+}
+
 // PartHolder is a PartedCapture that goes on while its parts wait for
 // the uploader, holding them, rather than wait for the uploads: a window
 // operator's, whose state is in memory anyway, and whose keys would be

@@ -196,6 +196,13 @@ type accColumn struct {
 	n []int64
 	i []int64   // int64 and timestamp_ms inputs
 	f []float64 // float64 inputs
+	// The ranges of what the slots have held since the accumulators
+	// were made: the highest count (counts are never below 0), and the
+	// values of i that count at least one row. A snapshot writes no
+	// other value, so a state file may hold them narrowed
+	// (arrowfmt.NarrowSchema; see stateRanges).
+	nHi  int64
+	vals arrowfmt.Range
 }
 
 func newAccumulators(aggs []Aggregate) *accumulators {
@@ -323,6 +330,39 @@ func (acc *accumulators) merge(dst, src int32) {
 			c.i[dst] += c.i[src]
 		}
 	}
+	acc.noteSlot(dst)
+}
+
+// noteSlot widens the ranges of every column to what slot s holds.
+func (acc *accumulators) noteSlot(s int32) {
+	for i := range acc.cols {
+		c := &acc.cols[i]
+		n := c.n[s]
+		c.nHi = max(c.nHi, n)
+		if n > 0 && acc.aggs[i].ints() {
+			c.vals.Add(c.i[s], c.i[s])
+		}
+	}
+}
+
+// stateRanges widens ranges, one per state column of every aggregate in
+// order (stateFields), to the values a snapshot may write: each count's
+// from 0 to the highest count held, and the int64 and timestamp_ms
+// values held (a float's stays as it is).
+func (acc *accumulators) stateRanges(ranges []arrowfmt.Range) {
+	k := 0
+	for i := range acc.aggs {
+		c := &acc.cols[i]
+		ranges[k].Add(0, c.nHi)
+		k++
+		if acc.aggs[i].Func == AggCount {
+			continue
+		}
+		if acc.aggs[i].ints() {
+			ranges[k].AddRange(c.vals)
+		}
+		k++
+	}
 }
 
 // update adds row rows[j] of rec to slot slots[j] for every j, for every
@@ -331,23 +371,27 @@ func (acc *accumulators) update(rec arrow.RecordBatch, rows, slots []int32) {
 	for i := range acc.aggs {
 		a, c := &acc.aggs[i], &acc.cols[i]
 		if a.col < 0 {
+			hi := c.nHi
 			for _, s := range slots {
-				c.n[s]++
+				v := c.n[s] + 1
+				c.n[s] = v
+				hi = max(hi, v)
 			}
+			c.nHi = hi
 			continue
 		}
 		col := rec.Column(a.col)
 		if a.Func == AggCount {
-			countValid(c.n, col, rows, slots)
+			c.nHi = countValid(c.n, c.nHi, col, rows, slots)
 			continue
 		}
 		switch arr := col.(type) {
 		case *array.Int64:
-			updateColumn(a.Func, c.n, c.i, arr.Int64Values(), arr, rows, slots)
+			c.updateInts(a.Func, arr.Int64Values(), arr, rows, slots)
 		case *array.Timestamp:
-			updateColumn(a.Func, c.n, c.i, timestampInt64s(arr.TimestampValues()), arr, rows, slots)
+			c.updateInts(a.Func, timestampInt64s(arr.TimestampValues()), arr, rows, slots)
 		case *array.Float64:
-			updateColumn(a.Func, c.n, c.f, arr.Float64Values(), arr, rows, slots)
+			c.nHi, _, _, _ = updateColumn(a.Func, c.n, c.nHi, c.f, arr.Float64Values(), arr, rows, slots)
 		default:
 			// ParseAggregates checked the schema; a batch of another schema
 			// is a bug of the caller.
@@ -356,24 +400,46 @@ func (acc *accumulators) update(rec arrow.RecordBatch, rows, slots []int32) {
 	}
 }
 
-func countValid(n []int64, col arrow.Array, rows, slots []int32) {
+// countValid counts the valid rows of col into their slots' counts and
+// returns the highest count, or hi if higher.
+func countValid(n []int64, hi int64, col arrow.Array, rows, slots []int32) int64 {
 	if col.NullN() == 0 {
 		for _, s := range slots {
-			n[s]++
+			v := n[s] + 1
+			n[s] = v
+			hi = max(hi, v)
 		}
-		return
+		return hi
 	}
 	for j, r := range rows {
 		if col.IsValid(int(r)) {
-			n[slots[j]]++
+			v := n[slots[j]] + 1
+			n[slots[j]] = v
+			hi = max(hi, v)
 		}
+	}
+	return hi
+}
+
+// updateInts is updateColumn into the int64 accumulators of c, whose
+// ranges it widens to the counts and values the slots now hold.
+func (c *accColumn) updateInts(fn AggFunc, vals []int64, col arrow.Array, rows, slots []int32) {
+	var lo, hi int64
+	var any bool
+	c.nHi, lo, hi, any = updateColumn(fn, c.n, c.nHi, c.i, vals, col, rows, slots)
+	if any {
+		c.vals.Add(lo, hi)
 	}
 }
 
 // updateColumn is the hot loop: one aggregate over one column. It is
-// generic so that int64 and float64 each get their own compiled loop.
-func updateColumn[T int64 | float64](fn AggFunc, n []int64, acc, vals []T, col arrow.Array, rows, slots []int32) {
+// generic so that int64 and float64 each get their own compiled loop. It
+// returns the highest count, or nHi if higher, and the lowest and highest
+// accumulator it set (any: it set one).
+func updateColumn[T int64 | float64](fn AggFunc, n []int64, nHi int64, acc, vals []T, col arrow.Array, rows, slots []int32) (hiN int64, lo, hi T, any bool) {
 	nulls := col.NullN() > 0
+	// Each loop widens lo and hi to what it sets, from the first value
+	// on (a branch taken once).
 	switch fn {
 	case AggSum, AggAvg:
 		for j, r := range rows {
@@ -381,8 +447,12 @@ func updateColumn[T int64 | float64](fn AggFunc, n []int64, acc, vals []T, col a
 				continue
 			}
 			s := slots[j]
-			n[s]++
-			acc[s] += vals[r]
+			c, v := n[s]+1, acc[s]+vals[r]
+			n[s], acc[s] = c, v
+			if !any {
+				lo, hi, any = v, v, true
+			}
+			nHi, lo, hi = max(nHi, c), min(lo, v), max(hi, v)
 		}
 	case AggMin:
 		for j, r := range rows {
@@ -390,8 +460,12 @@ func updateColumn[T int64 | float64](fn AggFunc, n []int64, acc, vals []T, col a
 				continue
 			}
 			s := slots[j]
-			n[s]++
-			acc[s] = minOf(acc[s], vals[r])
+			c, v := n[s]+1, minOf(acc[s], vals[r])
+			n[s], acc[s] = c, v
+			if !any {
+				lo, hi, any = v, v, true
+			}
+			nHi, lo, hi = max(nHi, c), min(lo, v), max(hi, v)
 		}
 	case AggMax:
 		for j, r := range rows {
@@ -399,10 +473,15 @@ func updateColumn[T int64 | float64](fn AggFunc, n []int64, acc, vals []T, col a
 				continue
 			}
 			s := slots[j]
-			n[s]++
-			acc[s] = maxOf(acc[s], vals[r])
+			c, v := n[s]+1, maxOf(acc[s], vals[r])
+			n[s], acc[s] = c, v
+			if !any {
+				lo, hi, any = v, v, true
+			}
+			nHi, lo, hi = max(nHi, c), min(lo, v), max(hi, v)
 		}
 	}
+	return nHi, lo, hi, any
 }
 
 // minOf is min with NaN above every number: a NaN current value (the empty

@@ -495,6 +495,13 @@ type windowOperator struct {
 	copyRows int
 	rearm    bool
 	started  bool
+	// ranges holds, by state column, the range of the values of the
+	// keys' int64 and timestamp_ms columns and of the windows' bounds
+	// the operator has held since it opened, and of every such column
+	// restored (the accumulators keep the ranges of what they compute):
+	// every value a capture writes is in them, and its files narrow
+	// those columns to them (stateFileSchema).
+	ranges []arrowfmt.Range
 
 	// Scratch reused across batches.
 	hashes []uint64
@@ -560,6 +567,7 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 	w.timers.arena = &w.arena
 	w.acc = newAccumulators(w.cfg.aggs)
 	w.acc.arena = &w.arena
+	w.ranges = make([]arrowfmt.Range, len(w.state.Names))
 	w.fwd = map[int32]int32{}
 	w.out = array.NewRecordBuilder(mem, w.cfg.out.Schema)
 	return nil
@@ -636,6 +644,11 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 				return fmt.Errorf("window %s: process batch: row %d has key group %d, outside this subtask's key groups [%d, %d): the input is not partitioned by the keyBy columns",
 					w.cfg.name, r, kg, w.kgStart, w.kgStart+len(w.groups))
 			}
+		}
+	}
+	for i, c := range w.cfg.keyCols {
+		if t := w.cfg.keyTypes[i]; t == arrowfmt.Int64 || t == arrowfmt.TimestampMs {
+			w.ranges[w.state.keyCols[i]].AddColumn(b.Column(c))
 		}
 	}
 	w.rows, w.slots, w.lateRows, w.refire = w.rows[:0], w.slots[:0], w.lateRows[:0], w.refire[:0]
@@ -881,6 +894,7 @@ func (w *windowOperator) addToWindow(ks *windowKey, r int32, start, end int64) b
 			return false
 		}
 		w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{start: start, end: end, slot: w.acc.alloc()}))
+		w.noteWindow(start, end)
 		w.addTimers(ks, start, end)
 	}
 	w.addRow(ks, i, r, false)
@@ -915,6 +929,7 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 			return false
 		}
 		w.setWins(ks, slices.Insert(wins, i, windowState{start: start, end: end, slot: w.acc.alloc()}))
+		w.noteWindow(start, end)
 		w.addTimers(ks, start, end)
 	case j == i+1 && wins[i].start <= start && end <= wins[i].end:
 		// Inside an existing session.
@@ -924,6 +939,7 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 		// late: it ends no earlier than a live session.
 		t := &wins[i]
 		t.start, t.end = min(t.start, start), max(wins[j-1].end, end)
+		w.noteWindow(t.start, t.end)
 		for k := i + 1; k < j; k++ {
 			m := &wins[k]
 			w.acc.merge(t.slot, m.slot)
@@ -939,6 +955,13 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 	}
 	w.addRow(ks, i, r, merged)
 	return true
+}
+
+// noteWindow widens the ranges of the state's window columns to a
+// window [start, end) a key now has.
+func (w *windowOperator) noteWindow(start, end int64) {
+	w.ranges[w.state.kind+1].Add(start, start)
+	w.ranges[w.state.kind+2].Add(end, end)
 }
 
 // addRow queues row r for window i of ks. A window that is already due

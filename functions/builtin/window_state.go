@@ -217,7 +217,7 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 	}
 	full = full || !w.tracking
 	w.snaps++
-	c := &windowCapture{w: w, seq: w.snaps, full: full, mem: mem, walk: newCaptureRows(w, mem, false), cows: make([]*captureRows, len(w.groups))}
+	c := &windowCapture{w: w, seq: w.snaps, full: full, mem: mem, file: w.stateFileSchema(), walk: newCaptureRows(w, mem, false), cows: make([]*captureRows, len(w.groups))}
 	c.dropped, w.dropped = w.dropped, 0 // records of keys dropped, in the change lists
 	changed := w.takeChanges()
 	if full && c.dropped == 0 {
@@ -227,6 +227,27 @@ func (s windowSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (state
 	}
 	w.capture = c
 	return c, nil
+}
+
+// stateFileSchema is the schema of the state files of a capture that
+// begins now: the state's, its int64 and timestamp_ms columns narrowed to
+// the ranges of the values the operator has held (arrowfmt.NarrowSchema),
+// which hold every value the capture writes, since each row it writes
+// holds a value the operator has now. statefile.Decode reads the files
+// as the state's schema. A schema arrowfmt does not write is the state's.
+func (w *windowOperator) stateFileSchema() *arrow.Schema {
+	if arrowfmt.FileWritable(w.state.Schema, nil) != nil {
+		return w.state.Schema
+	}
+	return arrowfmt.NarrowSchema(w.state.Schema, w.stateRanges())
+}
+
+// stateRanges returns, by state column, the ranges of the int64 and
+// timestamp_ms values the operator has held (the others' are not set).
+func (w *windowOperator) stateRanges() []arrowfmt.Range {
+	ranges := slices.Clone(w.ranges)
+	w.acc.stateRanges(ranges[w.state.acc:])
+	return ranges
 }
 
 // newChangeLists returns an empty change list per key group.
@@ -381,6 +402,7 @@ type windowCapture struct {
 	encode bool                 // see EncodeWith: encode copies as they come
 	codec  arrowfmt.Compression // ...with this codec
 	err    error                // encoding copies failed: Step returns it
+	file   *arrow.Schema        // the schema of its state files (stateFileSchema)
 }
 
 // copyBatchRows is how many rows of a key group's copies a capture that
@@ -416,6 +438,7 @@ type captureRows struct {
 	// (a capture's copies, see EncodeWith).
 	encode  bool
 	codec   arrowfmt.Compression
+	file    *arrow.Schema // the schema of the file the batches go into
 	encoded []arrowfmt.EncodedBatch
 
 	// Scratch: buildRows gathers each column here and appends it at once.
@@ -568,7 +591,7 @@ func (cr *captureRows) buildRows(rs []windowStateRow) {
 // capture's: its next Step returns it.
 func (cr *captureRows) encodeOut() {
 	for _, b := range cr.out {
-		e, err := arrowfmt.EncodeBatch(b, nil, cr.codec)
+		e, err := arrowfmt.EncodeBatch(b, cr.file, cr.codec)
 		b.Release()
 		if err != nil {
 			if c := cr.w.capture; c != nil && c.err == nil {
@@ -628,7 +651,7 @@ func (c *windowCapture) copyKey(ks *windowKey) {
 		if c.cows[g] == nil {
 			cr := newCaptureRows(c.w, c.mem, true)
 			if c.encode && c.partBytes > 0 {
-				cr.encode, cr.codec = true, c.codec
+				cr.encode, cr.codec, cr.file = true, c.codec, c.file
 				cr.limit = cmp.Or(c.w.copyRows, copyBatchRows)
 			}
 			c.cows[g] = cr
@@ -670,8 +693,15 @@ var _ statestore.EncodingCapture = (*windowCapture)(nil)
 // 2026-12-05), they made a 10M-key run longer, and so one checkpoint
 // more and 7% fewer events per CPU-second, for no lower peak.
 func (c *windowCapture) EncodeWith(codec arrowfmt.Compression) {
-	c.codec, c.encode = codec, arrowfmt.FileWritable(c.w.state.Schema, nil) == nil
+	c.codec, c.encode = codec, arrowfmt.FileWritable(c.file, nil) == nil
 }
+
+var _ statestore.NarrowingCapture = (*windowCapture)(nil)
+
+// FileSchema is the schema of the capture's state files: the state's,
+// its int64 and timestamp_ms columns narrowed to the ranges of the values
+// it writes (see stateFileSchema).
+func (c *windowCapture) FileSchema() *arrow.Schema { return c.file }
 
 // HoldsParts: the capture goes on while its parts wait for the uploader
 // (statestore.PartHolder): with keys changing fast, a walk that waited
@@ -943,6 +973,9 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 		return nil
 	}
 	l := w.state
+	for c := range w.ranges {
+		w.ranges[c].AddColumn(b.Column(c)) // int64 and timestamp_ms columns
+	}
 	rs := windowRestore{
 		b:       b,
 		groups:  b.Column(0).(*array.Int32),

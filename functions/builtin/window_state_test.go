@@ -192,14 +192,12 @@ func (h *winHarness) snapshotFile(batches []arrow.RecordBatch) (file []byte, row
 
 // snapshotPart is snapshotFile for a part of a capture, whose copies may
 // be encoded already (Part.Encoded): the file is written as the runtime
-// writes it, with codec, and the rows are read back from it.
-func (h *winHarness) snapshotPart(p statestore.Part, codec arrowfmt.Compression) (file []byte, rows []string) {
+// writes it, in the capture's file schema (its columns narrowed, see
+// stateFileSchema) with codec, and the rows of the copies are read back
+// from it.
+func (h *winHarness) snapshotPart(p statestore.Part, schema *arrow.Schema, codec arrowfmt.Compression) (file []byte, rows []string) {
 	h.t.Helper()
-	if len(p.Encoded) == 0 {
-		return h.snapshotFile(p.Batches)
-	}
 	_, rows = h.snapshotFile(p.Batches)
-	schema := h.op.(task.Stateful).State().Schema()
 	var buf bytes.Buffer
 	if err := arrowfmt.WriteFileEncoded(&buf, schema, p.Batches, p.Encoded, codec); err != nil {
 		h.t.Fatal(err)
@@ -248,19 +246,16 @@ func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(h.t, 0)
 	for _, file := range files {
-		fr, err := ipc.NewFileReader(bytes.NewReader(file), ipc.WithAllocator(mem))
+		// As statefile.Decode reads it: narrowed columns widened.
+		schema, recs, err := arrowfmt.DecodeFile(file, mem)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if want := h.op.(task.Stateful).State().Schema(); !fr.Schema().Equal(want) {
-			h.t.Fatalf("state file schema %v, want %v", fr.Schema(), want)
+		if want := h.op.(task.Stateful).State().Schema(); !schema.Equal(want) {
+			h.t.Fatalf("state file schema %v, want %v", schema, want)
 		}
 		var kept []arrow.RecordBatch
-		for i := range fr.NumRecords() {
-			b, err := fr.RecordBatchAt(i)
-			if err != nil {
-				h.t.Fatal(err)
-			}
+		for _, b := range recs {
 			if k := winStateFilter(h.t, b, kgStart, kgEnd, mem); k != nil {
 				if h.legacyKinds {
 					legacy := withKindNames(mem, k)
@@ -270,9 +265,6 @@ func (h *winHarness) restore(files [][]byte, kgStart, kgEnd int) error {
 				kept = append(kept, k)
 			}
 			b.Release()
-		}
-		if err := fr.Close(); err != nil {
-			h.t.Fatal(err)
 		}
 		err = restoreFile(h.op.(task.Stateful).State(), kept)
 		for _, k := range kept {
@@ -420,7 +412,7 @@ func TestCopiesEncodedAtPeriodEnd(t *testing.T) {
 		}
 		for _, p := range pc.TakeParts() {
 			var buf bytes.Buffer
-			if err := arrowfmt.WriteFileEncoded(&buf, o.state.Schema, p.Batches, p.Encoded, arrowfmt.CompressZstd); err != nil {
+			if err := arrowfmt.WriteFileEncoded(&buf, c.(statestore.NarrowingCapture).FileSchema(), p.Batches, p.Encoded, arrowfmt.CompressZstd); err != nil {
 				t.Fatal(err)
 			}
 			for _, b := range p.Batches {
@@ -772,6 +764,7 @@ func TestWindowStateRestore(t *testing.T) {
 					// the rows that came so.
 					codec       = []arrowfmt.Compression{arrowfmt.CompressZstd, arrowfmt.CompressLZ4}[seed%2]
 					encodedRows int64
+					narrowed    int // captures whose files narrow columns
 				)
 				wop := h.op.(*windowOperator)
 				wop.copyRows = 3
@@ -789,8 +782,11 @@ func TestWindowStateRestore(t *testing.T) {
 						return
 					}
 					snap := &snaps[len(snaps)-1]
+					if !capture.(statestore.NarrowingCapture).FileSchema().Equal(wop.state.Schema) {
+						narrowed++
+					}
 					if !parted {
-						file, rows := h.snapshotFile(capture.Batches())
+						file, rows := h.snapshotPart(statestore.Part{Batches: capture.Batches()}, capture.(statestore.NarrowingCapture).FileSchema(), codec)
 						snap.files, snap.rows = [][]byte{file}, len(rows)
 						capture = nil
 						return
@@ -804,7 +800,7 @@ func TestWindowStateRestore(t *testing.T) {
 							t.Fatalf("part [%d, %d) follows key group %d", p.KeyGroupStart, p.KeyGroupEnd, next)
 						}
 						next = p.KeyGroupEnd
-						file, rows := h.snapshotPart(p, codec)
+						file, rows := h.snapshotPart(p, capture.(statestore.NarrowingCapture).FileSchema(), codec)
 						for _, e := range p.Encoded {
 							encodedRows += e.Rows()
 						}
@@ -830,6 +826,7 @@ func TestWindowStateRestore(t *testing.T) {
 						wm = s.wm
 					}
 					checkRecords(t, wop)
+					checkRanges(t, wop)
 					if capture != nil && stepped && rng.IntN(40) == 0 {
 						// A checkpoint that fails while its capture goes on:
 						// the runtime releases it, and its changes are lost
@@ -914,6 +911,9 @@ func TestWindowStateRestore(t *testing.T) {
 				if parted {
 					t.Logf("%d rows of copies came encoded (%s)", encodedRows, codec)
 				}
+				if stepped && narrowed == 0 {
+					t.Fatal("no capture's files narrowed a column: the test does not test narrowed state files")
+				}
 				var baseRows, deltaRows, bases, deltas int
 				for k, snap := range snaps {
 					if snap.full {
@@ -944,6 +944,7 @@ func TestWindowStateRestore(t *testing.T) {
 					if got := winStateDump(t, r); !slices.Equal(got, snap.state) {
 						t.Fatalf("restored from snapshot %d (base %d): the state differs\n%s", k, base, winDiff(got, snap.state))
 					}
+					checkRanges(t, r.op.(*windowOperator))
 					r.watermark(snap.wm)
 					for _, s := range steps[snap.cut:] {
 						r.step(s, 0, 128)
@@ -965,6 +966,31 @@ func TestWindowStateRestore(t *testing.T) {
 				t.Logf("stepped %v: %d output rows, %d late; %d bases of %.0f rows on average, %d deltas of %.0f", stepped, len(want), len(wantLate),
 					bases, float64(baseRows)/float64(max(bases, 1)), deltas, float64(deltaRows)/float64(max(deltas, 1)))
 			})
+		}
+	}
+}
+
+// checkRanges checks that the ranges w keeps of its int64 and
+// timestamp_ms state values (stateRanges) hold every such value it holds:
+// a capture's files narrow its columns to them.
+func checkRanges(t testing.TB, w *windowOperator) {
+	t.Helper()
+	batches := w.writeState(memory.NewGoAllocator())
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	held := make([]arrowfmt.Range, len(w.state.Names))
+	for _, b := range batches {
+		for c := range held {
+			held[c].AddColumn(b.Column(c))
+		}
+	}
+	kept := w.stateRanges()
+	for c, h := range held {
+		if k := kept[c]; h.Set && (!k.Set || h.Lo < k.Lo || h.Hi > k.Hi) {
+			t.Fatalf("column %s holds values in [%d, %d]; the operator's range of it is %+v", w.state.Names[c], h.Lo, h.Hi, k)
 		}
 	}
 }

@@ -727,6 +727,9 @@ func (c *checkpointer) take(id int64, align time.Duration, last string) error {
 			var err error
 			if ss, ok := state.(statestore.SteppedSnapshotter); ok {
 				p.capture, err = ss.BeginSnapshot(c.captureMem, full)
+				if nc, ok := p.capture.(statestore.NarrowingCapture); ok && err == nil {
+					p.schema = nc.FileSchema()
+				}
 				if pc, ok := p.capture.(statestore.PartedCapture); ok && err == nil {
 					if h, ok := pc.(statestore.PartHolder); ok {
 						p.holds = h.HoldsParts()
