@@ -50,6 +50,20 @@ func narrowTestBatch(mem memory.Allocator, n int, gen func(i int) (key, ts, coun
 	return rb.NewRecordBatch()
 }
 
+// windowStateBatch is rows of a window's state for a keyed count: a
+// random key below 10M, one window, a count from 1 to 10; and the
+// ranges of its columns.
+func windowStateBatch(mem memory.Allocator, rng *rand.Rand, rows int) (arrow.RecordBatch, []Range) {
+	rec := narrowTestBatch(mem, rows, func(i int) (int64, int64, int64) {
+		return rng.Int64N(10_000_000), testBase, 1 + rng.Int64N(10)
+	}, func(int) bool { return false })
+	ranges := make([]Range, rec.NumCols())
+	for col := range ranges {
+		ranges[col].AddColumn(rec.Column(col))
+	}
+	return rec, ranges
+}
+
 // TestNarrowFileRoundTrip: files of batches whose int64 and timestamp
 // columns are narrowed to their range (NarrowSchema), written whole and
 // as batches encoded before (EncodeBatch), in each codec, read back by
@@ -167,18 +181,10 @@ func TestNarrowFileRoundTrip(t *testing.T) {
 // bytes and 1 instead of 8 each, in a file without compression and in
 // one with LZ4.
 func TestNarrowFileSavesBytes(t *testing.T) {
-	mem := newMem(t)
-	rng := rand.New(rand.NewPCG(9, 10))
 	const rows = 50_000
-	rec := narrowTestBatch(mem, rows, func(i int) (int64, int64, int64) {
-		return rng.Int64N(10_000_000), testBase, 1 + rng.Int64N(10)
-	}, func(int) bool { return false })
+	rec, ranges := windowStateBatch(newMem(t), rand.New(rand.NewPCG(9, 10)), rows)
 	defer rec.Release()
 	schema := narrowTestSchema()
-	ranges := make([]Range, schema.NumFields())
-	for col := range ranges {
-		ranges[col].AddColumn(rec.Column(col))
-	}
 	file := NarrowSchema(schema, ranges)
 	for _, c := range []Compression{CompressNone, CompressLZ4} {
 		var plain, narrow bytes.Buffer
@@ -274,18 +280,10 @@ func TestNarrowFileRefuses(t *testing.T) {
 // 10M, one window, a count up to 10) written with LZ4, as they are and
 // narrowed.
 func BenchmarkWriteFileNarrow(b *testing.B) {
-	mem := memory.NewGoAllocator()
-	rng := rand.New(rand.NewPCG(11, 12))
 	const rows = 65_536
-	rec := narrowTestBatch(mem, rows, func(i int) (int64, int64, int64) {
-		return rng.Int64N(10_000_000), testBase, 1 + rng.Int64N(10)
-	}, func(int) bool { return false })
+	rec, ranges := windowStateBatch(memory.NewGoAllocator(), rand.New(rand.NewPCG(11, 12)), rows)
 	defer rec.Release()
 	schema := narrowTestSchema()
-	ranges := make([]Range, schema.NumFields())
-	for col := range ranges {
-		ranges[col].AddColumn(rec.Column(col))
-	}
 	for name, s := range map[string]*arrow.Schema{"plain": schema, "narrow": NarrowSchema(schema, ranges)} {
 		b.Run(name, func(b *testing.B) {
 			var buf bytes.Buffer

@@ -38,6 +38,15 @@ func testBatch(mem memory.Allocator, groups []int32) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// groupsMod returns n key groups cycling through 0..m-1.
+func groupsMod(n, m int) []int32 {
+	groups := make([]int32, n)
+	for i := range groups {
+		groups[i] = int32(i % m)
+	}
+	return groups
+}
+
 func encode(t testing.TB, f manifest.File, batches ...arrow.RecordBatch) (manifest.File, []byte) {
 	t.Helper()
 	f, data, err := statefile.Encode(f, testSchema, batches, memory.DefaultAllocator, arrowfmt.CompressZstd)
@@ -94,11 +103,7 @@ func TestRoundTrip(t *testing.T) {
 func TestNarrowedRoundTrip(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
-	groups := make([]int32, 1000)
-	for i := range groups {
-		groups[i] = int32(i % 64)
-	}
-	rec := testBatch(mem, groups)
+	rec := testBatch(mem, groupsMod(1000, 64))
 	defer rec.Release()
 	file := arrowfmt.NarrowSchema(testSchema, []arrowfmt.Range{2: {Lo: 0, Hi: 999, Set: true}})
 	if !arrowfmt.Narrowed(file) || arrowfmt.Narrowed(testSchema) {
@@ -140,11 +145,7 @@ func TestNarrowedRoundTrip(t *testing.T) {
 func TestCodecs(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
-	groups := make([]int32, 5000)
-	for i := range groups {
-		groups[i] = int32(i % 3)
-	}
-	rec := testBatch(mem, groups)
+	rec := testBatch(mem, groupsMod(5000, 3))
 	defer rec.Release()
 	sliced := rec.NewSlice(3, 4000)
 	defer sliced.Release()
