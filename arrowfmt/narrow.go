@@ -81,6 +81,20 @@ func NarrowSchema(schema *arrow.Schema, ranges []Range) *arrow.Schema {
 	return arrow.NewSchema(fields, &md)
 }
 
+// NarrowToFit returns NarrowSchema of schema with each column's range
+// that of its valid values in batches, batches of schema: the schema of a
+// file of them whose int64 and timestamp_ms columns take the fewest bytes
+// their values need, for a writer that has every batch before it writes.
+func NarrowToFit(schema *arrow.Schema, batches []arrow.RecordBatch) *arrow.Schema {
+	ranges := make([]Range, schema.NumFields())
+	for _, b := range batches {
+		for c := range ranges {
+			ranges[c].AddColumn(b.Column(c))
+		}
+	}
+	return NarrowSchema(schema, ranges)
+}
+
 // Narrowed reports whether schema narrows a column (NarrowSchema): a
 // file of it is read as another schema.
 func Narrowed(schema *arrow.Schema) bool {

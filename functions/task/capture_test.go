@@ -110,8 +110,9 @@ func (c *steppedCapture) Release() {
 // TestSteppedCapture checks how the runtime drives a state captured in
 // steps: the barrier goes on at once and the capture beside the input,
 // a step between polls; the next barrier completes what is left first;
-// each checkpoint's file holds the rows of its barrier; the acks come in
-// order, with the capture's time and its longest step.
+// each checkpoint's file holds the rows of its barrier, its int64 column
+// narrowed; the acks come in order, with the capture's time and its
+// longest step.
 func TestSteppedCapture(t *testing.T) {
 	mem := checkedMem(t)
 	b, err := blob.NewDir(t.TempDir())
@@ -166,6 +167,10 @@ func TestSteppedCapture(t *testing.T) {
 		fs := ack.Subtask.State
 		if len(fs) != i+1 {
 			t.Fatalf("checkpoint %d: state files %+v, want %d", ack.Checkpoint, fs, i+1)
+		}
+		// The task had the whole file's batches: it narrowed k to a byte.
+		if !fs[i].Narrowed {
+			t.Errorf("checkpoint %d: its file %s is not narrowed", ack.Checkpoint, fs[i].Key)
 		}
 		data, err := statefile.Read(t.Context(), b, fs[i])
 		if err != nil {

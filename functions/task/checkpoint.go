@@ -1647,8 +1647,16 @@ const maxStoreFile = 1 << 30
 // outside the Go heap that the caller releases: a large base's file is
 // hundreds of megabytes, which a slice would hold twice over as it
 // doubled, in a heap that the collector lets grow to twice that again.
+//
+// Its int64 and timestamp_ms columns are narrowed (arrowfmt.NarrowSchema):
+// to what schema says, a capture's FileSchema (statestore.NarrowingCapture,
+// whose copies were encoded in it), or else, with every batch at hand, to
+// the range of their values.
 func (c *checkpointer) encodeFile(op string, id int64, kind string, schema *arrow.Schema, batches []arrow.RecordBatch, encoded []arrowfmt.EncodedBatch, kgStart, kgEnd int) (manifest.File, *offheap.Buffer, error) {
 	r := c.r
+	if len(encoded) == 0 && !arrowfmt.Narrowed(schema) && arrowfmt.FileWritable(schema, batches) == nil {
+		schema = arrowfmt.NarrowToFit(schema, batches)
+	}
 	key := layout.StateFileKey(r.cfg.Job, op, kgStart, kgEnd, id, r.cfg.Attempt, kind)
 	buf := new(offheap.Buffer)
 	f, err := statefile.EncodeTo(&yieldingWriter{w: buf}, manifest.File{Key: key, Kind: kind, Operator: op, KeyGroupStart: kgStart, KeyGroupEnd: kgEnd}, schema, batches, encoded, r.mem, c.cfg.Compression)
