@@ -2,10 +2,13 @@ package builtin
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
@@ -144,5 +147,91 @@ func TestAccumulatorsNaN(t *testing.T) {
 	acc.cols[0].f[s] = minOf(acc.cols[0].f[s], nan)
 	if !math.IsNaN(acc.cols[0].f[s]) {
 		t.Errorf("min of only NaN = %v, want NaN", acc.cols[0].f[s])
+	}
+}
+
+// TestAccumulatorRanges: after random updates (values of both signs,
+// nulls), merges and releases, the ranges the accumulators keep
+// (stateRanges) hold every count and integer value a snapshot of the
+// live slots writes (appendState): a state file narrows its columns to
+// them.
+func TestAccumulatorRanges(t *testing.T) {
+	in := aggTestSchema(t)
+	aggs, err := ParseAggregates("aggregate", spec.NewOrderedMap(
+		spec.Pair{Key: "rows", Value: "count()"},
+		spec.Pair{Key: "ns", Value: "count(n)"},
+		spec.Pair{Key: "total", Value: "sum(n)"},
+		spec.Pair{Key: "first", Value: "min(ts)"},
+		spec.Pair{Key: "most", Value: "max(n)"},
+		spec.Pair{Key: "mean", Value: "avg(n)"},
+		spec.Pair{Key: "fares", Value: "sum(fare)"},
+	), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []arrow.Field
+	for i := range aggs {
+		fields = append(fields, aggs[i].stateFields()...)
+	}
+	state := arrow.NewSchema(fields, nil)
+	mem := memory.NewGoAllocator()
+	rng := rand.New(rand.NewPCG(5, 6))
+	acc := newAccumulators(aggs)
+	var live []int32
+	for range 20 {
+		live = append(live, acc.alloc())
+	}
+	for round := range 300 {
+		spread := int64(1) << (rng.IntN(40))
+		b := array.NewRecordBuilder(mem, in)
+		var rows, slots []int32
+		for r := range 64 {
+			b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(1_700_000_000_000 + rng.Int64N(spread)))
+			b.Field(1).(*array.StringBuilder).Append("z")
+			b.Field(2).(*array.Float64Builder).Append(rng.Float64())
+			if rng.IntN(10) < 3*(round%2) { // every other batch has no nulls
+				b.Field(3).AppendNull()
+			} else {
+				b.Field(3).(*array.Int64Builder).Append(rng.Int64N(2*spread) - spread)
+			}
+			b.Field(4).(*array.BooleanBuilder).Append(true)
+			rows = append(rows, int32(r))
+			slots = append(slots, live[rng.IntN(len(live))])
+		}
+		rec := b.NewRecordBatch()
+		b.Release()
+		acc.update(rec, rows, slots)
+		rec.Release()
+		switch rng.IntN(4) {
+		case 0: // a session merge: src's state goes into dst, src is released
+			i, j := rng.IntN(len(live)), rng.IntN(len(live))
+			if i != j {
+				acc.merge(live[i], live[j])
+				acc.release(live[j])
+				live[j] = acc.alloc()
+			}
+		case 1: // a window fires and a new one opens
+			i := rng.IntN(len(live))
+			acc.release(live[i])
+			live[i] = acc.alloc()
+		}
+		rb := array.NewRecordBuilder(mem, state)
+		var bs []array.Builder
+		for c := range fields {
+			bs = append(bs, rb.Field(c))
+		}
+		acc.appendState(bs, live)
+		snap := rb.NewRecordBatch()
+		rb.Release()
+		kept := make([]arrowfmt.Range, len(fields))
+		acc.stateRanges(kept)
+		for c := range fields {
+			var held arrowfmt.Range
+			held.AddColumn(snap.Column(c))
+			if k := kept[c]; held.Set && (!k.Set || held.Lo < k.Lo || held.Hi > k.Hi) {
+				t.Fatalf("round %d: column %s holds [%d, %d]; the kept range is %+v", round, fields[c].Name, held.Lo, held.Hi, k)
+			}
+		}
+		snap.Release()
 	}
 }
