@@ -326,20 +326,18 @@ func (fw *fileWriter) batch(b arrow.RecordBatch) error {
 	fw.body, fw.bodyLen, fw.packed = fw.body[:0], 0, fw.packed[:0]
 	fw.bufs, fw.nodes = fw.bufs[:0], fw.nodes[:0]
 	rows := int(b.NumRows())
-	narrow := fw.narrow
+	k := 0 // the next narrowed column
 	for i, col := range b.Columns() {
 		d := col.Data()
 		ft, _ := fileTypeOf(col.DataType())
 		var narrowed []byte
-		if len(narrow) > 0 && narrow[0].index == i {
-			k := len(fw.narrow) - len(narrow)
+		if k < len(fw.narrow) && fw.narrow[k].index == i {
 			var err error
-			if narrowed, err = narrow[0].narrowInto(fw.narrowBuf[k], d); err != nil {
+			if narrowed, err = fw.narrow[k].narrowInto(fw.narrowBuf[k], d); err != nil {
 				return fmt.Errorf("column %q: %w", b.ColumnName(i), err)
 			}
-			fw.narrowBuf[k] = narrowed
-			ft.width = narrow[0].width
-			narrow = narrow[1:]
+			fw.narrowBuf[k], ft.width = narrowed, fw.narrow[k].width
+			k++
 		}
 		fw.nodes = append(fw.nodes, [2]int64{int64(rows), int64(col.NullN())})
 		var validity []byte

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,17 +52,13 @@ func narrowTestBatch(mem memory.Allocator, n int, gen func(i int) (key, ts, coun
 }
 
 // windowStateBatch is rows of a window's state for a keyed count: a
-// random key below 10M, one window, a count from 1 to 10; and the
-// ranges of its columns.
-func windowStateBatch(mem memory.Allocator, rng *rand.Rand, rows int) (arrow.RecordBatch, []Range) {
+// random key below 10M, one window, a count from 1 to 10; and the schema
+// of a file of it narrowed to its values (NarrowToFit).
+func windowStateBatch(mem memory.Allocator, rng *rand.Rand, rows int) (arrow.RecordBatch, *arrow.Schema) {
 	rec := narrowTestBatch(mem, rows, func(i int) (int64, int64, int64) {
 		return rng.Int64N(10_000_000), testBase, 1 + rng.Int64N(10)
 	}, func(int) bool { return false })
-	ranges := make([]Range, rec.NumCols())
-	for col := range ranges {
-		ranges[col].AddColumn(rec.Column(col))
-	}
-	return rec, ranges
+	return rec, NarrowToFit(narrowTestSchema(), []arrow.RecordBatch{rec})
 }
 
 // TestNarrowFileRoundTrip: files of batches whose int64 and timestamp
@@ -182,10 +179,15 @@ func TestNarrowFileRoundTrip(t *testing.T) {
 // one with LZ4.
 func TestNarrowFileSavesBytes(t *testing.T) {
 	const rows = 50_000
-	rec, ranges := windowStateBatch(newMem(t), rand.New(rand.NewPCG(9, 10)), rows)
+	rec, file := windowStateBatch(newMem(t), rand.New(rand.NewPCG(9, 10)), rows)
 	defer rec.Release()
 	schema := narrowTestSchema()
-	file := NarrowSchema(schema, ranges)
+	// NarrowToFit: the key in 4 bytes, window_start and the count in 1.
+	for col, want := range map[int]arrow.DataType{1: arrow.PrimitiveTypes.Uint32, 2: arrow.PrimitiveTypes.Uint8, 3: arrow.PrimitiveTypes.Uint8} {
+		if got := file.Field(col).Type; !arrow.TypeEqual(got, want) {
+			t.Fatalf("column %s in the file is %s, want %s", file.Field(col).Name, got, want)
+		}
+	}
 	for _, c := range []Compression{CompressNone, CompressLZ4} {
 		var plain, narrow bytes.Buffer
 		if err := WriteFile(&plain, schema, []arrow.RecordBatch{rec}, c); err != nil {
@@ -248,6 +250,18 @@ func TestNarrowFileRefuses(t *testing.T) {
 		t.Errorf("a sliced batch: %v, want ErrNotWritable", err)
 	}
 
+	// A batch encoded for a file of another base does not go into this
+	// one: its offsets would be read from the wrong base.
+	shifted := slices.Clone(ranges)
+	shifted[1].Lo--
+	e, err := EncodeBatch(above, NarrowSchema(schema, shifted), CompressNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileEncoded(&bytes.Buffer{}, file, nil, []EncodedBatch{e}, CompressNone); !errors.Is(err, ErrSchemaMismatch) {
+		t.Errorf("a batch encoded with another base: %v, want ErrSchemaMismatch", err)
+	}
+
 	other := narrowTestSchema().Fields()
 	other[3].Nullable = true
 	ob := narrowTestBatch(mem, 1, func(int) (int64, int64, int64) { return 1, 1, 1 }, func(int) bool { return false })
@@ -281,10 +295,9 @@ func TestNarrowFileRefuses(t *testing.T) {
 // narrowed.
 func BenchmarkWriteFileNarrow(b *testing.B) {
 	const rows = 65_536
-	rec, ranges := windowStateBatch(memory.NewGoAllocator(), rand.New(rand.NewPCG(11, 12)), rows)
+	rec, file := windowStateBatch(memory.NewGoAllocator(), rand.New(rand.NewPCG(11, 12)), rows)
 	defer rec.Release()
-	schema := narrowTestSchema()
-	for name, s := range map[string]*arrow.Schema{"plain": schema, "narrow": NarrowSchema(schema, ranges)} {
+	for name, s := range map[string]*arrow.Schema{"plain": narrowTestSchema(), "narrow": file} {
 		b.Run(name, func(b *testing.B) {
 			var buf bytes.Buffer
 			for b.Loop() {

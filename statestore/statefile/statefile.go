@@ -57,7 +57,9 @@ func EncodeTo(w io.Writer, f manifest.File, schema *arrow.Schema, batches []arro
 	case err == nil:
 		f.Size, f.SHA256 = out.n, hex.EncodeToString(out.h.Sum(nil))
 		return f, nil
-	case !errors.Is(err, arrowfmt.ErrNotWritable) || len(encoded) > 0:
+	case !errors.Is(err, arrowfmt.ErrNotWritable) || len(encoded) > 0 || f.Narrowed:
+		// Arrow's writer writes neither encoded batches nor narrowed
+		// columns.
 		return f, fmt.Errorf("encode state: %w", err)
 	}
 	opts := []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(mem)}

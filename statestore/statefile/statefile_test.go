@@ -133,6 +133,12 @@ func TestNarrowedRoundTrip(t *testing.T) {
 	if !schema.Equal(testSchema) || len(got) != 1 || !array.RecordEqual(got[0], rec) {
 		t.Fatalf("decoded %s with %d batches, want 1 equal to the input", schema, len(got))
 	}
+	// A sliced batch is Arrow's writer's, which does not narrow: refused.
+	sliced := rec.NewSlice(1, 10)
+	defer sliced.Release()
+	if _, _, err := statefile.Encode(name, file, []arrow.RecordBatch{sliced}, mem, arrowfmt.CompressNone); !errors.Is(err, arrowfmt.ErrNotWritable) {
+		t.Errorf("a sliced batch into a narrowed file: %v, want ErrNotWritable", err)
+	}
 }
 
 // TestCodecs encodes compressible batches with each codec: every file
