@@ -372,6 +372,17 @@ func reportCheckpoints(b *testing.B, coord *coordinator.Coordinator, id string) 
 		b.Fatal(err)
 	}
 	reportCheckpointHistory(b, hist)
+	if st, err := coord.Status(id); err == nil {
+		reportCopies(b, st.Totals)
+	}
+}
+
+// reportCopies reports the rows the job's captures copied on write (keys
+// that changed before a capture's walk reached them), and of those, the
+// rows encoded as they waited for their part.
+func reportCopies(b *testing.B, s control.Stats) {
+	b.ReportMetric(float64(s.CopiedRows), "copied-rows")
+	b.ReportMetric(float64(s.CopiedEncoded), "copied-encoded-rows")
 }
 
 // reportCheckpointHistory reports what completed checkpoints cost the

@@ -180,6 +180,22 @@ type NarrowingCapture interface {
 	FileSchema() *arrow.Schema
 }
 
+// CopyingCapture is a Capture that counts what it copied on write: the
+// entries changed after its barrier before its walk reached them, which
+// it copied first (see SteppedSnapshotter). The task adds them to its
+// metrics once the capture is complete.
+type CopyingCapture interface {
+	Capture
+	Copies() CopyCounts
+}
+
+// CopyCounts are the rows a capture copied on write (Rows), and of those,
+// the rows it encoded as they waited for their part (EncodedRows, see
+// EncodingCapture).
+type CopyCounts struct {
+	Rows, EncodedRows int64
+}
+
 // PartHolder is a PartedCapture that goes on while its parts wait for
 // the uploader, holding them, rather than wait for the uploads: a window
 // operator's, whose state is in memory anyway, and whose keys would be

@@ -197,6 +197,7 @@ type memCapture struct {
 	reserve int
 	done    bool
 	err     error // the first copy that failed
+	copied  int64 // entries copied on write
 	out     []arrow.RecordBatch
 	// Parts (PartedCapture): partBytes is where a part ends (0: one
 	// part, handed out by Batches), partStart the index of the first key
@@ -372,7 +373,15 @@ func (c *memCapture) copyEntry(i, kg int, k entryKey, cell int) {
 		v.arena = arena
 	}
 	v.copies.put(&c.mem, cell, cp)
+	c.copied++
 }
+
+var _ CopyingCapture = (*memCapture)(nil)
+
+// Copies reports the entries the capture copied on write so far, a row
+// each (a new key's absence at a base's barrier is not counted: it is no
+// row). It encodes none ahead of its part.
+func (c *memCapture) Copies() CopyCounts { return CopyCounts{Rows: c.copied} }
 
 // wantsCopy returns the view of key group kg of table i if the capture
 // needs entry k, in cell position cell, as it is now, before it changes

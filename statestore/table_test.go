@@ -573,6 +573,11 @@ func TestCaptureCopiesOffTheHeap(t *testing.T) {
 			if wantCopies := n * 2 / 3; copies < wantCopies || c.mem.Mapped() == 0 {
 				t.Fatalf("%d copies, %d bytes mapped for them; want at least %d copies, mapped", copies, c.mem.Mapped(), wantCopies)
 			}
+			// The entries that were there are counted; a new key's
+			// absence at the barrier (a base) is no copy of a row.
+			if got, want := c.Copies(), (CopyCounts{Rows: n - n/3}); got != want {
+				t.Errorf("Copies() = %+v, want %+v: the entries deleted or changed", got, want)
+			}
 			before := tabs[1].mem.Mapped()
 			for {
 				done, err := c.Step(time.Now().Add(time.Millisecond))

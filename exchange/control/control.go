@@ -157,6 +157,12 @@ type Stats struct {
 	// (reading, checking and decoding its files, rebuilding the state),
 	// once it has; in a sum, the longest of them.
 	RestoreSeconds float64 `json:"restoreSeconds,omitempty"`
+	// CopiedRows are the rows of keyed state the task's complete
+	// captures copied on write: keys that changed after a barrier before
+	// the capture's walk reached them. CopiedEncoded of them waited for
+	// their part encoded (compressed, as the state file's batches).
+	CopiedRows    int64 `json:"copiedRows,omitempty"`
+	CopiedEncoded int64 `json:"copiedEncoded,omitempty"`
 }
 
 // ChannelStats are the counters of one output channel of a task.
@@ -255,6 +261,8 @@ func (a Stats) Add(b Stats) Stats {
 	a.RestoreRead += b.RestoreRead
 	a.RestoreTotal += b.RestoreTotal
 	a.RestoreSeconds = max(a.RestoreSeconds, b.RestoreSeconds)
+	a.CopiedRows += b.CopiedRows
+	a.CopiedEncoded += b.CopiedEncoded
 	return a
 }
 

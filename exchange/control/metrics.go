@@ -31,6 +31,8 @@ var (
 	descTaskWindows   = prometheus.NewDesc("weir_task_windows_fired_total", "Windows a task fired.", taskLabels, nil)
 	descTaskCkpts     = prometheus.NewDesc("weir_task_checkpoints_total", "Checkpoints a task acknowledged.", taskLabels, nil)
 	descTaskState     = prometheus.NewDesc("weir_task_state_bytes", "Bytes of a task's state files in its latest acknowledged checkpoint.", taskLabels, nil)
+	descTaskCopied    = prometheus.NewDesc("weir_task_state_copied_rows_total", "Rows of keyed state a task's captures copied on write: keys changed after a barrier before the capture reached them.", taskLabels, nil)
+	descTaskCopiedEnc = prometheus.NewDesc("weir_task_state_copied_encoded_rows_total", "Rows copied on write that waited for their state file encoded and compressed.", taskLabels, nil)
 	descBacklogRecs   = prometheus.NewDesc("weir_task_source_backlog_records", "Records a source task has not read yet: events behind its rate, or a redis stream's entries after its position.", taskLabels, nil)
 	descBacklogBytes  = prometheus.NewDesc("weir_task_source_backlog_bytes", "Bytes a files source task has not read yet.", taskLabels, nil)
 
@@ -47,7 +49,7 @@ var (
 // DescribeTasks sends the task families' descriptions.
 func DescribeTasks(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descTaskIn, descTaskOut, descTaskBytesOut, descTaskBusy, descTaskIdle, descTaskBP,
-		descTaskWatermark, descTaskLate, descTaskDead, descTaskSinkRows, descTaskWindows, descTaskCkpts, descTaskState,
+		descTaskWatermark, descTaskLate, descTaskDead, descTaskSinkRows, descTaskWindows, descTaskCkpts, descTaskState, descTaskCopied, descTaskCopiedEnc,
 		descBacklogRecs, descBacklogBytes, descChanEntries, descChanBytes, descChanCreditWaits, descChanCreditWaited} {
 		ch <- d
 	}
@@ -71,6 +73,8 @@ func CollectTask(ch chan<- prometheus.Metric, id TaskID, s Stats) {
 	counter(descTaskSinkRows, float64(s.SinkRows))
 	counter(descTaskWindows, float64(s.WindowsFired))
 	counter(descTaskCkpts, float64(s.Checkpoints))
+	counter(descTaskCopied, float64(s.CopiedRows))
+	counter(descTaskCopiedEnc, float64(s.CopiedEncoded))
 	ch <- prometheus.MustNewConstMetric(descTaskState, prometheus.GaugeValue, float64(s.StateBytes), l...)
 	switch s.BacklogUnit {
 	case "records":

@@ -403,6 +403,8 @@ type windowCapture struct {
 	codec  arrowfmt.Compression // ...with this codec
 	err    error                // encoding copies failed: Step returns it
 	file   *arrow.Schema        // the schema of its state files (stateFileSchema)
+
+	copies statestore.CopyCounts // see Copies: of the cows released so far, and copied rows
 }
 
 // copyBatchRows is how many rows of a key group's copies a capture that
@@ -440,6 +442,7 @@ type captureRows struct {
 	codec   arrowfmt.Compression
 	file    *arrow.Schema // the schema of the file the batches go into
 	encoded []arrowfmt.EncodedBatch
+	nenc    int64 // rows encoded, in all
 
 	// Scratch: buildRows gathers each column here and appends it at once.
 	keys                     []*windowKey
@@ -600,6 +603,7 @@ func (cr *captureRows) encodeOut() {
 			continue
 		}
 		cr.encoded = append(cr.encoded, e)
+		cr.nenc += b.NumRows()
 	}
 	cr.out = cr.out[:0]
 }
@@ -665,7 +669,26 @@ func (c *windowCapture) copyKey(ks *windowKey) {
 			}
 			c.cows[g].rb.Reserve(min(n, c.cows[g].limit))
 		}
+		held := c.cows[g].held
 		c.cows[g].add(ks)
+		c.copies.Rows += int64(c.cows[g].held - held)
+	}
+}
+
+var _ statestore.CopyingCapture = (*windowCapture)(nil)
+
+// Copies reports the rows the capture copied on write so far, and of
+// those, the rows of the key groups whose parts are written that it
+// encoded as they waited.
+func (c *windowCapture) Copies() statestore.CopyCounts { return c.copies }
+
+// dropCow releases the copies of key group g (index), counting the rows
+// it encoded.
+func (c *windowCapture) dropCow(g int) {
+	if cr := c.cows[g]; cr != nil {
+		c.copies.EncodedRows += cr.nenc
+		cr.release()
+		c.cows[g] = nil
 	}
 }
 
@@ -857,8 +880,7 @@ func (c *windowCapture) rowsOf(start, end int) ([]arrow.RecordBatch, []arrowfmt.
 		if cr := c.cows[g]; cr != nil {
 			b, e := cr.finish()
 			out, encoded = append(out, b...), append(encoded, e...)
-			cr.release()
-			c.cows[g] = nil
+			c.dropCow(g)
 		}
 	}
 	return out, encoded
@@ -929,11 +951,8 @@ func (c *windowCapture) detach() {
 	}
 	w.giveBackChanges(c.changed)
 	c.changed, c.keys, c.chunks = nil, nil, nil
-	for g, cr := range c.cows {
-		if cr != nil {
-			cr.release()
-			c.cows[g] = nil
-		}
+	for g := range c.cows {
+		c.dropCow(g)
 	}
 }
 

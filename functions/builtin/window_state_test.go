@@ -410,7 +410,21 @@ func TestCopiesEncodedAtPeriodEnd(t *testing.T) {
 		if done, err := c.Step(time.Time{}); err != nil || !done {
 			t.Fatalf("the capture's last step: done %v, %v", done, err)
 		}
-		for _, p := range pc.TakeParts() {
+		parts := pc.TakeParts()
+		var partEncoded int64
+		for _, p := range parts {
+			for _, e := range p.Encoded {
+				partEncoded += e.Rows()
+			}
+		}
+		// The capture counts what it copied, and what of it it encoded.
+		if got, want := c.(statestore.CopyingCapture).Copies(), (statestore.CopyCounts{Rows: keys, EncodedRows: partEncoded}); got != want {
+			t.Errorf("encode %v: Copies() = %+v, want %+v", encode, got, want)
+		}
+		if encode != (partEncoded > 0) {
+			t.Errorf("encode %v: the parts hold %d encoded rows", encode, partEncoded)
+		}
+		for _, p := range parts {
 			var buf bytes.Buffer
 			if err := arrowfmt.WriteFileEncoded(&buf, c.(statestore.NarrowingCapture).FileSchema(), p.Batches, p.Encoded, arrowfmt.CompressZstd); err != nil {
 				t.Fatal(err)

@@ -91,6 +91,12 @@ func (c *steppedCapture) Step(deadline time.Time) (bool, error) {
 	return true, nil
 }
 
+// Copies: the op copies nothing; it reports a row copied per step and
+// one of them encoded, for the task to count.
+func (c *steppedCapture) Copies() statestore.CopyCounts {
+	return statestore.CopyCounts{Rows: int64(len(c.op.steps[c.idx])), EncodedRows: 1}
+}
+
 func (c *steppedCapture) Batches() []arrow.RecordBatch {
 	out := c.out
 	c.out = nil
@@ -156,6 +162,11 @@ func TestSteppedCapture(t *testing.T) {
 	// Capture 2: every step beside the input, none forced.
 	if s := op.steps[1]; len(s) != 8 || op.forced[1] || s[len(s)-1] <= s[0] {
 		t.Errorf("capture 2 stepped at %v seen rows (forced %v), want 8 steps as the input went on", s, op.forced[1])
+	}
+	// The task counts what each complete capture copied (statestore.CopyingCapture).
+	st := tk.Stats().Snapshot()
+	if want := int64(len(op.steps[0]) + len(op.steps[1])); st.CopiedRows != want || st.CopiedEncoded != 2 {
+		t.Errorf("stats: %d rows copied, %d encoded; want %d and 2, the captures' counts", st.CopiedRows, st.CopiedEncoded, want)
 	}
 	for i, want := range [][]int64{{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5, 6, 7}} {
 		ack := got.list[i]

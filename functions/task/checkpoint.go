@@ -867,6 +867,9 @@ func (c *checkpointer) stepPending(deadline time.Time) error {
 				return nil
 			}
 			p.batches = p.capture.Batches()
+			if cc, ok := p.capture.(statestore.CopyingCapture); ok {
+				c.r.stats.noteCopies(cc.Copies())
+			}
 			p.capture.Release()
 			p.capture = nil
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weirstream/weir/exchange"
 	"github.com/weirstream/weir/exchange/control"
+	"github.com/weirstream/weir/statestore"
 )
 
 // Stats are one subtask's cumulative counters. The task goroutine writes
@@ -33,6 +34,7 @@ type Stats struct {
 	sourceUnit                atomic.Pointer[string]
 	restoreRead, restoreTotal atomic.Int64
 	restoreTook               atomic.Int64 // nanoseconds, once restored
+	copiedRows, copiedEncoded atomic.Int64 // see noteCopies
 
 	mu       sync.Mutex
 	channels []outChannel // the task's output channels, as opened
@@ -126,7 +128,15 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		RestoreRead:     s.restoreRead.Load(),
 		RestoreTotal:    s.restoreTotal.Load(),
 		RestoreSeconds:  time.Duration(s.restoreTook.Load()).Seconds(),
+		CopiedRows:      s.copiedRows.Load(),
+		CopiedEncoded:   s.copiedEncoded.Load(),
 	}
+}
+
+// noteCopies counts the rows a complete capture copied on write.
+func (s *Stats) noteCopies(c statestore.CopyCounts) {
+	s.copiedRows.Add(c.Rows)
+	s.copiedEncoded.Add(c.EncodedRows)
 }
 
 // noteProgress records a bounded source's progress.
