@@ -60,6 +60,29 @@ func (c *cluster) killOneOf(id string, slots int) (string, int) {
 	return victim, pid
 }
 
+// killRandomWorker kills -9 a worker process running tasks of the job,
+// picked by rng, and starts a replacement of slots slots; it reports
+// whether there was one to kill.
+func (c *cluster) killRandomWorker(id string, rng *rand.Rand, slots int) bool {
+	c.t.Helper()
+	var ws []string
+	c.mu.Lock()
+	for _, w := range c.workersWithTasks(id) {
+		if c.procs[w] != nil {
+			ws = append(ws, w)
+		}
+	}
+	c.mu.Unlock()
+	if len(ws) == 0 {
+		return false
+	}
+	victim := ws[rng.IntN(len(ws))]
+	c.t.Logf("kill -9 %s", victim)
+	c.kill(victim)
+	c.addWorker(slots)
+	return true
+}
+
 // workersWithTasks returns the workers running tasks of the job.
 func (c *cluster) workersWithTasks(id string) []string {
 	st, err := c.status(id)
@@ -311,22 +334,9 @@ func TestChaosWorkerKills(t *testing.T) {
 			if !wait(time.Duration(3000+rng.IntN(2000)) * time.Millisecond) {
 				return
 			}
-			var ws []string
-			c.mu.Lock()
-			for _, w := range c.workersWithTasks(id) {
-				if c.procs[w] != nil {
-					ws = append(ws, w)
-				}
+			if c.killRandomWorker(id, rng, 3) {
+				kills++
 			}
-			c.mu.Unlock()
-			if len(ws) == 0 {
-				continue
-			}
-			victim := ws[rng.IntN(len(ws))]
-			t.Logf("kill -9 %s", victim)
-			c.kill(victim)
-			c.addWorker(3)
-			kills++
 		}
 	})
 	if kills < 3 {
