@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -493,6 +494,8 @@ func (cr *captureRows) add(ks *windowKey) {
 		}
 		if cr.copied {
 			win.slot = cr.acc.copySlot(cr.w.acc, win.slot)
+		} else {
+			cr.w.acc.prefetchSlot(win.slot) // build reads it
 		}
 		cr.pend = append(cr.pend, windowStateRow{ks, win, kind})
 	}
@@ -766,7 +769,12 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 			}
 		}
 		keys := c.keys[c.next:min(c.next+chunk, len(c.keys))]
+		if c.next == 0 {
+			c.prefetch(keys)
+		}
 		c.next += len(keys)
+		// The next chunk's records come in while this one's are walked.
+		c.prefetch(c.keys[c.next:min(c.next+chunk, len(c.keys))])
 		// Every key's mark first, then its rows: the keys are spread over
 		// memory, and these loads overlap where reading each key just
 		// before its rows waited for each.
@@ -797,6 +805,13 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 			c.walk.build() // the walk's rows read the keys' slots
 			return false, nil
 		}
+	}
+}
+
+// prefetch asks for the records of keys.
+func (c *windowCapture) prefetch(keys []offheap.Ref) {
+	for _, r := range keys {
+		offheap.Prefetch(unsafe.Pointer(c.w.keys.At(r)))
 	}
 }
 
