@@ -36,9 +36,8 @@ type heapTable[V any] struct {
 	// collector's, if the table becomes unreachable unfreed.
 	mem     *offheap.Arena
 	cleanup runtime.Cleanup
-	// sink keeps what prefetch reads; slots is its room.
-	sink  uint64
-	slots []uint64
+	// prefetched counts the cells prefetch asked for (TestPrefetch).
+	prefetched int
 }
 
 var _ Table[int64] = (*heapTable[int64])(nil)

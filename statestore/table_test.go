@@ -630,13 +630,13 @@ func TestPrefetch(t *testing.T) {
 	groups := []int{0, 1, 2, 3, 3, 9}
 	keys := []string{"k0", "k1", "k2", "k3", "absent", "k9"}
 	b.Prefetch(groups, keys)
-	if h.sink != 0 {
+	if h.prefetched != 0 {
 		t.Fatalf("a table of %d bytes was read ahead (under %d)", h.footprint(), prefetchMinBytes)
 	}
 	defer func(old int) { prefetchMinBytes = old }(prefetchMinBytes)
 	prefetchMinBytes = 0
 	b.Prefetch(groups, keys)
-	if h.sink == 0 {
+	if h.prefetched == 0 {
 		t.Fatal("nothing read ahead in a table over prefetchMinBytes")
 	}
 	for i := range 1000 {
