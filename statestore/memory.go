@@ -67,9 +67,9 @@ func (b *Memory) Close() {
 	clear(b.tables)
 }
 
-// Prefetch reads into the cache the places where the heap tables would
-// look up each key of keys (in key group groups[i], namespace ""), before
-// a function's Gets and Puts look them up one row at a time: the loads
+// Prefetch asks for the cache lines where the heap tables would look up
+// each key of keys (in key group groups[i], namespace ""), before a
+// function's Gets and Puts look them up one row at a time: the requests
 // for one key do not wait for another's, so they overlap, where each
 // lookup in turn waits for memory (at millions of keys, the index slot
 // and the cell are both misses). A batch's keys are known before its
