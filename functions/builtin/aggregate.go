@@ -382,20 +382,8 @@ func (acc *accumulators) update(rec arrow.RecordBatch, rows, slots []int32) {
 // updateBlock is how many rows update takes at a time.
 const updateBlock = 128
 
-// prefetchSlot asks for the cache lines of slot s in every slice the
-// aggregates keep.
-func (acc *accumulators) prefetchSlot(s int32) {
-	for i := range acc.cols {
-		c := &acc.cols[i]
-		offheap.Prefetch(unsafe.Pointer(&c.n[s]))
-		switch {
-		case c.i != nil:
-			offheap.Prefetch(unsafe.Pointer(&c.i[s]))
-		case c.f != nil:
-			offheap.Prefetch(unsafe.Pointer(&c.f[s]))
-		}
-	}
-}
+// prefetchSlot asks for the cache lines of slot s (prefetch).
+func (acc *accumulators) prefetchSlot(s int32) { acc.prefetch([]int32{s}) }
 
 // prefetch asks for the cache lines of slots in every slice the
 // aggregates keep.

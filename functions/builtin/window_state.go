@@ -405,7 +405,7 @@ type windowCapture struct {
 	err    error                // encoding copies failed: Step returns it
 	file   *arrow.Schema        // the schema of its state files (stateFileSchema)
 
-	copies statestore.CopyCounts // see Copies: of the cows released so far, and copied rows
+	copies statestore.CopyCounts // see Copies: the rows copied, and the encoded rows of the cows dropped
 }
 
 // copyBatchRows is how many rows of a key group's copies a capture that
