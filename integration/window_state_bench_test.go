@@ -28,7 +28,9 @@ import (
 // default (lz4) if unset, and the size of their parts STATE_BENCH_PART_SIZE, 32MiB by
 // default), or none; STATE_BENCH_ENCODING sets exchange.encoding
 // (compact, the default, or plain: distributed, the keyBy edge crosses
-// processes).
+// processes). STATE_BENCH_AGGREGATES replaces the count with the
+// aggregates it lists (`n: count(), total: sum(v), top: max(v)`), over
+// the key and an int64 column v of values from 0 to 1,000,000.
 func windowStateSpec(events, keys int, checkpoints bool) string {
 	ck := ""
 	if checkpoints {
@@ -44,28 +46,32 @@ func windowStateSpec(events, keys int, checkpoints bool) string {
 	if e := os.Getenv("STATE_BENCH_ENCODING"); e != "" {
 		ck += "exchange: {encoding: " + e + "}\n"
 	}
+	schema, fields, aggs := "{key: int64, ts: timestamp_ms}", "", "{n: count()}"
+	if a := os.Getenv("STATE_BENCH_AGGREGATES"); a != "" {
+		schema, fields, aggs = "{key: int64, v: int64, ts: timestamp_ms}", "\n        v: {min: 0, max: 1000000}", "{"+a+"}"
+	}
 	return fmt.Sprintf(`job: bench-window-state
 parallelism: 2
 %ssources:
   - name: events
     type: datagen
     count: %d
-    schema: {key: int64, ts: timestamp_ms}
+    schema: %s
     eventTime: {column: ts, maxOutOfOrderness: 1s}
     datagen:
       seed: 1
       eventsPerSecond: 1000000
       fields:
-        key: {min: 0, max: %d}
+        key: {min: 0, max: %d}%s
 operators:
   - name: counts
     input: events
     keyBy: [key]
     window: {type: tumbling, size: 24h}
-    aggregate: {n: count()}
+    aggregate: %s
 sinks:
   - {name: out, input: counts, type: blackhole}
-`, ck, events, keys)
+`, ck, events, schema, keys, fields, aggs)
 }
 
 // startTrace writes an execution trace to path until the returned stop
