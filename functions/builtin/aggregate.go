@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -146,38 +147,49 @@ func parseAggregate(name, expr string, in *arrow.Schema) (Aggregate, error) {
 }
 
 // accumulators holds the state of every aggregate of an operator for many
-// windows. It is column-wise: a window owns a slot, and slot s's state of
-// aggregate i sits at index s of cols[i]'s slices. Updating a batch is then
-// a tight loop per aggregate over (row, slot) pairs with no interface call
-// or allocation per row, and the state is plain slices of numbers that a
-// snapshot can write out as columns.
+// windows. A window owns a slot, and a slot is a row of width words
+// (int64, a float64 kept as its bits) in one slice: aggregate i's count
+// at word cols[i].n of the row and its value at word cols[i].v. Updating
+// a batch is then a tight loop per aggregate over (row, slot) pairs with
+// no interface call or allocation per row, and a snapshot gathers the
+// words into columns.
+//
+// The words of a slot are side by side, not in a slice per aggregate as
+// they were until 2026-12-06: at millions of windows every slot an event
+// or a capture reaches is a load from memory, and a window of several
+// aggregates took one per slice, five for count, sum and max
+// (docs/benchmarks.md); a row of up to eight words is one cache line or
+// two neighbours.
 //
 // The state per aggregate:
 //
 //	count:   n = rows (count()) or non-null values (count(col))
-//	sum:     n = non-null values, i or f = sum
-//	min/max: n = non-null values, i or f = extreme so far
-//	avg:     n = non-null values, i (int64 input) or f (float64) = sum
+//	sum:     n = non-null values, v = sum
+//	min/max: n = non-null values, v = extreme so far
+//	avg:     n = non-null values, v = sum
 //
-// sum, min, max and avg are null when n is 0. Integer sums wrap on overflow
-// like Java's long (and Flink's BIGINT SUM). Float min and max treat NaN as
-// larger than every number (as PostgreSQL does), so the result does not
-// depend on arrival order: min ignores NaN unless every value is NaN, and
-// max of anything with a NaN is NaN.
+// v is an int64 for int64 and timestamp_ms inputs, a float64 for float64
+// ones. sum, min, max and avg are null when n is 0. Integer sums wrap on
+// overflow like Java's long (and Flink's BIGINT SUM). Float min and max
+// treat NaN as larger than every number (as PostgreSQL does), so the
+// result does not depend on arrival order: min ignores NaN unless every
+// value is NaN, and max of anything with a NaN is NaN.
 type accumulators struct {
-	aggs []Aggregate
-	cols []accColumn
-	// arena, if set, holds the columns once they are large (see
+	aggs  []Aggregate
+	cols  []accColumn
+	width int     // words a slot takes
+	words []int64 // slot s is words[s*width : (s+1)*width]
+	// arena, if set, holds the words once they are many (see
 	// statestore/offheap): the window operator's accumulators are a slot
 	// per window of every key.
 	arena *offheap.Arena
-	size  int32 // slots the slices hold
+	size  int32 // slots the words hold
 	// free is the latest slot released plus one, 0 for none: released
-	// slots are reused before the slices grow. A released slot holds the
-	// one released before it (plus one) in its first count, so the list
+	// slots are reused before the words grow. A released slot holds the
+	// one released before it (plus one) in its first word, so the list
 	// takes no memory of its own (at a tumbling period's end every
-	// window's slot is released at once). Without aggregates there are
-	// no columns, no memory per slot, and none is reused.
+	// window's slot is released at once). Without aggregates a slot has
+	// no words and none is reused.
 	free int32
 	used int // slots handed out and not released
 
@@ -187,86 +199,105 @@ type accumulators struct {
 // stateScratch is what appendState gathers a column into.
 type stateScratch struct {
 	ints, ints2   []int64
-	floats        []float64
 	valid, values []bool
 	someNull      bool
 }
 
+// accColumn is where an aggregate's state is in a slot, and the ranges of
+// what the slots have held.
 type accColumn struct {
-	n []int64
-	i []int64   // int64 and timestamp_ms inputs
-	f []float64 // float64 inputs
+	n int // the count's word in a slot
+	v int // the value's word, -1 for a count (which has none)
 	// The ranges of what the slots have held since the accumulators
 	// were made: the highest count (counts are never below 0), and the
-	// values of i that count at least one row. A snapshot writes no
-	// other value, so a state file may hold them narrowed
-	// (arrowfmt.NarrowSchema; see stateRanges).
+	// int64 and timestamp_ms values that count at least one row. A
+	// snapshot writes no other value, so a state file may hold them
+	// narrowed (arrowfmt.NarrowSchema; see stateRanges).
 	nHi  int64
 	vals arrowfmt.Range
 }
 
 func newAccumulators(aggs []Aggregate) *accumulators {
-	return &accumulators{aggs: aggs, cols: make([]accColumn, len(aggs))}
+	acc := &accumulators{aggs: aggs, cols: make([]accColumn, len(aggs))}
+	for i := range aggs {
+		c := &acc.cols[i]
+		c.n, c.v = acc.width, -1
+		acc.width++
+		if aggs[i].Func != AggCount {
+			c.v = acc.width
+			acc.width++
+		}
+	}
+	return acc
 }
 
-// float reports whether aggregate a keeps a value in f, and ints whether
-// it keeps one in i; count keeps only n.
+// float reports whether aggregate a keeps a float64 value, and ints
+// whether it keeps an int64 one; count keeps only n.
 func (a *Aggregate) float() bool { return a.Func != AggCount && a.In == arrowfmt.Float64 }
 func (a *Aggregate) ints() bool  { return a.Func != AggCount && a.In != arrowfmt.Float64 }
+
+// row returns the words of slot s.
+func (acc *accumulators) row(s int32) []int64 {
+	o := int(s) * acc.width
+	return acc.words[o : o+acc.width : o+acc.width]
+}
+
+// floats views words as float64s: the value of an aggregate over a
+// float64 column is kept as its bits.
+func floats(words []int64) []float64 {
+	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(words))), len(words))
+}
+
+func setFloat(w *int64, f float64) { *w = int64(math.Float64bits(f)) }
+func getFloat(w int64) float64     { return math.Float64frombits(uint64(w)) }
 
 // alloc returns a slot holding the empty state of every aggregate.
 func (acc *accumulators) alloc() int32 {
 	acc.used++
 	var s int32
-	if acc.free != 0 {
-		s = acc.free - 1
-		acc.free = int32(acc.cols[0].n[s])
-	} else {
+	switch {
+	case acc.width == 0:
 		s = acc.size
 		acc.size++
-		for i := range acc.cols {
-			c := &acc.cols[i]
-			c.n = appendZero(acc.arena, c.n)
-			if acc.aggs[i].float() {
-				c.f = appendZero(acc.arena, c.f)
-			} else if acc.aggs[i].ints() {
-				c.i = appendZero(acc.arena, c.i)
-			}
+		return s
+	case acc.free != 0:
+		s = acc.free - 1
+		acc.free = int32(acc.words[int(s)*acc.width])
+	default:
+		s = acc.size
+		acc.size++
+		if acc.arena == nil {
+			acc.words = slices.Grow(acc.words, acc.width)
+		} else {
+			acc.words = offheap.Grow(acc.arena, acc.words, acc.width)
 		}
+		acc.words = acc.words[:len(acc.words)+acc.width]
 	}
 	acc.reset(s)
 	return s
 }
 
-// appendZero appends a zero to s, growing it in a (if not nil: outside
-// the heap once large, by remapping rather than copying) when it is full.
-func appendZero[T int64 | float64](a *offheap.Arena, s []T) []T {
-	if a == nil {
-		return append(s, 0)
-	}
-	return offheap.Append(a, s, 0)
-}
-
 // reset sets slot s to the empty state: zero sums and counts, and the
 // identity of min and max so that updates need not test for a first value.
 func (acc *accumulators) reset(s int32) {
+	r := acc.row(s)
 	for i := range acc.cols {
 		a, c := &acc.aggs[i], &acc.cols[i]
-		c.n[s] = 0
+		r[c.n] = 0
 		switch {
 		case a.Func == AggCount:
 		case a.float() && a.Func == AggMin:
-			c.f[s] = math.NaN() // gives way to the first value; see minOf
+			setFloat(&r[c.v], math.NaN()) // gives way to the first value; see minOf
 		case a.float() && a.Func == AggMax:
-			c.f[s] = math.Inf(-1)
+			setFloat(&r[c.v], math.Inf(-1))
 		case a.float():
-			c.f[s] = 0
+			setFloat(&r[c.v], 0)
 		case a.Func == AggMin:
-			c.i[s] = math.MaxInt64
+			r[c.v] = math.MaxInt64
 		case a.Func == AggMax:
-			c.i[s] = math.MinInt64
+			r[c.v] = math.MinInt64
 		default:
-			c.i[s] = 0
+			r[c.v] = 0
 		}
 	}
 }
@@ -274,8 +305,8 @@ func (acc *accumulators) reset(s int32) {
 // release gives slot s back for reuse.
 func (acc *accumulators) release(s int32) {
 	acc.used--
-	if len(acc.cols) > 0 {
-		acc.cols[0].n[s] = int64(acc.free)
+	if acc.width > 0 {
+		acc.words[int(s)*acc.width] = int64(acc.free)
 		acc.free = s + 1
 	}
 }
@@ -284,50 +315,41 @@ func (acc *accumulators) release(s int32) {
 // into a new slot of acc and returns it.
 func (acc *accumulators) copySlot(src *accumulators, s int32) int32 {
 	d := acc.alloc()
-	for i := range acc.cols {
-		c, sc := &acc.cols[i], &src.cols[i]
-		c.n[d] = sc.n[s]
-		if len(sc.i) > 0 {
-			c.i[d] = sc.i[s]
-		}
-		if len(sc.f) > 0 {
-			c.f[d] = sc.f[s]
-		}
+	if acc.width > 0 {
+		copy(acc.row(d), src.row(s))
 	}
 	return d
 }
 
 // truncate drops every slot, keeping the room.
 func (acc *accumulators) truncate() {
-	for i := range acc.cols {
-		c := &acc.cols[i]
-		c.n, c.i, c.f = c.n[:0], c.i[:0], c.f[:0]
-	}
+	acc.words = acc.words[:0]
 	acc.size, acc.used, acc.free = 0, 0, 0
 }
 
 // merge folds the state of slot src into slot dst (session windows).
 func (acc *accumulators) merge(dst, src int32) {
+	d, s := acc.row(dst), acc.row(src)
 	for i := range acc.cols {
 		a, c := &acc.aggs[i], &acc.cols[i]
-		if c.n[src] == 0 && a.Func != AggCount {
+		if s[c.n] == 0 && a.Func != AggCount {
 			continue
 		}
-		c.n[dst] += c.n[src]
+		d[c.n] += s[c.n]
 		switch {
 		case a.Func == AggCount:
 		case a.float() && a.Func == AggMin:
-			c.f[dst] = minOf(c.f[dst], c.f[src])
+			setFloat(&d[c.v], minOf(getFloat(d[c.v]), getFloat(s[c.v])))
 		case a.float() && a.Func == AggMax:
-			c.f[dst] = maxOf(c.f[dst], c.f[src])
+			setFloat(&d[c.v], maxOf(getFloat(d[c.v]), getFloat(s[c.v])))
 		case a.float():
-			c.f[dst] += c.f[src]
+			setFloat(&d[c.v], getFloat(d[c.v])+getFloat(s[c.v]))
 		case a.Func == AggMin:
-			c.i[dst] = min(c.i[dst], c.i[src])
+			d[c.v] = min(d[c.v], s[c.v])
 		case a.Func == AggMax:
-			c.i[dst] = max(c.i[dst], c.i[src])
+			d[c.v] = max(d[c.v], s[c.v])
 		default:
-			c.i[dst] += c.i[src]
+			d[c.v] += s[c.v]
 		}
 	}
 	acc.noteSlot(dst)
@@ -335,12 +357,13 @@ func (acc *accumulators) merge(dst, src int32) {
 
 // noteSlot widens the ranges of every column to what slot s holds.
 func (acc *accumulators) noteSlot(s int32) {
+	r := acc.row(s)
 	for i := range acc.cols {
 		c := &acc.cols[i]
-		n := c.n[s]
+		n := r[c.n]
 		c.nHi = max(c.nHi, n)
 		if n > 0 && acc.aggs[i].ints() {
-			c.vals.Add(c.i[s], c.i[s])
+			c.vals.Add(r[c.v], r[c.v])
 		}
 	}
 }
@@ -385,35 +408,38 @@ const updateBlock = 128
 // prefetchSlot asks for the cache lines of slot s (prefetch).
 func (acc *accumulators) prefetchSlot(s int32) { acc.prefetch([]int32{s}) }
 
-// prefetch asks for the cache lines of slots in every slice the
-// aggregates keep.
+// prefetch asks for the cache lines of slots: a slot's first word's, and
+// its last's if that is on the next line.
 func (acc *accumulators) prefetch(slots []int32) {
-	for i := range acc.aggs {
-		c := &acc.cols[i]
+	w := acc.width
+	switch {
+	case w == 0:
+	case w == 1:
 		for _, s := range slots {
-			offheap.Prefetch(unsafe.Pointer(&c.n[s]))
+			offheap.Prefetch(unsafe.Pointer(&acc.words[int(s)]))
 		}
-		switch {
-		case c.i != nil:
-			for _, s := range slots {
-				offheap.Prefetch(unsafe.Pointer(&c.i[s]))
-			}
-		case c.f != nil:
-			for _, s := range slots {
-				offheap.Prefetch(unsafe.Pointer(&c.f[s]))
+	default:
+		for _, s := range slots {
+			first := &acc.words[int(s)*w]
+			last := &acc.words[int(s)*w+w-1]
+			offheap.Prefetch(unsafe.Pointer(first))
+			if uintptr(unsafe.Pointer(first))>>6 != uintptr(unsafe.Pointer(last))>>6 {
+				offheap.Prefetch(unsafe.Pointer(last))
 			}
 		}
 	}
 }
 
 func (acc *accumulators) updateBlock(rec arrow.RecordBatch, rows, slots []int32) {
+	w, words := acc.width, acc.words
 	for i := range acc.aggs {
 		a, c := &acc.aggs[i], &acc.cols[i]
 		if a.col < 0 {
 			hi := c.nHi
 			for _, s := range slots {
-				v := c.n[s] + 1
-				c.n[s] = v
+				k := int(s)*w + c.n
+				v := words[k] + 1
+				words[k] = v
 				hi = max(hi, v)
 			}
 			c.nHi = hi
@@ -421,16 +447,16 @@ func (acc *accumulators) updateBlock(rec arrow.RecordBatch, rows, slots []int32)
 		}
 		col := rec.Column(a.col)
 		if a.Func == AggCount {
-			c.nHi = countValid(c.n, c.nHi, col, rows, slots)
+			c.nHi = countValid(words, w, c.n, c.nHi, col, rows, slots)
 			continue
 		}
 		switch arr := col.(type) {
 		case *array.Int64:
-			c.updateInts(a.Func, arr.Int64Values(), arr, rows, slots)
+			acc.updateInts(c, a.Func, arr.Int64Values(), arr, rows, slots)
 		case *array.Timestamp:
-			c.updateInts(a.Func, timestampInt64s(arr.TimestampValues()), arr, rows, slots)
+			acc.updateInts(c, a.Func, timestampInt64s(arr.TimestampValues()), arr, rows, slots)
 		case *array.Float64:
-			c.nHi, _, _, _ = updateColumn(a.Func, c.n, c.nHi, c.f, arr.Float64Values(), arr, rows, slots)
+			c.nHi, _, _, _ = updateColumn(a.Func, words, floats(words), w, c.n, c.v, c.nHi, arr.Float64Values(), arr, rows, slots)
 		default:
 			// ParseAggregates checked the schema; a batch of another schema
 			// is a bug of the caller.
@@ -439,43 +465,47 @@ func (acc *accumulators) updateBlock(rec arrow.RecordBatch, rows, slots []int32)
 	}
 }
 
-// countValid counts the valid rows of col into their slots' counts and
-// returns the highest count, or hi if higher.
-func countValid(n []int64, hi int64, col arrow.Array, rows, slots []int32) int64 {
+// countValid counts the valid rows of col into the count at word n of
+// their slots (of w words) and returns the highest count, or hi if
+// higher.
+func countValid(words []int64, w, n int, hi int64, col arrow.Array, rows, slots []int32) int64 {
 	if col.NullN() == 0 {
 		for _, s := range slots {
-			v := n[s] + 1
-			n[s] = v
+			k := int(s)*w + n
+			v := words[k] + 1
+			words[k] = v
 			hi = max(hi, v)
 		}
 		return hi
 	}
 	for j, r := range rows {
 		if col.IsValid(int(r)) {
-			v := n[slots[j]] + 1
-			n[slots[j]] = v
+			k := int(slots[j])*w + n
+			v := words[k] + 1
+			words[k] = v
 			hi = max(hi, v)
 		}
 	}
 	return hi
 }
 
-// updateInts is updateColumn into the int64 accumulators of c, whose
-// ranges it widens to the counts and values the slots now hold.
-func (c *accColumn) updateInts(fn AggFunc, vals []int64, col arrow.Array, rows, slots []int32) {
+// updateInts is updateColumn into the int64 state of c, whose ranges it
+// widens to the counts and values the slots now hold.
+func (acc *accumulators) updateInts(c *accColumn, fn AggFunc, vals []int64, col arrow.Array, rows, slots []int32) {
 	var lo, hi int64
 	var any bool
-	c.nHi, lo, hi, any = updateColumn(fn, c.n, c.nHi, c.i, vals, col, rows, slots)
+	c.nHi, lo, hi, any = updateColumn(fn, acc.words, acc.words, acc.width, c.n, c.v, c.nHi, vals, col, rows, slots)
 	if any {
 		c.vals.Add(lo, hi)
 	}
 }
 
-// updateColumn is the hot loop: one aggregate over one column. It is
-// generic so that int64 and float64 each get their own compiled loop. It
-// returns the highest count, or nHi if higher, and the lowest and highest
-// accumulator it set (any: it set one).
-func updateColumn[T int64 | float64](fn AggFunc, n []int64, nHi int64, acc, vals []T, col arrow.Array, rows, slots []int32) (hiN int64, lo, hi T, any bool) {
+// updateColumn is the hot loop: one aggregate over one column, its count
+// at word n and its value at word v of slots of w words; acc is words
+// viewed as T. It is generic so that int64 and float64 each get their own
+// compiled loop. It returns the highest count, or nHi if higher, and the
+// lowest and highest value it set (any: it set one).
+func updateColumn[T int64 | float64](fn AggFunc, words []int64, acc []T, w, n, v int, nHi int64, vals []T, col arrow.Array, rows, slots []int32) (hiN int64, lo, hi T, any bool) {
 	nulls := col.NullN() > 0
 	// Each loop widens lo and hi to what it sets, from the first value
 	// on (a branch taken once).
@@ -485,39 +515,39 @@ func updateColumn[T int64 | float64](fn AggFunc, n []int64, nHi int64, acc, vals
 			if nulls && col.IsNull(int(r)) {
 				continue
 			}
-			s := slots[j]
-			c, v := n[s]+1, acc[s]+vals[r]
-			n[s], acc[s] = c, v
+			o := int(slots[j]) * w
+			c, x := words[o+n]+1, acc[o+v]+vals[r]
+			words[o+n], acc[o+v] = c, x
 			if !any {
-				lo, hi, any = v, v, true
+				lo, hi, any = x, x, true
 			}
-			nHi, lo, hi = max(nHi, c), min(lo, v), max(hi, v)
+			nHi, lo, hi = max(nHi, c), min(lo, x), max(hi, x)
 		}
 	case AggMin:
 		for j, r := range rows {
 			if nulls && col.IsNull(int(r)) {
 				continue
 			}
-			s := slots[j]
-			c, v := n[s]+1, minOf(acc[s], vals[r])
-			n[s], acc[s] = c, v
+			o := int(slots[j]) * w
+			c, x := words[o+n]+1, minOf(acc[o+v], vals[r])
+			words[o+n], acc[o+v] = c, x
 			if !any {
-				lo, hi, any = v, v, true
+				lo, hi, any = x, x, true
 			}
-			nHi, lo, hi = max(nHi, c), min(lo, v), max(hi, v)
+			nHi, lo, hi = max(nHi, c), min(lo, x), max(hi, x)
 		}
 	case AggMax:
 		for j, r := range rows {
 			if nulls && col.IsNull(int(r)) {
 				continue
 			}
-			s := slots[j]
-			c, v := n[s]+1, maxOf(acc[s], vals[r])
-			n[s], acc[s] = c, v
+			o := int(slots[j]) * w
+			c, x := words[o+n]+1, maxOf(acc[o+v], vals[r])
+			words[o+n], acc[o+v] = c, x
 			if !any {
-				lo, hi, any = v, v, true
+				lo, hi, any = x, x, true
 			}
-			nHi, lo, hi = max(nHi, c), min(lo, v), max(hi, v)
+			nHi, lo, hi = max(nHi, c), min(lo, x), max(hi, x)
 		}
 	}
 	return nHi, lo, hi, any
@@ -544,37 +574,41 @@ func maxOf[T int64 | float64](cur, v T) T {
 // which has the aggregate's output type.
 func (acc *accumulators) appendResults(i int, b array.Builder, slots []int32) {
 	a, c := &acc.aggs[i], &acc.cols[i]
+	w, words := acc.width, acc.words
 	switch b := b.(type) {
 	case *array.Int64Builder:
 		for _, s := range slots {
+			o := int(s) * w
 			switch {
 			case a.Func == AggCount:
-				b.Append(c.n[s])
-			case c.n[s] == 0:
+				b.Append(words[o+c.n])
+			case words[o+c.n] == 0:
 				b.AppendNull()
 			default:
-				b.Append(c.i[s])
+				b.Append(words[o+c.v])
 			}
 		}
 	case *array.TimestampBuilder:
 		for _, s := range slots {
-			if c.n[s] == 0 {
+			o := int(s) * w
+			if words[o+c.n] == 0 {
 				b.AppendNull()
 			} else {
-				b.Append(arrow.Timestamp(c.i[s]))
+				b.Append(arrow.Timestamp(words[o+c.v]))
 			}
 		}
 	case *array.Float64Builder:
 		for _, s := range slots {
-			switch {
-			case c.n[s] == 0:
+			o := int(s) * w
+			switch n := words[o+c.n]; {
+			case n == 0:
 				b.AppendNull()
 			case a.Func == AggAvg && a.float():
-				b.Append(c.f[s] / float64(c.n[s]))
+				b.Append(getFloat(words[o+c.v]) / float64(n))
 			case a.Func == AggAvg:
-				b.Append(float64(c.i[s]) / float64(c.n[s]))
+				b.Append(float64(words[o+c.v]) / float64(n))
 			default:
-				b.Append(c.f[s])
+				b.Append(getFloat(words[o+c.v]))
 			}
 		}
 	default:
@@ -634,15 +668,7 @@ func (acc *accumulators) appendState(bs []array.Builder, slots []int32) {
 	k := 0
 	for i := range acc.aggs {
 		a, c := &acc.aggs[i], &acc.cols[i]
-		ns := sc.ints[:0]
-		for _, s := range slots {
-			var v int64
-			if s >= 0 {
-				v = c.n[s]
-			}
-			ns = append(ns, v)
-		}
-		sc.ints = ns
+		ns := acc.gather(&sc.ints, c.n, slots, sc.valid)
 		bs[k].(*array.Int64Builder).AppendValues(ns, valid)
 		k++
 		if a.Func == AggCount {
@@ -654,23 +680,14 @@ func (acc *accumulators) appendState(bs []array.Builder, slots []int32) {
 			vv = append(vv, s >= 0 && ns[j] != 0)
 		}
 		sc.values = vv
+		is := acc.gather(&sc.ints2, c.v, slots, vv)
 		switch b := bs[k].(type) {
 		case *array.Int64Builder:
-			b.AppendValues(gatherInts(&sc.ints2, c.i, slots, vv), vv)
+			b.AppendValues(is, vv)
 		case *array.TimestampBuilder:
-			is := gatherInts(&sc.ints2, c.i, slots, vv)
 			b.AppendValues(unsafe.Slice((*arrow.Timestamp)(unsafe.Pointer(unsafe.SliceData(is))), len(is)), vv)
 		case *array.Float64Builder:
-			fs := sc.floats[:0]
-			for j, s := range slots {
-				var v float64
-				if vv[j] {
-					v = c.f[s]
-				}
-				fs = append(fs, v)
-			}
-			sc.floats = fs
-			b.AppendValues(fs, vv)
+			b.AppendValues(floats(is), vv)
 		default:
 			panic(fmt.Sprintf("builtin: state of aggregate %s into a %T", a.Name, b))
 		}
@@ -678,14 +695,15 @@ func (acc *accumulators) appendState(bs []array.Builder, slots []int32) {
 	}
 }
 
-// gatherInts gathers col[slots[j]] where valid[j] (0 elsewhere) into
+// gather gathers word k of slots[j] where valid[j] (0 elsewhere) into
 // *buf, and returns it.
-func gatherInts(buf *[]int64, col []int64, slots []int32, valid []bool) []int64 {
+func (acc *accumulators) gather(buf *[]int64, k int, slots []int32, valid []bool) []int64 {
 	out := (*buf)[:0]
+	w, words := acc.width, acc.words
 	for j, s := range slots {
 		var v int64
 		if valid[j] {
-			v = col[s]
+			v = words[int(s)*w+k]
 		}
 		out = append(out, v)
 	}
@@ -727,22 +745,23 @@ func (acc *accumulators) checkState(cols []arrow.Array, names []string, r int) e
 // accepted.
 func (acc *accumulators) setState(s int32, cols []arrow.Array, r int) {
 	acc.reset(s)
+	row := acc.row(s)
 	k := 0
 	for i := range acc.aggs {
 		a, c := &acc.aggs[i], &acc.cols[i]
-		c.n[s] = cols[k].(*array.Int64).Value(r)
+		row[c.n] = cols[k].(*array.Int64).Value(r)
 		k++
 		if a.Func == AggCount {
 			continue
 		}
-		if c.n[s] > 0 {
+		if row[c.n] > 0 {
 			switch v := cols[k].(type) {
 			case *array.Int64:
-				c.i[s] = v.Value(r)
+				row[c.v] = v.Value(r)
 			case *array.Timestamp:
-				c.i[s] = int64(v.Value(r))
+				row[c.v] = int64(v.Value(r))
 			case *array.Float64:
-				c.f[s] = v.Value(r)
+				setFloat(&row[c.v], v.Value(r))
 			}
 		}
 		k++
