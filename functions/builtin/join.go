@@ -737,11 +737,12 @@ type joinOperator struct {
 	stateRefs    [2][]joinRef // scratch of buildStateRows
 
 	// Scratch reused across calls.
-	hashes  []uint64
-	keyBuf  []byte
-	fire    []joinFiring
-	scratch []joinRef
-	sel     []int32
+	hashes   []uint64
+	keyBuf   []byte
+	fire     []joinFiring
+	scratch  []joinRef
+	sel      []int32
+	warmRefs []offheap.Ref // warmKeys': the keys it asked for
 }
 
 var (
@@ -897,6 +898,10 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 	late := 0
 	var err error
 	for r := range n {
+		if r%warmRows == 0 {
+			j.warmKeys(j.hashes[r:min(r+warmRows, n)])
+			j.warmEntries(input)
+		}
 		hasTs := times != nil && !(timeNulls && tcol.IsNull(r))
 		var ts int64
 		if hasTs {
@@ -979,6 +984,38 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 	}
 	j.sides[input].unref(bi)
 	return err
+}
+
+// warmKeys asks for (offheap.Prefetch) the table slot where the lookup
+// of each of hashes starts, and then for the key of the first slot on
+// from it whose tag matches, as the window operator's warm does: at
+// millions of keys each is a load from memory, and a lookup waited for
+// its two in turn (docs/benchmarks.md). The rows' batch goes a block of
+// warmRows ahead: the keys asked for (warmRefs) are read for their
+// entries (warmEntries) before the block's lookups.
+func (j *joinOperator) warmKeys(hashes []uint64) {
+	prefetchHomes(j.groups, hashes, j.maxPar, j.kgStart)
+	j.warmRefs = probeTags(j.groups, hashes, j.maxPar, j.kgStart, j.warmRefs[:0])
+	for _, k := range j.warmRefs {
+		offheap.Prefetch(unsafe.Pointer(&j.keys[k]))
+	}
+}
+
+// warmEntries asks for the entries that the rows of input whose keys
+// warmKeys asked for last will read: each key's last row of input, which
+// a new row links to, and its first row of the other input, where the
+// matching starts (a window join matches when its windows fire).
+func (j *joinOperator) warmEntries(input int) {
+	other, window := 1-input, j.cfg.kind == joinWindow
+	for _, k := range j.warmRefs {
+		key := &j.keys[k]
+		if t := key.tail[input]; t >= 0 {
+			offheap.Prefetch(unsafe.Pointer(&j.ents[input][t]))
+		}
+		if h := key.head[other]; h >= 0 && !window {
+			offheap.Prefetch(unsafe.Pointer(&j.ents[other][h]))
+		}
+	}
 }
 
 // joinKeyNull reports whether a key column of row r is null.
@@ -1294,13 +1331,68 @@ func (j *joinOperator) ProcessWatermark(wm int64) error {
 			if !ok {
 				break
 			}
-			for _, e := range q.lists[slot] {
-				j.expire(s, e)
-			}
+			j.expireAll(s, q.lists[slot])
 			q.done(slot)
 		}
 	}
 	return nil
+}
+
+// expireAll expires the entries of list, a bucket of input side's
+// expiry, a block of expireBlock at a time. Before a block it asks for
+// (offheap.Prefetch) the keys of the next block's entries, and for the
+// table slots of this block's keys, which the block before asked for:
+// an entry's key, and the slot that drops it with its last row, are each
+// a load from memory at millions of keys, and these then overlap.
+func (j *joinOperator) expireAll(side int, list []int32) {
+	j.prefetchEntryKeys(side, list[:min(expireBlock, len(list))])
+	for lo := 0; lo < len(list); lo += expireBlock {
+		hi := min(lo+expireBlock, len(list))
+		j.prefetchEntryKeys(side, list[hi:min(hi+expireBlock, len(list))])
+		j.prefetchKeySlots(side, list[lo:hi])
+		for _, e := range list[lo:hi] {
+			j.expire(side, e)
+		}
+	}
+}
+
+// expireBlock is how many entries expireAll takes at a time.
+const expireBlock = 64
+
+// prefetchEntryKeys asks for the keys of entries es of input side, and
+// for the entries before and after each in its key's list, which its
+// unlink writes.
+func (j *joinOperator) prefetchEntryKeys(side int, es []int32) {
+	ents := j.ents[side]
+	for _, e := range es {
+		ent := &ents[e]
+		if ent.seq == 0 {
+			continue
+		}
+		offheap.Prefetch(unsafe.Pointer(&j.keys[ent.key]))
+		if ent.prev >= 0 {
+			offheap.Prefetch(unsafe.Pointer(&ents[ent.prev]))
+		}
+		if ent.next >= 0 {
+			offheap.Prefetch(unsafe.Pointer(&ents[ent.next]))
+		}
+	}
+}
+
+// prefetchKeySlots asks for the home slots of the keys of entries es of
+// input side, in their tables.
+func (j *joinOperator) prefetchKeySlots(side int, es []int32) {
+	ents := j.ents[side]
+	for _, e := range es {
+		ent := &ents[e]
+		if ent.seq == 0 {
+			continue
+		}
+		if key := &j.keys[ent.key]; key.group >= 0 {
+			t := &j.groups[int(key.group)-j.kgStart]
+			offheap.Prefetch(unsafe.Pointer(&t.slots[t.home(tagOf(key.hash))]))
+		}
+	}
 }
 
 // expire forgets entry e of input side if it is kept and its time has

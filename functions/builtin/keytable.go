@@ -1,6 +1,11 @@
 package builtin
 
-import "github.com/weirstream/weir/statestore/offheap"
+import (
+	"unsafe"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/statestore/offheap"
+)
 
 // keyTable is the keys of one key group of a window or a join: an
 // open-addressing table with linear probing, keyed by the key hash. Its
@@ -126,4 +131,47 @@ func log2(n int) int {
 		k++
 	}
 	return k
+}
+
+// prefetchHomes asks for (offheap.Prefetch) the home slot of each of
+// hashes in the table of its key group; groups are an operator's tables,
+// by key group - kgStart, of maxPar key groups. A hash of a key group
+// outside them is passed over (the operator refuses its row).
+func prefetchHomes(groups []keyTable, hashes []uint64, maxPar, kgStart int) {
+	for _, h := range hashes {
+		g := arrowfmt.KeyGroup(h, maxPar) - kgStart
+		if uint(g) >= uint(len(groups)) {
+			continue
+		}
+		if t := &groups[g]; t.n > 0 {
+			offheap.Prefetch(unsafe.Pointer(&t.slots[t.home(tagOf(h))]))
+		}
+	}
+}
+
+// probeTags appends to refs, for each of hashes whose table has one, the
+// Ref of the first slot on from its home whose tag matches: the key its
+// lookup will compare first, most likely its own. The home slots are
+// best asked for first (prefetchHomes), so that the probes of a block of
+// hashes wait for memory once.
+func probeTags(groups []keyTable, hashes []uint64, maxPar, kgStart int, refs []offheap.Ref) []offheap.Ref {
+	for _, h := range hashes {
+		g := arrowfmt.KeyGroup(h, maxPar) - kgStart
+		if uint(g) >= uint(len(groups)) {
+			continue
+		}
+		t := &groups[g]
+		if t.n == 0 {
+			continue
+		}
+		tag := tagOf(h)
+		mask := len(t.slots) - 1
+		for i := t.home(tag); t.slots[i] != 0; i = (i + 1) & mask {
+			if s := t.slots[i]; s.tag() == tag {
+				refs = append(refs, s.ref())
+				break
+			}
+		}
+	}
+	return refs
 }

@@ -766,40 +766,11 @@ const warmRows = 128
 // the slots' first and then the records' (docs/benchmarks.md: 5M keys,
 // +20% events per CPU-second).
 func (w *windowOperator) warm(hashes []uint64) {
-	refs := w.warmRefs[:0]
-	// The home slots first: prefetches, all in flight at once.
-	for _, h := range hashes {
-		g := arrowfmt.KeyGroup(h, w.maxPar) - w.kgStart
-		if uint(g) >= uint(len(w.groups)) {
-			continue
-		}
-		if t := &w.groups[g]; t.n > 0 {
-			offheap.Prefetch(unsafe.Pointer(&t.slots[t.home(tagOf(h))]))
-		}
-	}
-	// Then the probes, and the records they find.
-	for _, h := range hashes {
-		g := arrowfmt.KeyGroup(h, w.maxPar) - w.kgStart
-		if uint(g) >= uint(len(w.groups)) {
-			continue // a restored row of another subtask's key group: Restore refuses it
-		}
-		t := &w.groups[g]
-		if t.n == 0 {
-			continue
-		}
-		tag := tagOf(h)
-		mask := len(t.slots) - 1
-		for i := t.home(tag); t.slots[i] != 0; i = (i + 1) & mask {
-			if s := t.slots[i]; s.tag() == tag {
-				refs = append(refs, s.ref())
-				break
-			}
-		}
-	}
-	for _, r := range refs {
+	prefetchHomes(w.groups, hashes, w.maxPar, w.kgStart)
+	w.warmRefs = probeTags(w.groups, hashes, w.maxPar, w.kgStart, w.warmRefs[:0])
+	for _, r := range w.warmRefs {
 		offheap.Prefetch(unsafe.Pointer(w.keys.At(r)))
 	}
-	w.warmRefs = refs
 }
 
 func floorMod(a, b int64) int64 {
