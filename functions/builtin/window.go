@@ -1373,8 +1373,18 @@ func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 	// block is gathered, so that they come while it is, and the columns
 	// are gathered and appended at once (an Append per value left room
 	// for few loads at a time), the keys' while their records are still
-	// in the cache.
+	// in the cache. A block's accumulator slots are asked for once it is
+	// gathered, and its results appended after the next block's: a
+	// batch's slots, up to windowBatchRows lines, would not all stay in
+	// the cache until the end.
+	base := 2 + len(w.cfg.keyCols)
+	results := func(slots []int32) {
+		for i := range w.cfg.aggs {
+			w.acc.appendResults(i, rb.Field(base+i), slots)
+		}
+	}
 	w.prefetchFirings(fs[:min(warmBlock, len(fs))])
+	done := 0 // the firings whose results are appended
 	for lo := 0; lo < len(fs); lo += warmBlock {
 		block := fs[lo:min(lo+warmBlock, len(fs))]
 		w.prefetchFirings(fs[lo+len(block) : min(lo+len(block)+warmBlock, len(fs))])
@@ -1389,16 +1399,16 @@ func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 				refires++
 			}
 		}
+		w.acc.prefetch(w.fireSlot[lo:])
 		w.appendKeyColumns(w.keyBuilders, w.fireKeys)
+		results(w.fireSlot[done:lo])
+		done = lo
 	}
+	results(w.fireSlot[done:])
 	clear(w.fireKeys) // drop the key pointers
 	starts.AppendValues(w.fireStarts, nil)
 	for _, e := range ends {
 		endCol.UnsafeAppend(arrow.Timestamp(e)) // room reserved above
-	}
-	base := 2 + len(w.cfg.keyCols)
-	for i := range w.cfg.aggs {
-		w.acc.appendResults(i, rb.Field(base+i), w.fireSlot)
 	}
 	rec := rb.NewRecordBatch()
 	defer rec.Release()
