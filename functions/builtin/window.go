@@ -765,11 +765,23 @@ const warmRows = 128
 // prefetch waits for nothing, so all of a block's are in flight at once,
 // the slots' first and then the records' (docs/benchmarks.md: 5M keys,
 // +20% events per CPU-second).
+//
+// While a capture is in flight, it then reads the records (they come
+// together, so the block waits about once) and asks for the accumulator
+// slot of each key the capture has not taken yet: the key's first change
+// copies it (touch), slot and all, and that read waited alone.
 func (w *windowOperator) warm(hashes []uint64) {
 	prefetchHomes(w.groups, hashes, w.maxPar, w.kgStart)
 	w.warmRefs = probeTags(w.groups, hashes, w.maxPar, w.kgStart, w.warmRefs[:0])
 	for _, r := range w.warmRefs {
 		offheap.Prefetch(unsafe.Pointer(w.keys.At(r)))
+	}
+	if c := w.capture; c != nil {
+		for _, r := range w.warmRefs {
+			if ks := w.keys.At(r); ks.captured != c.seq && ks.nwin == 1 {
+				w.acc.prefetchSlot(ks.win[0].slot)
+			}
+		}
 	}
 }
 
