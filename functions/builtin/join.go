@@ -990,9 +990,9 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 // of each of hashes starts, and then for the key of the first slot on
 // from it whose tag matches, as the window operator's warm does: at
 // millions of keys each is a load from memory, and a lookup waited for
-// its two in turn (docs/benchmarks.md). The rows' batch goes a block of
-// warmRows ahead: the keys asked for (warmRefs) are read for their
-// entries (warmEntries) before the block's lookups.
+// its two in turn (docs/benchmarks.md). warmEntries then reads the keys
+// asked for (warmRefs), which come together, for the entries the
+// block's rows will read.
 func (j *joinOperator) warmKeys(hashes []uint64) {
 	prefetchHomes(j.groups, hashes, j.maxPar, j.kgStart)
 	j.warmRefs = probeTags(j.groups, hashes, j.maxPar, j.kgStart, j.warmRefs[:0])
