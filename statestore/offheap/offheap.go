@@ -219,7 +219,25 @@ type Slab[T any] struct {
 	// freed at once, and a slice of their Refs grew on the heap.
 	free Ref
 	live int
+	// lanes, if set (SetLanes), hand out values of each lane from blocks
+	// of LaneBlock values that hold that lane's only, each block with a
+	// free list of its own: see NewIn.
+	lanes []slabLane
 }
+
+// slabLane is a lane's block being handed out, [next, end), and its free
+// list (Ref+1, as Slab.free).
+type slabLane struct{ next, end, free Ref }
+
+// LaneBlock is how many values a lane's block holds: 16, 1 KiB of 64-byte
+// values. A walk of a lane reads 16 lines in a row. Blocks of a 4 KiB
+// page read faster still, but every lane writes its new values into its
+// own block, and with a window's 128 lanes of records and 128 of slots
+// those pages alone filled a core's 1 MiB L2 cache: making keys cost more
+// than the walks gained (docs/benchmarks.md, "Keys in lanes"). Every
+// chunk's length is a multiple of it (chunkLen), so a block never
+// straddles two chunks.
+const LaneBlock = 16
 
 // Ref names a value of a Slab: its chunk (high 16 bits) and its index
 // in the chunk (low 16 bits). No Ref is 2^32-1, so Ref+1 fits 32 bits.
@@ -246,26 +264,96 @@ func nextFree[T any](v *T) *Ref { return (*Ref)(unsafe.Pointer(v)) }
 func (s *Slab[T]) New() (Ref, *T) {
 	s.live++
 	if s.free != 0 {
-		r := s.free - 1
-		v := s.At(r)
-		next := nextFree(v)
-		s.free, *next = *next, 0
-		return r, v
+		return s.pop(&s.free)
 	}
+	r := s.take(1)
+	return r, s.At(r)
+}
+
+// pop takes the value a list of freed values (head: its first's Ref+1,
+// not 0) begins with, zeroes the bytes that held the list, and returns it.
+func (s *Slab[T]) pop(head *Ref) (Ref, *T) {
+	r := *head - 1
+	v := s.At(r)
+	next := nextFree(v)
+	*head, *next = *next, 0
+	return r, v
+}
+
+// push zeroes the value r names and puts it first on the list of freed
+// values head begins.
+func (s *Slab[T]) push(head *Ref, r Ref) {
+	var zero T
+	v := s.At(r)
+	*v = zero
+	*nextFree(v) = *head
+	*head = r + 1
+	s.live--
+}
+
+// take returns the Ref of the first of n values never handed out, next
+// to each other in one chunk; n divides every chunk's length.
+func (s *Slab[T]) take(n int) Ref {
 	if k := len(s.chunks); k == 0 || s.used == len(s.chunks[k-1]) {
 		if k == 1<<slabChunkBits-1 {
 			// The last chunk is not made, so no Ref is 2^32-1: a table
 			// may store Ref+1 in 32 bits.
 			panic("offheap: a Slab holds fewer than 2^32-2^16 values")
 		}
-		n := min(chunkLen(k, int(reflect.TypeFor[T]().Size())), 1<<slabChunkBits)
-		s.chunks = append(s.chunks, Make[T](s.a, n))
+		c := min(chunkLen(k, int(reflect.TypeFor[T]().Size())), 1<<slabChunkBits)
+		s.chunks = append(s.chunks, Make[T](s.a, c))
 		s.used = 0
+	}
+	if s.used%n != 0 {
+		// New took single values since the last block: skip to the
+		// next boundary (those values are lost to lanes until then).
+		s.used += n - s.used%n
+		if s.used == len(s.chunks[len(s.chunks)-1]) {
+			return s.take(n)
+		}
 	}
 	k := len(s.chunks) - 1
 	r := Ref(k<<slabChunkBits | s.used)
-	s.used++
-	return r, &s.chunks[k][r&(1<<slabChunkBits-1)]
+	s.used += n
+	return r
+}
+
+// SetLanes gives the slab n lanes (NewIn, FreeIn; without lanes they
+// are New and Free). A slab whose values are walked a lane at a time,
+// such as a window's keys a key group at a time when a checkpoint
+// captures them, keeps each lane's values in blocks of their own: the walk, in the order of the Refs, then reads
+// whole blocks of neighbours instead of one line per value from all over
+// the slab. Call it before any NewIn; New and Free stay usable beside.
+func (s *Slab[T]) SetLanes(n int) { s.lanes = make([]slabLane, n) }
+
+// NewIn returns a zeroed value of lane l and its Ref: one freed in the
+// lane, or the next of the lane's block, or the first of a new block.
+func (s *Slab[T]) NewIn(l int) (Ref, *T) {
+	if s.lanes == nil {
+		return s.New()
+	}
+	ln := &s.lanes[l]
+	s.live++
+	if ln.free != 0 {
+		return s.pop(&ln.free)
+	}
+	if ln.next == ln.end {
+		ln.next = s.take(LaneBlock)
+		ln.end = ln.next + LaneBlock
+	}
+	r := ln.next
+	ln.next++
+	return r, s.At(r)
+}
+
+// FreeIn zeroes the value r names, which NewIn(l) returned, and keeps it
+// for a later NewIn(l).
+func (s *Slab[T]) FreeIn(l int, r Ref) {
+	if s.lanes == nil {
+		s.Free(r)
+		return
+	}
+	s.push(&s.lanes[l].free, r)
 }
 
 // At returns the value r names, which New returned and which is not
@@ -276,14 +364,7 @@ func (s *Slab[T]) At(r Ref) *T {
 
 // Free zeroes the value r names, which New returned, and keeps it for a
 // later New.
-func (s *Slab[T]) Free(r Ref) {
-	var zero T
-	v := s.At(r)
-	*v = zero
-	*nextFree(v) = s.free
-	s.free = r + 1
-	s.live--
-}
+func (s *Slab[T]) Free(r Ref) { s.push(&s.free, r) }
 
 // Len returns the values handed out and not freed.
 func (s *Slab[T]) Len() int { return s.live }
@@ -294,6 +375,7 @@ func (s *Slab[T]) Release() {
 		Free(s.a, c)
 	}
 	s.chunks, s.free, s.used, s.live = nil, 0, 0, 0
+	clear(s.lanes)
 }
 
 // Vec is a list of values of T that grows by chunks of an Arena: it never

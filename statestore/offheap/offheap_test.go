@@ -1,6 +1,7 @@
 package offheap
 
 import (
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -188,6 +189,94 @@ func TestSlabRefsPastFullChunks(t *testing.T) {
 		if got := *s.At(r); got != int64(i) {
 			t.Fatalf("ref %#x of value %d names %d", r, i, got)
 		}
+	}
+}
+
+// TestSlabLanesKeepTheirBlocks hands out values of several lanes in a
+// random order, with values of no lane (New) among them, frees some and
+// takes them back: every block of LaneBlock values holds one lane's only,
+// a freed value comes back in its own lane, zeroed, before the lane takes
+// a new block, and no value is handed out twice.
+func TestSlabLanesKeepTheirBlocks(t *testing.T) {
+	var a Arena
+	defer a.Close()
+	var s Slab[rec]
+	s.Init(&a)
+	const lanes, n = 7, 150_000 // several chunks, the later ones mapped
+	s.SetLanes(lanes)
+	rng := rand.New(rand.NewPCG(1, 2))
+	owner := map[Ref]int{} // lane, or -1 for New
+	block := map[Ref]int{} // a block's first Ref: its lane
+	give := func(l int) Ref {
+		var r Ref
+		var p *rec
+		if l < 0 {
+			r, p = s.New()
+		} else {
+			r, p = s.NewIn(l)
+		}
+		if _, ok := owner[r]; ok || p.id != 0 || p.next != nil || s.At(r) != p {
+			t.Fatalf("lane %d: ref %#x given twice, not zeroed (%+v) or not its value", l, r, *p)
+		}
+		owner[r] = l
+		p.id, p.next = int64(l), p
+		if l >= 0 {
+			b := r &^ (LaneBlock - 1)
+			if o, ok := block[b]; ok && o != l {
+				t.Fatalf("ref %#x of lane %d is in a block of lane %d", r, l, o)
+			}
+			block[b] = l
+		}
+		return r
+	}
+	for range n {
+		give(rng.IntN(lanes+1) - 1)
+	}
+	for r, l := range owner {
+		if l < 0 {
+			if b, ok := block[r&^(LaneBlock-1)]; ok {
+				t.Fatalf("ref %#x of New is in a block of lane %d", r, b)
+			}
+		}
+	}
+	// Free a third of lane 3's values, and some of lane 5's.
+	freed := map[Ref]int{} // lane
+	for r, l := range owner {
+		if l == 3 && rng.IntN(3) == 0 || l == 5 && rng.IntN(50) == 0 {
+			s.FreeIn(l, r)
+			freed[r] = l
+			delete(owner, r)
+		}
+	}
+	if s.Len() != len(owner) {
+		t.Fatalf("Len %d, want %d", s.Len(), len(owner))
+	}
+	blocks, mapped := len(block), a.Mapped()
+	left := map[int]int{} // freed values of each lane
+	for _, l := range freed {
+		left[l]++
+	}
+	for left[3]+left[5] > 0 {
+		l := 3
+		if left[3] == 0 || left[5] > 0 && rng.IntN(4) == 0 {
+			l = 5
+		}
+		left[l]--
+		if r := give(l); freed[r] != l {
+			t.Fatalf("lane %d: NewIn gave ref %#x, not a freed value, with %d freed", l, r, left[l]+1)
+		}
+	}
+	if len(block) != blocks || a.Mapped() != mapped {
+		t.Fatalf("the lanes took %d blocks and %d bytes more with freed values to reuse", len(block)-blocks, a.Mapped()-mapped)
+	}
+	for r, l := range owner { // nothing moved or was overwritten
+		if p := s.At(r); p.id != int64(l) || p.next != p {
+			t.Fatalf("ref %#x of lane %d holds %+v", r, l, *p)
+		}
+	}
+	s.Release()
+	if r, _ := s.NewIn(0); r != 0 {
+		t.Fatalf("after Release the first value is %#x, want 0", r)
 	}
 }
 
