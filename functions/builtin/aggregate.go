@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"unsafe"
@@ -192,6 +193,15 @@ type accumulators struct {
 	// no words and none is reused.
 	free int32
 	used int // slots handed out and not released
+	// lanes, if set (setLanes), hand out slots a lane at a time (allocIn)
+	// from blocks of 1<<laneShift slots that hold that lane's only, as the
+	// window's key records are (offheap.Slab.SetLanes): a capture walks a
+	// key group's records in memory order, and their slots then come in
+	// blocks as well. blockLane is the lane of every block, in order: a
+	// released slot goes back to its lane.
+	lanes     []accLane
+	laneShift uint
+	blockLane []uint16
 
 	scratch stateScratch // appendState's
 }
@@ -251,8 +261,12 @@ func floats(words []int64) []float64 {
 func setFloat(w *int64, f float64) { *w = int64(math.Float64bits(f)) }
 func getFloat(w int64) float64     { return math.Float64frombits(uint64(w)) }
 
-// alloc returns a slot holding the empty state of every aggregate.
+// alloc returns a slot holding the empty state of every aggregate (of
+// lane 0 if there are lanes).
 func (acc *accumulators) alloc() int32 {
+	if acc.lanes != nil {
+		return acc.allocIn(0)
+	}
 	acc.used++
 	var s int32
 	switch {
@@ -272,6 +286,57 @@ func (acc *accumulators) alloc() int32 {
 			acc.words = offheap.Grow(acc.arena, acc.words, acc.width)
 		}
 		acc.words = acc.words[:len(acc.words)+acc.width]
+	}
+	acc.reset(s)
+	return s
+}
+
+// accLane is a lane's block being handed out, [next, end), and its
+// released slots (as accumulators.free).
+type accLane struct{ next, end, free int32 }
+
+// laneBytes is the size of a lane's block of slots, as a block of key
+// records (offheap.LaneBlock): 1 KiB.
+const laneBytes = 1024
+
+// setLanes makes alloc take slots from n lanes (allocIn); at most 65536.
+// It does nothing without aggregates: a slot then has no words.
+func (acc *accumulators) setLanes(n int) {
+	if acc.width == 0 {
+		return
+	}
+	acc.lanes = make([]accLane, n)
+	// A power of two, so that release finds a slot's block by a shift.
+	acc.laneShift = uint(max(4, bits.Len(uint(laneBytes/(8*acc.width)))-1))
+}
+
+// allocIn returns a slot of lane l holding the empty state of every
+// aggregate (alloc without lanes).
+func (acc *accumulators) allocIn(l int) int32 {
+	if acc.lanes == nil {
+		return acc.alloc()
+	}
+	ln := &acc.lanes[l]
+	acc.used++
+	var s int32
+	if ln.free != 0 {
+		s = ln.free - 1
+		ln.free = int32(acc.words[int(s)*acc.width])
+	} else {
+		if ln.next == ln.end {
+			n := acc.width << acc.laneShift
+			if acc.arena == nil {
+				acc.words = slices.Grow(acc.words, n)
+			} else {
+				acc.words = offheap.Grow(acc.arena, acc.words, n)
+			}
+			acc.words = acc.words[:len(acc.words)+n]
+			ln.next, ln.end = acc.size, acc.size+1<<acc.laneShift
+			acc.size = ln.end
+			acc.blockLane = append(acc.blockLane, uint16(l))
+		}
+		s = ln.next
+		ln.next++
 	}
 	acc.reset(s)
 	return s
@@ -305,7 +370,12 @@ func (acc *accumulators) reset(s int32) {
 // release gives slot s back for reuse.
 func (acc *accumulators) release(s int32) {
 	acc.used--
-	if acc.width > 0 {
+	switch {
+	case acc.lanes != nil:
+		ln := &acc.lanes[acc.blockLane[s>>acc.laneShift]]
+		acc.words[int(s)*acc.width] = int64(ln.free)
+		ln.free = s + 1
+	case acc.width > 0:
 		acc.words[int(s)*acc.width] = int64(acc.free)
 		acc.free = s + 1
 	}
@@ -325,6 +395,8 @@ func (acc *accumulators) copySlot(src *accumulators, s int32) int32 {
 func (acc *accumulators) truncate() {
 	acc.words = acc.words[:0]
 	acc.size, acc.used, acc.free = 0, 0, 0
+	clear(acc.lanes)
+	acc.blockLane = acc.blockLane[:0]
 }
 
 // merge folds the state of slot src into slot dst (session windows).

@@ -292,21 +292,7 @@ func (l *timerList) push(t windowTimer) {
 // Len returns the number of timers.
 func (l *timerList) Len() int { return l.keys.Len() + l.other.Len() }
 
-// each calls fn with every timer; keys is the slab of the keys' records.
-func (l *timerList) each(keys *offheap.Slab[windowKey], fn func(windowTimer)) {
-	for _, c := range l.keys.Chunks() {
-		for _, r := range c {
-			fn(windowTimer{key: keys.At(r), start: l.start, end: l.end})
-		}
-	}
-	for _, c := range l.other.Chunks() {
-		for _, t := range c {
-			fn(t)
-		}
-	}
-}
-
-// eachBlock calls fn with the timers of l, in the order each gives them,
+// eachBlock calls fn with the timers of l, those kept as refs first,
 // warmBlock at a time, gathered in buf; it returns buf, to use again.
 // The slice fn gets is valid until fn returns.
 func (l *timerList) eachBlock(keys *offheap.Slab[windowKey], buf []windowTimer, fn func([]windowTimer)) []windowTimer {
@@ -335,6 +321,20 @@ func (l *timerList) eachBlock(keys *offheap.Slab[windowKey], buf []windowTimer, 
 		}
 	}
 	flush()
+	return buf
+}
+
+// sortKeys sorts each chunk of the timers kept as refs by Ref, using buf,
+// and returns a buffer for the next call. The keys came in no order of
+// their records, which are in their key groups' lanes: at a tumbling
+// period's end, firing, emitting and cleaning up every key then read the
+// records of a chunk (up to a million keys) in memory order, a lane's
+// block of them in a row, where the order the keys came in read each
+// from another lane. (Before lanes, the records were in that order.)
+func (l *timerList) sortKeys(buf []offheap.Ref) []offheap.Ref {
+	for _, c := range l.keys.Chunks() {
+		buf = sortRefsInPlace(c, buf)
+	}
 	return buf
 }
 
@@ -456,10 +456,13 @@ type windowOperator struct {
 	// (index: key group - kgStart), the records are in keys, and both
 	// are in arena with the timers. dropped counts the keys dropped in
 	// epoch snaps+1 whose records wait for the capture of that epoch to
-	// free them (removeKey).
+	// free them (removeKey). The records and the accumulator slots of
+	// the key groups are in lanes (laneOf), so that a capture that walks
+	// a key group's records in memory order reads blocks of them.
 	arena     offheap.Arena
 	keys      offheap.Slab[windowKey]
 	groups    []keyTable
+	lanes     int
 	longKeys  map[*windowKey]string
 	spill     [][]windowState // the windows of keys with more than one
 	spillFree []int32         // indexes of spill free
@@ -563,9 +566,12 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 	w.groups = make([]keyTable, end-start)
 	w.changed = w.newChangeLists()
 	w.keys.Init(&w.arena)
+	w.lanes = min(len(w.groups), maxLanes)
+	w.keys.SetLanes(w.lanes)
 	w.timers.arena = &w.arena
 	w.acc = newAccumulators(w.cfg.aggs)
 	w.acc.arena = &w.arena
+	w.acc.setLanes(w.lanes)
 	w.ranges = make([]arrowfmt.Range, len(w.state.Names))
 	w.fwd = map[int32]int32{}
 	w.out = array.NewRecordBuilder(mem, w.cfg.out.Schema)
@@ -797,7 +803,7 @@ func floorMod(a, b int64) int64 {
 // tracked key is a change: a new key is in the next delta. Restored keys
 // are not tracked.
 func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
-	r, ks := w.keys.New()
+	r, ks := w.keys.NewIn(w.laneOf(kg - w.kgStart))
 	ks.tag, ks.ref, ks.group, ks.captured = tagOf(hash), r, uint16(kg), w.snaps
 	w.setKey(ks, w.keyBuf)
 	w.groups[kg-w.kgStart].insert(&w.arena, makeSlot(ks.tag, ks.ref))
@@ -806,6 +812,20 @@ func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
 		w.changed[kg-w.kgStart].Append(r)
 	}
 	return ks
+}
+
+// maxLanes bounds the lanes of a window's records and slots: a lane
+// holds a block of each that it has begun (1 KiB each). With more key
+// groups than that, neighbouring groups share a lane.
+const maxLanes = 1024
+
+// laneOf returns the lane of the records and slots of key group
+// kgStart+g.
+func (w *windowOperator) laneOf(g int) int {
+	if w.lanes == len(w.groups) {
+		return g
+	}
+	return g * w.lanes / len(w.groups)
 }
 
 // markDirty records that the state of ks changed, for the next delta.
@@ -890,7 +910,7 @@ func (w *windowOperator) addToWindow(ks *windowKey, r int32, start, end int64) b
 		if w.windowLate(end) {
 			return false
 		}
-		w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{start: start, end: end, slot: w.acc.alloc()}))
+		w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{start: start, end: end, slot: w.acc.allocIn(w.laneOf(int(ks.group) - w.kgStart))}))
 		w.noteWindow(start, end)
 		w.addTimers(ks, start, end)
 	}
@@ -925,7 +945,7 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 		if w.windowLate(end) {
 			return false
 		}
-		w.setWins(ks, slices.Insert(wins, i, windowState{start: start, end: end, slot: w.acc.alloc()}))
+		w.setWins(ks, slices.Insert(wins, i, windowState{start: start, end: end, slot: w.acc.allocIn(w.laneOf(int(ks.group) - w.kgStart))}))
 		w.noteWindow(start, end)
 		w.addTimers(ks, start, end)
 	case j == i+1 && wins[i].start <= start && end <= wins[i].end:
@@ -1038,9 +1058,12 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 			w.fire = heap
 		}()
 	}
+	var buf []offheap.Ref
 	for _, due := range w.popped {
-		due.fire.each(&w.keys, w.fireDue)
-		due.cleanup.each(&w.keys, w.fireDue)
+		buf = due.fire.sortKeys(buf)
+		buf = due.cleanup.sortKeys(buf)
+		w.fireAll(&due.fire)
+		w.fireAll(&due.cleanup)
 	}
 	err := w.emit(w.fire, w.fireRuns)
 	for _, due := range w.popped {
@@ -1052,6 +1075,22 @@ func (w *windowOperator) ProcessWatermark(wm int64) error {
 	clear(w.popped)
 	w.popped = w.popped[:0]
 	return err
+}
+
+// fireAll queues the windows of the timers of l that have rows pending
+// (fireDue), a block at a time, the block's records asked for first: at
+// a tumbling period's end l holds every key, in the order the keys came,
+// and their records are in their key groups' lanes, so the loads of
+// consecutive timers are from as many places.
+func (w *windowOperator) fireAll(l *timerList) {
+	w.timerBlock = l.eachBlock(&w.keys, w.timerBlock, func(ts []windowTimer) {
+		for _, t := range ts {
+			offheap.Prefetch(unsafe.Pointer(t.key))
+		}
+		for _, t := range ts {
+			w.fireDue(t)
+		}
+	})
 }
 
 // fireDue queues the window of timer t if it has rows pending.
@@ -1130,12 +1169,24 @@ func (w *windowOperator) emit(fs []windowFiring, runs []firingRun) error {
 	// firing before the sort, so a comparison reads keys only where those
 	// tie: at millions of keys, reading two keys a comparison was most of
 	// the sort.
+	// Both passes read the records in the order of the firings, which is
+	// the order the keys came in, not the order of the records in memory
+	// (each key group's are in its own lane): they ask for the records a
+	// block ahead.
+	w.prefetchFirings(fs[:min(warmBlock, len(fs))])
 	first := w.keyOf(w.keys.At(fs[0].ref))
 	common := len(first)
 	for i := range fs {
+		if i%warmBlock == 0 {
+			w.prefetchFirings(fs[min(i+warmBlock, len(fs)):min(i+2*warmBlock, len(fs))])
+		}
 		common = commonPrefix(first[:common], w.keyOf(w.keys.At(fs[i].ref)))
 	}
+	w.prefetchFirings(fs[:min(warmBlock, len(fs))])
 	for i := range fs {
+		if i%warmBlock == 0 {
+			w.prefetchFirings(fs[min(i+warmBlock, len(fs)):min(i+2*warmBlock, len(fs))])
+		}
 		fs[i].prefix = keyPrefix(w.keyOf(w.keys.At(fs[i].ref)), common)
 	}
 	tie := func(a, b windowFiring) int {

@@ -159,7 +159,7 @@ func TestWindowManyKeysFireTogether(t *testing.T) {
 
 // TestTimerListBounds pushes timers of one time whose windows share
 // their bounds (a tumbling period's end) and timers of sessions with
-// other bounds, interleaved, and checks that each gives back every timer
+// other bounds, interleaved, and checks that eachBlock gives back every timer
 // with its own key and bounds: the shared ones are kept as refs beside
 // the bounds of the list's first timer, and the others whole.
 func TestTimerListBounds(t *testing.T) {
@@ -169,6 +169,7 @@ func TestTimerListBounds(t *testing.T) {
 	keys.Init(&a)
 	var l timerList
 	l.init(&a)
+	var buf []windowTimer
 	type timer struct {
 		key        *windowKey
 		start, end int64
@@ -191,13 +192,22 @@ func TestTimerListBounds(t *testing.T) {
 		if l.Len() != 100_000 || l.keys.Len() != shared {
 			t.Fatalf("round %d: %d timers, %d as refs; want 100000, %d", round, l.Len(), l.keys.Len(), shared)
 		}
-		l.each(&keys, func(wt windowTimer) {
-			tm := timer(wt)
-			if want[tm] == 0 {
-				t.Fatalf("round %d: timer %+v not pushed, or given twice", round, tm)
+		blocks := 0
+		buf = l.eachBlock(&keys, buf, func(ts []windowTimer) {
+			if blocks++; len(ts) == 0 || len(ts) > warmBlock {
+				t.Fatalf("round %d: a block of %d timers, want 1 to %d", round, len(ts), warmBlock)
 			}
-			want[tm]--
+			for _, wt := range ts {
+				tm := timer(wt)
+				if want[tm] == 0 {
+					t.Fatalf("round %d: timer %+v not pushed, or given twice", round, tm)
+				}
+				want[tm]--
+			}
 		})
+		if least := (100_000 + warmBlock - 1) / warmBlock; blocks < least {
+			t.Fatalf("round %d: %d blocks, want at least %d", round, blocks, least)
+		}
 		for tm, n := range want {
 			if n != 0 {
 				t.Fatalf("round %d: timer %+v not given back", round, tm)
@@ -287,6 +297,45 @@ func TestWindowInt64KeyColumns(t *testing.T) {
 		}
 		if err := op.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestSortRefs sorts lists of refs of every length up to past the radix
+// sort's threshold, and some long enough for its larger digits, with
+// repeats, and refs of up to 16, 24 and 32 bits (one to three passes),
+// against slices.Sort and slices.Compact, and in place (repeats kept);
+// the buffer a call hands back serves the next.
+func TestSortRefs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var buf []offheap.Ref
+	lengths := []int{4095, 4096, 20_000} // 12-bit digits from 4096
+	for n := range 300 {
+		lengths = append(lengths, n)
+	}
+	for _, bits := range []int{16, 24, 32} {
+		for _, n := range lengths {
+			refs := make([]offheap.Ref, n)
+			for i := range refs {
+				refs[i] = offheap.Ref(rng.Uint64() >> (64 - bits))
+				if i > 0 && rng.IntN(5) == 0 {
+					refs[i] = refs[rng.IntN(i)]
+				}
+			}
+			all := slices.Clone(refs)
+			slices.Sort(all)
+			want := slices.Compact(slices.Clone(all))
+			var got []offheap.Ref
+			got, buf = sortRefs(slices.Clone(refs), buf)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d refs of %d bits: sorted to %v, want %v", n, bits, got, want)
+			}
+			// In place, repeats kept, whatever the passes' count.
+			got = slices.Clone(refs)
+			buf = sortRefsInPlace(got, buf)
+			if !slices.Equal(got, all) {
+				t.Fatalf("%d refs of %d bits: sorted in place to %v, want %v", n, bits, got, all)
+			}
 		}
 	}
 }

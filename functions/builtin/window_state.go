@@ -340,8 +340,10 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 // Copy on write, per key. The capture needs every key that existed at its
 // barrier (a base) or the keys in the change lists of epoch seq (a delta),
 // each as it was at the barrier. Steps walk them, one key group at a time:
-// a base lists the keys of the group's table, a delta goes down the
-// group's change list. A key the walk reaches, or copies, gets captured =
+// a base lists the keys of the group's table, a delta the group's change
+// list, and either sorts them by Ref, so that the walk reads the group's
+// records, kept in a lane of their own (windowOperator.laneOf), in memory
+// order. A key the walk reaches, or copies, gets captured =
 // seq and is not taken again; a key created after the barrier starts with
 // it. The operator calls touch before it changes a key, which copies a key
 // the capture still needs into its group's cow first. Nothing else changes
@@ -349,10 +351,11 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 // only after the key was touched, so a slot of a key the walk has not
 // reached holds what it held at the barrier.
 //
-// A key group's rows are the walk's first and its copies after them: in
-// a delta, a key dropped and created again since the previous snapshot
-// appears twice in its change list, the dropped one (a clear row) first,
-// and only the live one can be copied.
+// A key group's rows are the clear rows of its dropped keys first, then
+// the rest of the walk's, then its copies: in a delta, a key dropped and
+// created again since the previous snapshot has two records in the
+// change list, the dropped one (a clear row) and the live one, in either
+// order of Refs, and only the live one can be copied.
 //
 // Records of keys dropped before the barrier (removeKey) are freed by
 // the capture, which is the last to read them: a delta's walk frees each
@@ -374,7 +377,8 @@ func (s windowSnapshotter) SizeRestore(recs []arrow.RecordBatch) {
 // compressed: they wait at a tenth of their size or less. A batch of
 // copies ends where a key's rows end. A part's file has the walk's rows
 // first, then each group's last batch of copies, as built, then the
-// encoded ones: a group's walk must come before its copies, and a key's
+// encoded ones (the clear rows of a part's groups before all of them): a
+// group's walk must come before its copies, and a key's
 // rows stay in their order, but the keys of one capture's copies are all
 // different, so their batches may come in any order.
 type windowCapture struct {
@@ -383,10 +387,11 @@ type windowCapture struct {
 	full    bool
 	mem     memory.Allocator
 	walk    *captureRows
+	clears  *captureRows               // the clear rows of keys dropped before the barrier, made on the first
 	cows    []*captureRows             // per key group (index: group - kgStart): the copies, made on first copy
 	changed []offheap.Vec[offheap.Ref] // a delta's change lists, per key group
-	keys    []offheap.Ref              // keys of the group being walked: all, or a chunk of its change list
-	chunks  [][]offheap.Ref            // the chunks of its change list after keys
+	keys    []offheap.Ref              // keys of the group being walked, in the order of their records
+	sortBuf []offheap.Ref              // scratch: sortRefs'
 	next    int                        // the next index of keys
 	group   int                        // the next key group to list
 	dropped int                        // keys dropped before the barrier: their records are in changed
@@ -752,8 +757,6 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 	for {
 		switch {
 		case c.next < len(c.keys):
-		case len(c.chunks) > 0:
-			c.keys, c.chunks, c.next = c.chunks[0], c.chunks[1:], 0
 		default:
 			// The walk of the groups before c.group is done. (After
 			// the last group, finish ends the last part.)
@@ -787,14 +790,18 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 			if marks[i] != c.seq { // a key is in keys once
 				ks := w.keys.At(r)
 				ks.captured = c.seq
-				wanted := c.wants(ks)
-				if wanted {
-					c.walk.add(ks)
+				wanted, dropped := c.wants(ks), droppedIn(ks, c.seq)
+				out := c.walk
+				if wanted && dropped {
+					out = c.clearRows()
 				}
-				if droppedIn(ks, c.seq) {
+				if wanted {
+					out.add(ks)
+				}
+				if dropped {
 					c.freed++
 					if wanted {
-						c.walk.frees = append(c.walk.frees, r) // its clear row reads it
+						out.frees = append(out.frees, r) // its clear row reads it
 					} else {
 						w.freeKey(ks)
 					}
@@ -803,9 +810,24 @@ func (c *windowCapture) Step(deadline time.Time) (bool, error) {
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
 			c.walk.build() // the walk's rows read the keys' slots
+			if c.clears != nil {
+				c.clears.build() // and free the records of dropped keys
+			}
 			return false, nil
 		}
 	}
+}
+
+// clearRows returns the rows the clear rows of dropped keys go to. They
+// go before the walk's rows of the same key groups (rowsOf): a key dropped
+// and then made again before the barrier has two records, the dropped
+// one's clear row and the live one's rows, and the walk takes the records
+// in the order of their Refs, which is not the order of those events.
+func (c *windowCapture) clearRows() *captureRows {
+	if c.clears == nil {
+		c.clears = newCaptureRows(c.w, c.mem, false)
+	}
+	return c.clears
 }
 
 // prefetch asks for the records of keys.
@@ -816,20 +838,20 @@ func (c *windowCapture) prefetch(keys []offheap.Ref) {
 }
 
 // list takes the keys of the next key group that has any: those of its
-// table (a base) or of its change list (a delta). It reports whether it
-// found any.
+// table (a base) or of its change list (a delta), sorted by Ref, so that
+// the walk reads the group's records, which its lane keeps in blocks of
+// their own, in memory order and the loads stream instead of each
+// waiting on memory (and so their slots, in the lane's blocks of slots).
+// It reports whether it found any.
 func (c *windowCapture) list() bool {
 	w := c.w
-	c.keys, c.chunks, c.next = c.keys[:0], nil, 0
-	if !c.full {
-		c.keys = nil // it was a chunk of a list: not to append to
-	}
+	c.keys, c.next = c.keys[:0], 0
 	for c.group < len(w.groups) {
 		g := c.group
 		c.group++
 		if !c.full {
-			if ch := c.changed[g].Chunks(); len(ch) > 0 {
-				c.keys, c.chunks = ch[0], ch[1:]
+			for _, ch := range c.changed[g].Chunks() {
+				c.keys = append(c.keys, ch...)
 			}
 		} else {
 			for _, s := range w.groups[g].slots {
@@ -839,10 +861,73 @@ func (c *windowCapture) list() bool {
 			}
 		}
 		if len(c.keys) > 0 {
+			c.keys, c.sortBuf = sortRefs(c.keys, c.sortBuf)
 			return true
 		}
 	}
 	return false
+}
+
+// sortRefs sorts refs and drops repeated ones, using buf, and returns
+// them and a buffer for the next call (buf, grown, or refs).
+func sortRefs(refs, buf []offheap.Ref) ([]offheap.Ref, []offheap.Ref) {
+	sorted, spare := radixRefs(refs, buf)
+	return slices.Compact(sorted), spare
+}
+
+// sortRefsInPlace sorts refs where they are, using buf, and returns a
+// buffer for the next call (buf, grown).
+func sortRefsInPlace(refs, buf []offheap.Ref) []offheap.Ref {
+	sorted, spare := radixRefs(refs, buf)
+	if len(refs) > 0 && &sorted[0] != &refs[0] {
+		copy(refs, sorted)
+		return sorted
+	}
+	return spare
+}
+
+// radixRefs sorts refs using buf, and returns them sorted, in refs or in
+// buf (grown if need be), and the other of the two. It sorts by radix,
+// least significant digit first, in as many passes as the largest ref
+// needs: digits of 12 bits, two passes up to 2^24 (256 chunks of a
+// slab), or of 8 bits for fewer refs than the 4,096 counts of a 12-bit
+// digit, which would cost more than the refs.
+func radixRefs(refs, buf []offheap.Ref) (sorted, spare []offheap.Ref) {
+	if len(refs) < 64 {
+		slices.Sort(refs)
+		return refs, buf
+	}
+	buf = slices.Grow(buf[:0], len(refs))[:len(refs)]
+	var all offheap.Ref
+	for _, r := range refs {
+		all |= r
+	}
+	bits := 12
+	if len(refs) < 1<<12 {
+		bits = 8
+	}
+	mask := offheap.Ref(1)<<bits - 1
+	var counts [1 << 12]int32
+	at := counts[:1<<bits]
+	src, dst := refs, buf
+	for shift := 0; shift < 32 && all>>shift != 0; shift += bits {
+		clear(at)
+		for _, r := range src {
+			at[r>>shift&mask]++
+		}
+		n := int32(0)
+		for d, k := range at {
+			at[d] = n
+			n += k
+		}
+		for _, r := range src {
+			d := r >> shift & mask
+			dst[at[d]] = r
+			at[d]++
+		}
+		src, dst = dst, src
+	}
+	return src, dst
 }
 
 // sweep frees, in a base, the records of the keys dropped before its
@@ -878,6 +963,9 @@ func (c *windowCapture) freeDroppedIn(list *offheap.Vec[offheap.Ref]) {
 // the walk's and the copies of its key groups.
 func (c *windowCapture) heldBytes() int {
 	n := c.walk.held
+	if c.clears != nil {
+		n += c.clears.held
+	}
 	for _, cr := range c.cows[c.partStart:c.group] {
 		if cr != nil {
 			n += cr.held
@@ -887,10 +975,15 @@ func (c *windowCapture) heldBytes() int {
 }
 
 // rowsOf hands out the rows of key groups [start, end) (indexes) not
-// handed out yet: the walk's, then each group's copies, then the copies
-// encoded.
+// handed out yet: the walk's clear rows, the rest of the walk's, then each
+// group's copies, then the copies encoded.
 func (c *windowCapture) rowsOf(start, end int) ([]arrow.RecordBatch, []arrowfmt.EncodedBatch) {
-	out, encoded := c.walk.finish() // the walk's are not encoded: see EncodeWith
+	var out []arrow.RecordBatch
+	if c.clears != nil {
+		out, _ = c.clears.finish() // first: see clearRows
+	}
+	walked, encoded := c.walk.finish() // the walk's are not encoded: see EncodeWith
+	out = append(out, walked...)
 	for g := start; g < end; g++ {
 		if cr := c.cows[g]; cr != nil {
 			b, e := cr.finish()
@@ -959,13 +1052,17 @@ func (c *windowCapture) detach() {
 		c.walk.release()
 		c.walk = nil
 	}
+	if c.clears != nil {
+		c.clears.release()
+		c.clears = nil
+	}
 	if !c.done && c.freed < c.dropped { // released before its walk or sweep was done
 		for g := range c.changed {
 			c.freeDroppedIn(&c.changed[g])
 		}
 	}
 	w.giveBackChanges(c.changed)
-	c.changed, c.keys, c.chunks = nil, nil, nil
+	c.changed, c.keys, c.sortBuf = nil, nil, nil
 	for g := range c.cows {
 		c.dropCow(g)
 	}
@@ -1102,7 +1199,7 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 	} else {
 		ks = w.newKey(kg, hash, false)
 	}
-	slot := w.acc.alloc()
+	slot := w.acc.allocIn(w.laneOf(int(ks.group) - w.kgStart))
 	w.acc.setState(slot, rs.accs, r)
 	w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{
 		start: start, end: end, slot: slot,

@@ -1025,6 +1025,24 @@ func checkRecords(t testing.TB, w *windowOperator) {
 	if w.keys.Len() != live+held {
 		t.Fatalf("%d key records, want %d: %d keys and %d dropped not freed yet", w.keys.Len(), live+held, live, held)
 	}
+	// Each lane's records are in blocks of their own, and its slots in
+	// its blocks of slots (see windowOperator.laneOf).
+	blocks := map[offheap.Ref]int{}
+	w.eachKey(func(ks *windowKey) {
+		l := w.laneOf(int(ks.group) - w.kgStart)
+		b := ks.ref &^ (offheap.LaneBlock - 1)
+		if o, ok := blocks[b]; ok && o != l {
+			t.Fatalf("the record of a key of group %d (lane %d) is in a block of lane %d", ks.group, l, o)
+		}
+		blocks[b] = l
+		if a := w.acc; a.lanes != nil {
+			for _, win := range w.winsOf(ks) {
+				if o := int(a.blockLane[win.slot>>a.laneShift]); o != l {
+					t.Fatalf("slot %d of a key of group %d (lane %d) is in a block of lane %d", win.slot, ks.group, l, o)
+				}
+			}
+		}
+	})
 }
 
 // TestWindowStateRescale snapshots two subtasks (key groups [0, 64) and
