@@ -819,6 +819,9 @@ func (w *windowOperator) newKey(kg int, hash uint64, tracked bool) *windowKey {
 // groups than that, neighbouring groups share a lane.
 const maxLanes = 1024
 
+// keyLane returns the lane of the record and slots of ks.
+func (w *windowOperator) keyLane(ks *windowKey) int { return w.laneOf(int(ks.group) - w.kgStart) }
+
 // laneOf returns the lane of the records and slots of key group
 // kgStart+g.
 func (w *windowOperator) laneOf(g int) int {
@@ -910,7 +913,7 @@ func (w *windowOperator) addToWindow(ks *windowKey, r int32, start, end int64) b
 		if w.windowLate(end) {
 			return false
 		}
-		w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{start: start, end: end, slot: w.acc.allocIn(w.laneOf(int(ks.group) - w.kgStart))}))
+		w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{start: start, end: end, slot: w.acc.allocIn(w.keyLane(ks))}))
 		w.noteWindow(start, end)
 		w.addTimers(ks, start, end)
 	}
@@ -945,7 +948,7 @@ func (w *windowOperator) addToSession(ks *windowKey, r int32, ts int64) bool {
 		if w.windowLate(end) {
 			return false
 		}
-		w.setWins(ks, slices.Insert(wins, i, windowState{start: start, end: end, slot: w.acc.allocIn(w.laneOf(int(ks.group) - w.kgStart))}))
+		w.setWins(ks, slices.Insert(wins, i, windowState{start: start, end: end, slot: w.acc.allocIn(w.keyLane(ks))}))
 		w.noteWindow(start, end)
 		w.addTimers(ks, start, end)
 	case j == i+1 && wins[i].start <= start && end <= wins[i].end:
@@ -1170,22 +1173,22 @@ func (w *windowOperator) emit(fs []windowFiring, runs []firingRun) error {
 	// tie: at millions of keys, reading two keys a comparison was most of
 	// the sort.
 	// Both passes read the records in the order of the firings, which is
-	// the order the keys came in, not the order of the records in memory
-	// (each key group's are in its own lane): they ask for the records a
-	// block ahead.
-	w.prefetchFirings(fs[:min(warmBlock, len(fs))])
+	// that of their timers: Refs sorted a chunk of timers at a time
+	// (timerList.sortKeys), and not at all across chunks, lists and
+	// windows. They ask for the records a block ahead.
+	w.prefetchBlock(fs, 0)
 	first := w.keyOf(w.keys.At(fs[0].ref))
 	common := len(first)
 	for i := range fs {
 		if i%warmBlock == 0 {
-			w.prefetchFirings(fs[min(i+warmBlock, len(fs)):min(i+2*warmBlock, len(fs))])
+			w.prefetchBlock(fs, i+warmBlock)
 		}
 		common = commonPrefix(first[:common], w.keyOf(w.keys.At(fs[i].ref)))
 	}
-	w.prefetchFirings(fs[:min(warmBlock, len(fs))])
+	w.prefetchBlock(fs, 0)
 	for i := range fs {
 		if i%warmBlock == 0 {
-			w.prefetchFirings(fs[min(i+warmBlock, len(fs)):min(i+2*warmBlock, len(fs))])
+			w.prefetchBlock(fs, i+warmBlock)
 		}
 		fs[i].prefix = keyPrefix(w.keyOf(w.keys.At(fs[i].ref)), common)
 	}
@@ -1412,9 +1415,10 @@ func firingsByCompare(fs []windowFiring, tie func(a, b windowFiring) int) {
 	}
 }
 
-// prefetchFirings asks for the records of fs.
-func (w *windowOperator) prefetchFirings(fs []windowFiring) {
-	for _, f := range fs {
+// prefetchBlock asks for the records of the block of warmBlock firings
+// of fs that begins at i (fewer at the end, none past it).
+func (w *windowOperator) prefetchBlock(fs []windowFiring, i int) {
+	for _, f := range fs[min(i, len(fs)):min(i+warmBlock, len(fs))] {
 		offheap.Prefetch(unsafe.Pointer(w.keys.At(f.ref)))
 	}
 }
@@ -1431,8 +1435,8 @@ func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 		w.keyBuilders = append(w.keyBuilders, rb.Field(2+c))
 	}
 	refires := 0
-	// The firings are in key order, their records in the order the keys
-	// came: the next block's records are asked for (prefetch) before a
+	// The firings are in key order, their records in no order of keys:
+	// the next block's records are asked for (prefetch) before a
 	// block is gathered, so that they come while it is, and the columns
 	// are gathered and appended at once (an Append per value left room
 	// for few loads at a time), the keys' while their records are still
@@ -1446,11 +1450,11 @@ func (w *windowOperator) emitBatch(fs []windowFiring, ends []int64) error {
 			w.acc.appendResults(i, rb.Field(base+i), slots)
 		}
 	}
-	w.prefetchFirings(fs[:min(warmBlock, len(fs))])
+	w.prefetchBlock(fs, 0)
 	done := 0 // the firings whose results are appended
 	for lo := 0; lo < len(fs); lo += warmBlock {
 		block := fs[lo:min(lo+warmBlock, len(fs))]
-		w.prefetchFirings(fs[lo+len(block) : min(lo+len(block)+warmBlock, len(fs))])
+		w.prefetchBlock(fs, lo+warmBlock)
 		w.fireKeys = w.fireKeys[:0]
 		for _, f := range block {
 			ks := w.keys.At(f.ref)

@@ -141,7 +141,7 @@ func (w *windowOperator) freeKey(ks *windowKey) {
 	if ks.nwin == manyWins {
 		w.unspill(ks)
 	}
-	w.keys.FreeIn(w.laneOf(int(ks.group)-w.kgStart), ks.ref)
+	w.keys.FreeIn(w.keyLane(ks), ks.ref)
 }
 
 // droppedIn reports whether ks is the record of a key dropped in epoch

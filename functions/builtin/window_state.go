@@ -1199,7 +1199,7 @@ func (w *windowOperator) restoreRow(rs *windowRestore, r int) error {
 	} else {
 		ks = w.newKey(kg, hash, false)
 	}
-	slot := w.acc.allocIn(w.laneOf(int(ks.group) - w.kgStart))
+	slot := w.acc.allocIn(w.keyLane(ks))
 	w.acc.setState(slot, rs.accs, r)
 	w.setWins(ks, slices.Insert(w.winsOf(ks), i, windowState{
 		start: start, end: end, slot: slot,

@@ -1029,7 +1029,7 @@ func checkRecords(t testing.TB, w *windowOperator) {
 	// its blocks of slots (see windowOperator.laneOf).
 	blocks := map[offheap.Ref]int{}
 	w.eachKey(func(ks *windowKey) {
-		l := w.laneOf(int(ks.group) - w.kgStart)
+		l := w.keyLane(ks)
 		b := ks.ref &^ (offheap.LaneBlock - 1)
 		if o, ok := blocks[b]; ok && o != l {
 			t.Fatalf("the record of a key of group %d (lane %d) is in a block of lane %d", ks.group, l, o)
