@@ -1684,15 +1684,20 @@ const yieldEvery = 256 << 10
 // processor every yieldEvery bytes, so that a task waiting for one runs
 // within about a millisecond.
 type yieldingWriter struct {
-	w io.Writer
-	n int
+	w     io.Writer
+	n     int
+	yield func() // runtime.Gosched when nil; tests count the yields
 }
 
 func (y *yieldingWriter) Write(p []byte) (int, error) {
 	n, err := y.w.Write(p)
 	if y.n += n; y.n >= yieldEvery {
 		y.n = 0
-		runtime.Gosched()
+		if y.yield != nil {
+			y.yield()
+		} else {
+			runtime.Gosched()
+		}
 	}
 	return n, err
 }

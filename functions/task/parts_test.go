@@ -387,32 +387,47 @@ func TestRestoreSizesFirst(t *testing.T) {
 }
 
 // TestYieldingWriter: the uploader's writer passes every byte through and
-// lets a goroutine waiting for the processor run while it writes, on one
-// processor, before it is done (without the yields the waiting goroutine
-// would run only once the writing goroutine blocked or was preempted,
-// after 10 ms).
+// yields its processor once every yieldEvery bytes, and a goroutine waiting
+// for the only processor runs while it writes. Whether the scheduler runs
+// the waiting goroutine at a given yield is its choice (under -race it
+// picks at random, and every 61st pick takes the yielding goroutine from
+// the global queue), so the yields are counted where they happen and the
+// waiting goroutine need only run before the writing is done.
 func TestYieldingWriter(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var out bytes.Buffer
+	var yieldsAt []int
 	w := &yieldingWriter{w: &out}
+	w.yield = func() {
+		yieldsAt = append(yieldsAt, out.Len())
+		runtime.Gosched()
+	}
 	var want []byte
 	var ran atomic.Bool
 	go ran.Store(true)
-	chunk := bytes.Repeat([]byte("weir"), 1024)
-	ranAt := -1
-	for i := range 3 * yieldEvery / len(chunk) {
+	chunk := bytes.Repeat([]byte("weir"), 1000) // 4,000 bytes: the yields fall inside chunks
+	n := 16 * yieldEvery / len(chunk)
+	for range n {
 		if _, err := w.Write(chunk); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, chunk...)
-		if ranAt < 0 && ran.Load() {
-			ranAt = (i + 1) * len(chunk)
-		}
 	}
 	if !bytes.Equal(out.Bytes(), want) {
 		t.Errorf("wrote %d bytes, want the %d given", out.Len(), len(want))
 	}
-	if ranAt < 0 || ranAt > yieldEvery {
-		t.Errorf("the waiting goroutine ran after %d bytes, want by %d", ranAt, yieldEvery)
+	// A yield comes after the write that brings the count since the last
+	// one to yieldEvery or more.
+	var wantAt []int
+	for i, since := 1, 0; i <= n; i++ {
+		if since += len(chunk); since >= yieldEvery {
+			wantAt, since = append(wantAt, i*len(chunk)), 0
+		}
+	}
+	if !slices.Equal(yieldsAt, wantAt) {
+		t.Errorf("yielded after %v bytes, want after %v", yieldsAt, wantAt)
+	}
+	if !ran.Load() {
+		t.Errorf("the waiting goroutine did not run in %d yields", len(yieldsAt))
 	}
 }
