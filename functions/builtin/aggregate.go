@@ -339,6 +339,13 @@ func (acc *accumulators) allocIn(l int) int32 {
 		ln.next++
 	}
 	acc.reset(s)
+	// Ask for the lane's next slot now (see offheap.Slab.NewIn).
+	switch {
+	case ln.free != 0:
+		acc.prefetchSlot(ln.free - 1)
+	case ln.next != ln.end:
+		acc.prefetchSlot(ln.next)
+	}
 	return s
 }
 

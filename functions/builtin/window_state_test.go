@@ -1456,6 +1456,58 @@ func TestWindowStateLowerWatermark(t *testing.T) {
 	r.expect("10 20 a 1")
 }
 
+// BenchmarkKeysAfterPeriodEnd: a tumbling period's keys come in random
+// order into fresh memory (fresh-ns/key), every window fires and every key
+// is dropped, and the next period's keys, in another random order, are
+// made again out of the records and slots the dropped keys freed
+// (again-ns/key): the steady state of a job with tumbling windows. Each
+// key group's lane hands its freed records out last freed first, from
+// all over the lane's blocks.
+func BenchmarkKeysAfterPeriodEnd(b *testing.B) {
+	for _, keys := range []int{200_000, 2_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			schema := benchBidSchema(b)
+			mem := memory.NewGoAllocator()
+			period := func(seed uint64, start int64) arrow.RecordBatch {
+				perm := rand.New(rand.NewPCG(seed, seed+1)).Perm(keys)
+				return benchBids(mem, schema, keys, func(i int) (ts, auction, price int64) {
+					return start + int64(i%1000), int64(perm[i]), int64(i % 10000)
+				})
+			}
+			first, next := period(1, 0), period(3, 3_600_000)
+			defer first.Release()
+			defer next.Release()
+			var fresh, again time.Duration
+			for range b.N {
+				b.StopTimer()
+				o := openHourlyCount(b, schema, mem)
+				start := time.Now()
+				if err := o.ProcessBatch(first); err != nil {
+					b.Fatal(err)
+				}
+				fresh += time.Since(start)
+				if err := o.ProcessWatermark(3_600_000 - 1); err != nil {
+					b.Fatal(err)
+				}
+				if n := o.keys.Len(); n != 0 {
+					b.Fatalf("%d keys left after the period's end", n)
+				}
+				start = time.Now()
+				if err := o.ProcessBatch(next); err != nil {
+					b.Fatal(err)
+				}
+				again += time.Since(start)
+				if err := o.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(fresh.Nanoseconds())/float64(b.N)/float64(keys), "fresh-ns/key")
+			b.ReportMetric(float64(again.Nanoseconds())/float64(b.N)/float64(keys), "again-ns/key")
+		})
+	}
+}
+
 // BenchmarkPeriodEnd: a tumbling period ends and every key's window
 // fires, is emitted and dropped, with no capture under way. The keys came
 // in random order, as a uniform key draws them, so their records are not

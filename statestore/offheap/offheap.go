@@ -328,22 +328,37 @@ func (s *Slab[T]) SetLanes(n int) { s.lanes = make([]slabLane, n) }
 
 // NewIn returns a zeroed value of lane l and its Ref: one freed in the
 // lane, or the next of the lane's block, or the first of a new block.
+//
+// It then asks for (Prefetch) the value the lane's next NewIn will hand
+// out. With many lanes, each lane's next value is a line that no
+// sequential stream leads to, and the write to it would wait for memory;
+// asked for now, it is in the cache when the lane's turn comes.
 func (s *Slab[T]) NewIn(l int) (Ref, *T) {
 	if s.lanes == nil {
 		return s.New()
 	}
 	ln := &s.lanes[l]
 	s.live++
+	var r Ref
+	var v *T
 	if ln.free != 0 {
-		return s.pop(&ln.free)
+		r, v = s.pop(&ln.free)
+	} else {
+		if ln.next == ln.end {
+			ln.next = s.take(LaneBlock)
+			ln.end = ln.next + LaneBlock
+		}
+		r = ln.next
+		ln.next++
+		v = s.At(r)
 	}
-	if ln.next == ln.end {
-		ln.next = s.take(LaneBlock)
-		ln.end = ln.next + LaneBlock
+	switch {
+	case ln.free != 0:
+		Prefetch(unsafe.Pointer(s.At(ln.free - 1)))
+	case ln.next != ln.end:
+		Prefetch(unsafe.Pointer(s.At(ln.next)))
 	}
-	r := ln.next
-	ln.next++
-	return r, s.At(r)
+	return r, v
 }
 
 // FreeIn zeroes the value r names, which NewIn(l) returned, and keeps it
