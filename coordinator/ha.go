@@ -208,7 +208,7 @@ func (n *Node) carry(ctx context.Context, el *leader.Elector, d leader.Decision,
 		}
 		return el.Renewed(time.Now(), sent)
 	case leader.Lead:
-		n.startTerm(ctx, d.Epoch)
+		n.startTerm(ctx, d.Epoch, el.ValidUntil())
 	case leader.StepDown:
 		log.Warn("stepping down", "epoch", d.Epoch, "reason", d.Reason)
 		n.mu.Lock()
@@ -247,8 +247,11 @@ func (n *Node) maxRecordedEpoch(ctx context.Context) (int64, error) {
 }
 
 // startTerm starts the coordinator of a leadership: it loads the jobs
-// (claiming those that run for this epoch) and runs them.
-func (n *Node) startTerm(ctx context.Context, epoch int64) {
+// (claiming those that run for this epoch) and runs them. The lease is
+// trusted until validUntil from before the coordinator starts: its first
+// step checks it (Config.Leading), and the election loop records it only
+// once the decisions that led here are carried out.
+func (n *Node) startTerm(ctx context.Context, epoch int64, validUntil time.Time) {
 	log := n.cfg.Coordinator.Logger
 	cfg := n.cfg.Coordinator
 	cfg.Epoch, cfg.Leading = epoch, n.leading
@@ -263,6 +266,7 @@ func (n *Node) startTerm(ctx context.Context, epoch int64) {
 	n.mu.Lock()
 	n.mu.term = t
 	n.mu.leader = control.Leader{ID: n.cfg.ID, API: n.cfg.API, Epoch: epoch}
+	n.mu.validUntil = validUntil
 	n.mu.Unlock()
 	log.Info("leading", "epoch", epoch, "id", n.cfg.ID)
 	go func() {
