@@ -124,10 +124,15 @@ func (n *Node) Run(ctx context.Context) error {
 			ds = el.Stop(time.Now())
 		case err := <-termDone:
 			// The leadership ended from within: a newer leader's status
-			// was found, or the coordinator failed.
+			// was found, or the coordinator failed. Its lease is
+			// released and this node holds off, so that a standby leads.
 			log.Warn("leadership ended", "err", err)
 			n.endTerm(true, err)
-			ds = el.Lost(time.Now())
+			reason := "its coordinator returned"
+			if err != nil {
+				reason = err.Error()
+			}
+			ds = el.Ended(time.Now(), reason)
 		case <-tick.C:
 			ds = el.Tick(time.Now())
 		}

@@ -91,6 +91,10 @@ type Elector struct {
 	nextAt     time.Time
 	inflight   bool // an acquire or renew was asked for and has not been answered
 	stopped    bool
+	// ended counts the leaderships in a row that ended from within
+	// before a renewal succeeded (Ended): each doubles how long this
+	// coordinator holds off before it tries to lead again.
+	ended int
 }
 
 // New returns a standby that tries to take the lease at its first tick.
@@ -172,6 +176,7 @@ func (e *Elector) Renewed(now, sentAt time.Time) []Decision {
 		e.validUntil = v
 	}
 	e.nextAt = sentAt.Add(e.cfg.RenewEvery)
+	e.ended = 0 // the leadership lasted past its first renewal
 	return e.Tick(now)
 }
 
@@ -191,6 +196,30 @@ func (e *Elector) Lost(now time.Time) []Decision {
 		return nil
 	}
 	return []Decision{e.stepDown(now, "another coordinator holds the lease")}
+}
+
+// Ended reports that the leadership ended from within (reason says how:
+// its coordinator failed, or found a newer leader's status): the leader
+// steps down and releases its lease, so that a standby takes over at
+// once, and holds off before it tries to lead again, RetryEvery×2 for the
+// first leadership in a row that ends so, doubling up to TTL: a
+// coordinator that keeps failing (a bucket it cannot read) must not keep
+// taking the lease from standbys that could lead, nor spend an epoch
+// every RetryEvery.
+func (e *Elector) Ended(now time.Time, reason string) []Decision {
+	e.inflight = false
+	if !e.leading {
+		return nil
+	}
+	epoch := e.epoch
+	d := e.stepDown(now, "the leadership ended: "+reason)
+	e.ended++
+	hold := e.cfg.TTL
+	if e.ended < 16 {
+		hold = min(e.cfg.RetryEvery<<e.ended, e.cfg.TTL)
+	}
+	e.nextAt = now.Add(hold)
+	return []Decision{d, {Action: Release, Epoch: epoch}}
 }
 
 // Stop ends the machine: a leader steps down and releases its lease so a

@@ -19,6 +19,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //
 //	new ttl=3s [renew=1s] [retry=250ms] [margin=300ms]
 //	tick @ms | not-acquired @ms | renew-failed @ms | lost @ms | stop @ms
+//	ended reason=word @ms
 //	acquired epoch=N sent=ms @ms | renewed sent=ms @ms
 //
 // Each prints the decisions, then the role.
@@ -47,6 +48,8 @@ func TestTraces(t *testing.T) {
 				ds = e.RenewFailed(now)
 			case "lost":
 				ds = e.Lost(now)
+			case "ended":
+				ds = e.Ended(now, kv["reason"])
 			case "stop":
 				ds = e.Stop(now)
 			default:
