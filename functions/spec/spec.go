@@ -48,7 +48,7 @@ type State struct {
 	// disk, for state larger than memory.
 	Backend string `yaml:"backend,omitempty" json:"backend,omitempty"`
 	// Memory bounds what one pebble store (one operator of one subtask)
-	// keeps in memory: its block cache and memtables (default 64MiB, at
+	// keeps in memory: its hot entries, memtables and blocks (default 64MiB, at
 	// least 4MiB).
 	Memory Size `yaml:"memory,omitempty" json:"memory,omitempty"`
 }

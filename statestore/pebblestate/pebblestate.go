@@ -65,8 +65,9 @@ type Options struct {
 	// Default: the system's temporary directory.
 	Dir string
 	// Memory bounds what the store keeps in memory, in bytes: a quarter
-	// for its cache of hot entries, a quarter for pebble's block cache,
-	// and a quarter for each of pebble's (at most two) memtables.
+	// for its cache of hot entries, and three quarters for pebble's
+	// cache, which holds its memtables (a quarter each, at most three
+	// queued) and its blocks in what the memtables leave.
 	// Default DefaultMemory; at least MinMemory.
 	Memory int64
 }
@@ -142,9 +143,18 @@ func open(o Options, from string) (*Store, error) {
 			return nil, err
 		}
 	}
-	cache := pebble.NewCache(o.Memory / 4)
+	// Pebble reserves each memtable's size in its cache (Cache.Reserve),
+	// so the cache is sized for the memtables and the blocks together. A
+	// cache of a quarter, as it was, held no block once one memtable of a
+	// quarter was reserved: every Get read its blocks from the files.
+	hotLimit := o.Memory / 4
+	cache := pebble.NewCache(o.Memory - hotLimit)
 	opts := options(cache)
 	opts.MemTableSize = uint64(o.Memory / 4)
+	// A checkpoint flushes the memtable (CaptureFiles): at two memtables,
+	// one that filled between checkpoints and still flushes stalled that
+	// flush, and with it the barrier, by up to 140 ms.
+	opts.MemTableStopWritesThreshold = 3
 	// A file capture copies the MANIFEST (the sstables are linked): a
 	// small one, rolled over often, keeps that copy short.
 	opts.MaxManifestFileSize = maxManifest
@@ -165,7 +175,7 @@ func open(o Options, from string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("pebblestate: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, opts: opts, gate: gate, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: o.Memory / 4, snaps: map[*snapshot]struct{}{}}
+	s := &Store{db: db, opts: opts, gate: gate, cache: cache, dir: dir, tables: map[string]*table{}, hotLimit: hotLimit, snaps: map[*snapshot]struct{}{}}
 	s.meta = &table{s: s, name: "", id: []byte{metaID}, hot: map[string]*hotEntry{}}
 	s.tables[""] = s.meta
 	s.nextID = metaID + 1
