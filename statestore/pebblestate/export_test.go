@@ -37,3 +37,9 @@ func (s *Store) Level0() (tables, compactions int64) {
 	m := s.db.Metrics()
 	return m.Levels[0].TablesCount, m.Compact.Count
 }
+
+// BlockCache returns the hits and misses of the store's block cache.
+func (s *Store) BlockCache() (hits, misses int64) {
+	m := s.db.Metrics()
+	return m.BlockCache.Hits, m.BlockCache.Misses
+}
