@@ -151,9 +151,10 @@ func open(o Options, from string) (*Store, error) {
 	cache := pebble.NewCache(o.Memory - hotLimit)
 	opts := options(cache)
 	opts.MemTableSize = uint64(o.Memory / 4)
-	// A checkpoint flushes the memtable (CaptureFiles): at two memtables,
-	// one that filled between checkpoints and still flushes stalled that
-	// flush, and with it the barrier, by up to 140 ms.
+	// A checkpoint flushes the memtable (CaptureFiles): with writes
+	// stopped at two memtables, one that filled between checkpoints and
+	// still flushed stalled that flush, and with it the barrier, by
+	// 130-220 ms (BenchmarkProcessState/pebble-64MiB).
 	opts.MemTableStopWritesThreshold = 3
 	// A file capture copies the MANIFEST (the sstables are linked): a
 	// small one, rolled over often, keeps that copy short.
