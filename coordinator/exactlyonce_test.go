@@ -395,9 +395,10 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 }
 
 // TestSavepointAcrossBackends stops a job with a savepoint and resumes it
-// with its function state on the other backend: a savepoint of state in
-// pebble (its stores' files) restored on the heap, and one of state on
-// the heap (rows) restored into pebble, at another parallelism each. The
+// with its keyed state (the window's and the function's) on the other
+// backend: a savepoint of state in pebble (its stores' files) restored on
+// the heap, and one of state on the heap (rows) restored into pebble, at
+// another parallelism each. The
 // output before the savepoint plus the output after it equals a run
 // without interruption.
 func TestSavepointAcrossBackends(t *testing.T) {

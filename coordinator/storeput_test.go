@@ -15,15 +15,17 @@ import (
 	"github.com/weirstream/weir/statestore/manifest"
 )
 
-// failingStorePuts is a bucket whose puts of store sstables take 5 ms
-// and fail every fifth.
+// failingStorePuts is a bucket whose puts of the sequence checker's store
+// sstables take 5 ms and fail every fifth. (Every fifth of all the
+// job's, the window's too, would fail every checkpoint: each puts more
+// than five.)
 type failingStorePuts struct {
 	blob.Bucket
 	n, failed atomic.Int64
 }
 
 func (b *failingStorePuts) Put(ctx context.Context, key string, data []byte) error {
-	if strings.Contains(key, "-store-") && strings.HasSuffix(key, ".sst") {
+	if strings.Contains(key, "/seqcheck/") && strings.Contains(key, "-store-") && strings.HasSuffix(key, ".sst") {
 		time.Sleep(5 * time.Millisecond)
 		if b.n.Add(1)%5 == 0 {
 			b.failed.Add(1)

@@ -444,14 +444,73 @@ func (f *windowFiring) index() int { return int(f.win &^ firedBefore) }
 // windowOperator is the operator NewWindow returns. One goroutine drives
 // it (task.Operator); it keeps no arrow memory between calls, only Go
 // values, so nothing needs releasing but its two builders.
-type windowOperator struct {
-	cfg      *windowConfig
+// windowIO is what a window operator (on the heap or on pebble) takes
+// from its context when it opens.
+type windowIO struct {
 	ctx      *task.Context
 	counters *task.Counters
 	late     task.Output // nil without a late output
+	lateOut  *array.RecordBuilder
+	out      *array.RecordBuilder
 	maxPar   int
-	kgStart  int
-	acc      *accumulators
+	// kgStart and kgEnd bound the key groups of the subtask.
+	kgStart, kgEnd int
+	hashes         []uint64 // readBatch's
+}
+
+// open takes what window cfg needs from ctx.
+func (io *windowIO) open(cfg *windowConfig, ctx *task.Context) error {
+	if ctx.Out == nil {
+		return fmt.Errorf("window %s: open: no output", cfg.name)
+	}
+	io.ctx = ctx
+	mem := ctx.Mem
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	io.counters = ctx.Counters
+	if io.counters == nil {
+		io.counters = new(task.Counters)
+	}
+	if cfg.lateOutput != "" {
+		if ctx.Side == nil {
+			return fmt.Errorf("window %s: open late output %q: the runtime gave no side outputs", cfg.name, cfg.lateOutput)
+		}
+		io.late = ctx.Side(cfg.lateOutput) // nil: late rows are counted as dropped
+		io.lateOut = array.NewRecordBuilder(mem, cfg.in.Schema)
+	}
+	io.maxPar = ctx.MaxParallelism
+	if io.maxPar <= 0 {
+		io.maxPar = arrowfmt.DefaultMaxParallelism
+	}
+	io.kgStart, io.kgEnd = ctx.KeyGroupStart, ctx.KeyGroupEnd
+	if io.kgEnd <= io.kgStart { // not set: every key group
+		io.kgStart, io.kgEnd = 0, io.maxPar
+	}
+	io.out = array.NewRecordBuilder(mem, cfg.out.Schema)
+	return nil
+}
+
+// close releases the builders.
+func (io *windowIO) close() {
+	for _, rb := range []*array.RecordBuilder{io.out, io.lateOut} {
+		if rb != nil {
+			rb.Release()
+		}
+	}
+	io.out, io.lateOut = nil, nil
+}
+
+// emitLate sends the rows of b listed in rows to the late output, or
+// counts them as dropped.
+func (io *windowIO) emitLate(name string, b arrow.RecordBatch, rows []int32) error {
+	return emitLateRows(name, io.counters, io.late, io.lateOut, b, rows)
+}
+
+type windowOperator struct {
+	cfg *windowConfig
+	windowIO
+	acc *accumulators
 	// Keys (window_keys.go): groups holds the keys of each key group
 	// (index: key group - kgStart), the records are in keys, and both
 	// are in arena with the timers. dropped counts the keys dropped in
@@ -469,8 +528,6 @@ type windowOperator struct {
 	dropped   int
 	timers    windowTimers
 	wm        int64
-	out       *array.RecordBuilder
-	lateOut   *array.RecordBuilder
 
 	// Checkpoints (window_state.go). state describes the state batches.
 	// Once tracking (from the first snapshot or Restore of State on),
@@ -507,7 +564,6 @@ type windowOperator struct {
 	ranges []arrowfmt.Range
 
 	// Scratch reused across batches.
-	hashes   []uint64
 	warmRefs []offheap.Ref // warm's: the records it asks for
 	// baseSized: SizeRestore sized tables for the file being restored,
 	// a base, whose keys are new: Restore reads nothing ahead.
@@ -535,34 +591,10 @@ type windowOperator struct {
 var _ task.Operator = (*windowOperator)(nil)
 
 func (w *windowOperator) Open(ctx *task.Context) error {
-	if ctx.Out == nil {
-		return fmt.Errorf("window %s: open: no output", w.cfg.name)
+	if err := w.windowIO.open(w.cfg, ctx); err != nil {
+		return err
 	}
-	w.ctx = ctx
-	mem := ctx.Mem
-	if mem == nil {
-		mem = memory.DefaultAllocator
-	}
-	w.counters = ctx.Counters
-	if w.counters == nil {
-		w.counters = new(task.Counters)
-	}
-	if w.cfg.lateOutput != "" {
-		if ctx.Side == nil {
-			return fmt.Errorf("window %s: open late output %q: the runtime gave no side outputs", w.cfg.name, w.cfg.lateOutput)
-		}
-		w.late = ctx.Side(w.cfg.lateOutput) // nil: late rows are counted as dropped
-		w.lateOut = array.NewRecordBuilder(mem, w.cfg.in.Schema)
-	}
-	w.maxPar = ctx.MaxParallelism
-	if w.maxPar <= 0 {
-		w.maxPar = arrowfmt.DefaultMaxParallelism
-	}
-	start, end := ctx.KeyGroupStart, ctx.KeyGroupEnd
-	if end <= start { // not set: every key group
-		start, end = 0, w.maxPar
-	}
-	w.kgStart = start
+	start, end := w.kgStart, w.kgEnd
 	w.groups = make([]keyTable, end-start)
 	w.changed = w.newChangeLists()
 	w.keys.Init(&w.arena)
@@ -574,19 +606,11 @@ func (w *windowOperator) Open(ctx *task.Context) error {
 	w.acc.setLanes(w.lanes)
 	w.ranges = make([]arrowfmt.Range, len(w.state.Names))
 	w.fwd = map[int32]int32{}
-	w.out = array.NewRecordBuilder(mem, w.cfg.out.Schema)
 	return nil
 }
 
 func (w *windowOperator) Close() error {
-	if w.out != nil {
-		w.out.Release()
-		w.out = nil
-	}
-	if w.lateOut != nil {
-		w.lateOut.Release()
-		w.lateOut = nil
-	}
+	w.windowIO.close()
 	if w.capture != nil {
 		w.capture.Release()
 	}
@@ -625,32 +649,12 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 	if n == 0 {
 		return nil
 	}
-	if int(b.NumCols()) != w.cfg.in.Schema.NumFields() {
-		return fmt.Errorf("window %s: process batch: %d columns, want %d (%s)", w.cfg.name, b.NumCols(), w.cfg.in.Schema.NumFields(), columnList(w.cfg.in.Schema))
-	}
-	tcol := b.Column(w.cfg.in.TimeColumn)
-	var times []int64
-	switch a := tcol.(type) {
-	case *array.Timestamp:
-		times = timestampInt64s(a.TimestampValues())
-	case *array.Int64:
-		times = a.Int64Values()
-	default:
-		return fmt.Errorf("window %s: process batch: event time column is %v, want timestamp_ms", w.cfg.name, tcol.DataType())
+	tcol, times, err := w.readBatch(w.cfg, b)
+	if err != nil {
+		return err
 	}
 	timeNulls := tcol.NullN() > 0
 	offset := w.cfg.in.TimeOffset
-
-	w.hashes = arrowfmt.HashKeys(b, w.cfg.keyCols, w.hashes)
-	if w.kgStart > 0 || len(w.groups) < w.maxPar {
-		// Check the routing before changing any state.
-		for r, h := range w.hashes {
-			if kg := arrowfmt.KeyGroup(h, w.maxPar); kg < w.kgStart || kg >= w.kgStart+len(w.groups) {
-				return fmt.Errorf("window %s: process batch: row %d has key group %d, outside this subtask's key groups [%d, %d): the input is not partitioned by the keyBy columns",
-					w.cfg.name, r, kg, w.kgStart, w.kgStart+len(w.groups))
-			}
-		}
-	}
 	for i, c := range w.cfg.keyCols {
 		if t := w.cfg.keyTypes[i]; t == arrowfmt.Int64 || t == arrowfmt.TimestampMs {
 			w.ranges[w.state.keyCols[i]].AddColumn(b.Column(c))
@@ -734,7 +738,54 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 			return err
 		}
 	}
-	return w.emitLate(b)
+	return w.emitLate(w.cfg.name, b, w.lateRows)
+}
+
+// readBatch checks that b is an input batch of window cfg whose keys are
+// of the subtask's key groups, and returns its event time column and the
+// column's values (before TimeOffset). io.hashes has the keys' hashes.
+func (io *windowIO) readBatch(cfg *windowConfig, b arrow.RecordBatch) (arrow.Array, []int64, error) {
+	tcol, times, err := cfg.eventTimes(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	io.hashes = arrowfmt.HashKeys(b, cfg.keyCols, io.hashes)
+	if err := cfg.checkRouting(io.hashes, io.maxPar, io.kgStart, io.kgEnd); err != nil {
+		return nil, nil, err
+	}
+	return tcol, times, nil
+}
+
+// eventTimes checks that b has the input's columns and returns its event
+// time column and the column's values (before TimeOffset).
+func (cfg *windowConfig) eventTimes(b arrow.RecordBatch) (arrow.Array, []int64, error) {
+	if int(b.NumCols()) != cfg.in.Schema.NumFields() {
+		return nil, nil, fmt.Errorf("window %s: process batch: %d columns, want %d (%s)", cfg.name, b.NumCols(), cfg.in.Schema.NumFields(), columnList(cfg.in.Schema))
+	}
+	tcol := b.Column(cfg.in.TimeColumn)
+	switch a := tcol.(type) {
+	case *array.Timestamp:
+		return tcol, timestampInt64s(a.TimestampValues()), nil
+	case *array.Int64:
+		return tcol, a.Int64Values(), nil
+	}
+	return nil, nil, fmt.Errorf("window %s: process batch: event time column is %v, want timestamp_ms", cfg.name, tcol.DataType())
+}
+
+// checkRouting returns an error if a row's key hash (hashes) is of a key
+// group outside [kgStart, kgEnd) of maxPar: it is checked before any
+// state changes.
+func (cfg *windowConfig) checkRouting(hashes []uint64, maxPar, kgStart, kgEnd int) error {
+	if kgStart == 0 && kgEnd >= maxPar {
+		return nil
+	}
+	for r, h := range hashes {
+		if kg := arrowfmt.KeyGroup(h, maxPar); kg < kgStart || kg >= kgEnd {
+			return fmt.Errorf("window %s: process batch: row %d has key group %d, outside this subtask's key groups [%d, %d): the input is not partitioned by the keyBy columns",
+				cfg.name, r, kg, kgStart, kgEnd)
+		}
+	}
+	return nil
 }
 
 // commonPrefix returns how many bytes a and b share at their start.
@@ -1524,28 +1575,29 @@ func oneInt64Builder(bs []array.Builder) (*array.Int64Builder, bool) {
 	return b, ok
 }
 
-// emitLate sends the rows of b listed in w.lateRows to the late output, or
-// counts them as dropped.
-func (w *windowOperator) emitLate(b arrow.RecordBatch) error {
-	n := len(w.lateRows)
+// emitLateRows sends rows of b to late, built with rb if they are not all
+// of b, or counts them as dropped if late is nil: what window name does
+// with its late rows.
+func emitLateRows(name string, counters *task.Counters, late task.Output, rb *array.RecordBuilder, b arrow.RecordBatch, rows []int32) error {
+	n := len(rows)
 	if n == 0 {
 		return nil
 	}
-	if w.late == nil {
-		w.counters.LateDropped.Add(int64(n))
+	if late == nil {
+		counters.LateDropped.Add(int64(n))
 		return nil
 	}
-	w.counters.LateSide.Add(int64(n))
+	counters.LateSide.Add(int64(n))
 	if n == int(b.NumRows()) {
-		if err := w.late.Emit(b); err != nil {
-			return fmt.Errorf("window %s: emit late rows: %w", w.cfg.name, err)
+		if err := late.Emit(b); err != nil {
+			return fmt.Errorf("window %s: emit late rows: %w", name, err)
 		}
 		return nil
 	}
-	rec := takeRows(w.lateOut, b, w.lateRows)
+	rec := takeRows(rb, b, rows)
 	defer rec.Release()
-	if err := w.late.Emit(rec); err != nil {
-		return fmt.Errorf("window %s: emit late rows: %w", w.cfg.name, err)
+	if err := late.Emit(rec); err != nil {
+		return fmt.Errorf("window %s: emit late rows: %w", name, err)
 	}
 	return nil
 }

@@ -105,6 +105,9 @@ func (l *windowStateLayout) check(s *arrow.Schema) error {
 	if err != nil && l.legacy.Check(s) == nil {
 		return nil
 	}
+	if err != nil && s.Equal(statestore.SnapshotSchema()) {
+		return nil // a pebble window's (Restore converts them)
+	}
 	return err
 }
 
@@ -1091,6 +1094,20 @@ func (s windowSnapshotter) Restore(b arrow.RecordBatch) error {
 	}
 	if err := w.state.check(b.Schema()); err != nil {
 		return fmt.Errorf("window %s: restore state: %w", w.cfg.name, err)
+	}
+	if b.Schema().Equal(statestore.SnapshotSchema()) {
+		// The rows of a pebble window's store: a savepoint of a job
+		// whose state was in pebble, resumed on the heap.
+		mem := w.ctx.Mem
+		if mem == nil {
+			mem = memory.DefaultAllocator
+		}
+		conv, err := windowRowsOfStore(w.cfg, w.state, mem, b)
+		if err != nil {
+			return fmt.Errorf("window %s: restore the state of a window on pebble: %w", w.cfg.name, err)
+		}
+		defer conv.Release()
+		b = conv
 	}
 	// Restored state counts as unchanged: the changes so far are
 	// forgotten, and a new epoch begins, which no restored key is in.

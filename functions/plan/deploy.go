@@ -169,8 +169,8 @@ func (p *Plan) headOffset(v *Vertex) int {
 }
 
 // NewOperator instantiates the operator of node n (KindOperator), not
-// opened yet. A function operator runs its Wasm module on p.Wasm and keeps
-// pebble state under p.StateDir.
+// opened yet. A function operator runs its Wasm module on p.Wasm; function
+// and window operators keep pebble state under p.StateDir.
 func (p *Plan) NewOperator(n *Node) (task.Operator, error) {
 	if n.Kind != KindOperator {
 		return nil, fmt.Errorf("node %s is not an operator", n.Name)
@@ -186,7 +186,7 @@ func (p *Plan) NewOperator(n *Node) (task.Operator, error) {
 	case "select":
 		return builtin.NewSelect(o, in)
 	case "window":
-		return builtin.NewWindow(o, in)
+		return builtin.NewWindowState(o, in, p.Job.State, p.StateDir)
 	case "function":
 		return builtin.NewProcess(o, in, builtin.ProcessEnv{Engine: p.Wasm, State: p.Job.State, StateDir: p.StateDir})
 	}

@@ -1,0 +1,793 @@
+package builtin
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/weirstream/weir/arrowfmt"
+	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/task"
+	"github.com/weirstream/weir/statestore"
+	"github.com/weirstream/weir/statestore/pebblestate"
+)
+
+// The window operator on pebble (a job's state: {backend: pebble}):
+// tumbling and sliding windows whose state may be larger than memory. It
+// is the operator NewWindow describes, with its state in a store of its
+// own (pebblestate) instead of the heap, and checkpointed as the store's
+// files, as a process function's is.
+//
+// Each window of each key is one entry of the store's table "windows", in
+// the key group of its key:
+//
+//	key        the window's end (8 bytes, big-endian, sign bit flipped),
+//	           then the key's encoding (arrowfmt)
+//	namespace  the window's start (the same 8 bytes)
+//	value      a flags byte (storeEmitted, storePending), then the
+//	           accumulator's words (accumulators), 8 bytes each,
+//	           little-endian
+//
+// A key group's entries are sorted by (end, key, start), the order the
+// results go out in, so the windows a watermark makes due are a prefix
+// of it: the watermark reads the key group from its start and stops at
+// the first window that is not due. No timer is kept. Per key group,
+// nextFire is at most the least end of a window that has not fired, and
+// nextClean at most the least end of any: a watermark reads only the key
+// groups where one of them is due.
+//
+// A batch reads each window it touches from the store once, into a slot
+// of the operator's accumulators, updates the slots a column at a time
+// as the heap's operator does, and writes each window back once.
+const windowStoreTable = "windows"
+
+// The flags of a window's entry.
+const (
+	storeEmitted byte = 1 << iota // a result went downstream
+	storePending                  // rows came since the last result
+)
+
+// storeWindow is a window a batch touches, or a watermark fires.
+type storeWindow struct {
+	kg    int
+	key   string // the entry's key: the end, then the key's encoding
+	start int64
+	end   int64
+	slot  int32 // its words, in the operator's accumulators
+	flags byte
+	// refire: the window was due before this batch, and its rows make it
+	// fire again at the batch's end. keep: a fired window that stays
+	// (its cleanup time has not come).
+	refire, keep bool
+	before       bool // it fired before this firing
+}
+
+type windowStoreOp struct {
+	cfg    *windowConfig
+	layout *windowStateLayout // the heap's state rows (WindowRows)
+	st     *spec.State
+	dir    string
+	windowIO
+	wm int64
+
+	store *pebblestate.Store
+	state *statestore.Memory // the store's backend: captures and restores it
+	tab   statestore.StoredTable
+	// nextFire and nextClean, by key group - kgStart: see above.
+	// math.MaxInt64 for none.
+	nextFire, nextClean []int64
+	// heap holds state restored from a heap window's rows (a savepoint of
+	// a job whose state was on the heap), moved into the store before
+	// anything else uses it (settleRestore).
+	heap *windowOperator
+
+	// Scratch reused across batches and watermarks.
+	acc         *accumulators
+	batch       map[string]int32 // a batch's windows, by entryID, in wins
+	wins        []storeWindow
+	rows, slots []int32
+	lateRows    []int32
+	keyBuf, id  []byte
+	val         []byte
+	keyBuilders []array.Builder
+	fire        []storeWindow
+	fireSlots   []int32
+	fireStarts  []arrow.Timestamp
+	fireEnds    []arrow.Timestamp
+}
+
+var (
+	_ task.Operator = (*windowStoreOp)(nil)
+	_ task.Stateful = (*windowStoreOp)(nil)
+)
+
+// NewWindowState returns the window operator of op for input in with its
+// keyed state in the backend st chooses (nil: the heap's): NewWindow's,
+// or for state: {backend: pebble} one whose windows are in a pebble store
+// under dir ("": the system's temporary directory).
+func NewWindowState(op *spec.Operator, in Stream, st *spec.State, dir string) (task.Operator, error) {
+	if st == nil || st.Backend != spec.StatePebble {
+		return NewWindow(op, in)
+	}
+	cfg, err := newWindowConfig(op, in)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.kind == kindSession {
+		return nil, spec.Errorf("state.backend", "pebble: window %s is a session window, whose state only the memory backend keeps", op.Name)
+	}
+	return &windowStoreOp{cfg: cfg, layout: newWindowStateLayout(cfg, op.KeyBy), st: st, dir: dir, wm: task.MinWatermark}, nil
+}
+
+func (w *windowStoreOp) Open(ctx *task.Context) error {
+	if err := w.windowIO.open(w.cfg, ctx); err != nil {
+		return err
+	}
+	s, err := pebblestate.Open(w.storeOptions())
+	if err != nil {
+		return fmt.Errorf("open window %s: state: %w", w.cfg.name, err)
+	}
+	w.store = s
+	w.state = statestore.NewStoredFiles(w.kgStart, w.kgEnd, s)
+	if w.tab, err = s.Table(windowStoreTable); err != nil {
+		return fmt.Errorf("open window %s: state: %w", w.cfg.name, err)
+	}
+	w.nextFire = make([]int64, w.kgEnd-w.kgStart)
+	w.nextClean = make([]int64, w.kgEnd-w.kgStart)
+	for g := range w.nextFire {
+		w.nextFire[g], w.nextClean[g] = math.MaxInt64, math.MaxInt64
+	}
+	w.acc = newAccumulators(w.cfg.aggs)
+	w.batch = map[string]int32{}
+	return nil
+}
+
+// storeOptions are the options of the operator's pebble stores.
+func (w *windowStoreOp) storeOptions() pebblestate.Options {
+	mem := int64(w.st.Memory)
+	if mem == 0 {
+		mem = spec.DefaultStateMemory
+	}
+	return pebblestate.Options{Dir: w.dir, Memory: mem}
+}
+
+func (w *windowStoreOp) Close() error {
+	if w.heap != nil {
+		_ = w.heap.Close()
+		w.heap = nil
+	}
+	w.windowIO.close()
+	if w.state != nil {
+		w.state.Close()
+		w.state = nil
+	}
+	var err error
+	if w.store != nil {
+		err = w.store.Close()
+		w.store, w.tab = nil, nil
+	}
+	return err
+}
+
+// windowLate reports whether a window ending at end is past its cleanup
+// time: it takes no more rows.
+func (w *windowStoreOp) windowLate(end int64) bool {
+	return satAdd(end-1, w.cfg.lateness) <= w.wm
+}
+
+// storeFailed turns a panic into the operator's error: a store's tables
+// panic when it fails (a full disk, a damaged entry), and that fails
+// the task, not the worker.
+func (w *windowStoreOp) storeFailed(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("window %s: state: %v", w.cfg.name, p)
+	}
+}
+
+func (w *windowStoreOp) ProcessBatch(b arrow.RecordBatch) (err error) {
+	defer w.storeFailed(&err)
+	w.settleRestore()
+	n := int(b.NumRows())
+	if n == 0 {
+		return nil
+	}
+	tcol, times, err := w.readBatch(w.cfg, b)
+	if err != nil {
+		return err
+	}
+	timeNulls := tcol.NullN() > 0
+	offset := w.cfg.in.TimeOffset
+	w.rows, w.slots, w.lateRows = w.rows[:0], w.slots[:0], w.lateRows[:0]
+	for r := range n {
+		if timeNulls && tcol.IsNull(r) {
+			w.lateRows = append(w.lateRows, int32(r))
+			continue
+		}
+		ts := times[r] + offset
+		kg := arrowfmt.KeyGroup(w.hashes[r], w.maxPar)
+		w.keyBuf = arrowfmt.AppendRowKey(w.keyBuf[:0], b, w.cfg.keyCols, r)
+		var taken bool
+		switch w.cfg.kind {
+		case kindTumbling:
+			start := ts - floorMod(ts, w.cfg.size)
+			taken = w.add(kg, int32(r), start, start+w.cfg.size)
+		case kindSliding:
+			for start := ts - floorMod(ts, w.cfg.slide); start > ts-w.cfg.size; start -= w.cfg.slide {
+				if w.add(kg, int32(r), start, start+w.cfg.size) {
+					taken = true
+				}
+			}
+		}
+		if !taken && satAdd(ts, w.cfg.lateness) <= w.wm {
+			w.lateRows = append(w.lateRows, int32(r))
+		}
+	}
+	w.acc.update(b, w.rows, w.slots)
+
+	// Windows that were due fire again with this batch's rows.
+	fire := w.fire[:0]
+	for i := range w.wins {
+		win := &w.wins[i]
+		if win.refire {
+			f := *win
+			f.before = win.flags&storeEmitted != 0
+			fire = append(fire, f)
+			win.flags = storeEmitted
+		}
+	}
+	err = w.emit(fire)
+	clear(fire)
+	w.fire = fire[:0]
+	for i := range w.wins {
+		win := &w.wins[i]
+		w.tab.Put(win.kg, win.key, windowNS(win.start), w.entryValue(win.flags, win.slot))
+	}
+	clear(w.batch)
+	w.wins = w.wins[:0]
+	w.acc.truncate()
+	if err != nil {
+		return err
+	}
+	return w.emitLate(w.cfg.name, b, w.lateRows)
+}
+
+// add queues row r for the (tumbling or sliding) window [start, end) of
+// the key in w.keyBuf, of key group kg, reading it from the store or
+// making it the first time the batch touches it. It returns false if the
+// window is late.
+func (w *windowStoreOp) add(kg int, r int32, start, end int64) bool {
+	w.id = binary.BigEndian.AppendUint16(w.id[:0], uint16(kg))
+	w.id = appendWindowTime(w.id, end)
+	w.id = append(w.id, w.keyBuf...)
+	w.id = appendWindowTime(w.id, start)
+	i, ok := w.batch[string(w.id)]
+	if !ok {
+		key := string(w.id[2 : len(w.id)-8])
+		slot := w.acc.alloc()
+		var flags byte
+		if v, found := w.tab.Get(kg, key, windowNS(start)); found {
+			var err error
+			if flags, err = w.loadEntry(slot, v); err != nil {
+				panic(fmt.Sprintf("window %s: key group %d, window [%d, %d): %v", w.cfg.name, kg, start, end, err))
+			}
+		} else {
+			if w.windowLate(end) {
+				w.acc.release(slot)
+				return false
+			}
+			g := kg - w.kgStart
+			w.nextFire[g] = min(w.nextFire[g], end)
+			w.nextClean[g] = min(w.nextClean[g], end)
+		}
+		i = int32(len(w.wins))
+		w.wins = append(w.wins, storeWindow{kg: kg, key: key, start: start, end: end, slot: slot, flags: flags})
+		w.batch[string(w.id)] = i
+	}
+	win := &w.wins[i]
+	w.rows = append(w.rows, r)
+	w.slots = append(w.slots, win.slot)
+	if win.flags&storePending == 0 && win.end-1 <= w.wm {
+		win.refire = true
+	}
+	win.flags |= storePending
+	return true
+}
+
+// appendWindowTime appends t as 8 bytes that sort as t does: big-endian,
+// sign bit flipped.
+func appendWindowTime(dst []byte, t int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(t)^1<<63)
+}
+
+// windowTime reads what appendWindowTime wrote.
+func windowTime(b string) int64 {
+	var u uint64
+	for i := range 8 {
+		u = u<<8 | uint64(b[i])
+	}
+	return int64(u ^ 1<<63)
+}
+
+// windowNS returns the namespace of a window starting at start.
+func windowNS(start int64) string {
+	var b [8]byte
+	return string(appendWindowTime(b[:0], start))
+}
+
+// entryValue encodes a window's flags and the words of slot s.
+func (w *windowStoreOp) entryValue(flags byte, s int32) []byte {
+	w.val = append(w.val[:0], flags)
+	if w.acc.width > 0 {
+		for _, word := range w.acc.row(s) {
+			w.val = binary.LittleEndian.AppendUint64(w.val, uint64(word))
+		}
+	}
+	return w.val
+}
+
+// loadEntry reads an entry's value into slot s and returns its flags.
+func (w *windowStoreOp) loadEntry(s int32, v []byte) (byte, error) {
+	return loadWindowEntry(w.acc, s, v)
+}
+
+// loadWindowEntry reads a window entry's value into slot s of acc and
+// returns its flags.
+func loadWindowEntry(acc *accumulators, s int32, v []byte) (byte, error) {
+	if len(v) != 1+8*acc.width {
+		return 0, fmt.Errorf("the state entry has %d bytes, want %d (flags and %d accumulator words)", len(v), 1+8*acc.width, acc.width)
+	}
+	if acc.width > 0 {
+		row := acc.row(s)
+		for i := range row {
+			row[i] = int64(binary.LittleEndian.Uint64(v[1+8*i:]))
+		}
+		acc.noteSlot(s)
+	}
+	return v[0], nil
+}
+
+// ProcessWatermark fires every window whose end-1 is at or below wm, in
+// order of (window_end, key, window_start), then drops the windows whose
+// cleanup time has come.
+func (w *windowStoreOp) ProcessWatermark(wm int64) (err error) {
+	defer w.storeFailed(&err)
+	w.settleRestore()
+	if wm <= w.wm {
+		return nil
+	}
+	w.wm = wm
+	fire := w.fire[:0]
+	for g := range w.nextFire {
+		if w.nextFire[g]-1 > wm && satAdd(w.nextClean[g]-1, w.cfg.lateness) > wm {
+			continue
+		}
+		fire = w.scan(g, fire)
+	}
+	err = w.emit(fire)
+	for _, f := range fire {
+		if f.keep {
+			w.tab.Put(f.kg, f.key, windowNS(f.start), w.entryValue(storeEmitted, f.slot))
+		}
+	}
+	clear(fire)
+	w.fire = fire[:0]
+	w.acc.truncate()
+	return err
+}
+
+// scan reads key group g's windows that are due at the watermark, from
+// its start: it appends those with rows pending to fire (their words in
+// new slots), deletes those whose cleanup time has come, and sets the
+// key group's nextFire and nextClean.
+func (w *windowStoreOp) scan(g int, fire []storeWindow) []storeWindow {
+	kg := g + w.kgStart
+	nextFire, nextClean := int64(math.MaxInt64), int64(math.MaxInt64)
+	var bad error
+	w.tab.Range(kg, func(key, ns string, v []byte) bool {
+		if len(key) < 8 || len(ns) != 8 || len(v) == 0 {
+			bad = fmt.Errorf("window %s: key group %d: a state entry of %d, %d and %d bytes is not a window's", w.cfg.name, kg, len(key), len(ns), len(v))
+			return false
+		}
+		end := windowTime(key)
+		if end-1 > w.wm {
+			nextFire, nextClean = min(nextFire, end), min(nextClean, end)
+			return false
+		}
+		clean := satAdd(end-1, w.cfg.lateness) <= w.wm
+		if !clean {
+			nextClean = min(nextClean, end)
+		}
+		if v[0]&storePending != 0 {
+			s := w.acc.alloc()
+			if _, err := w.loadEntry(s, v); err != nil {
+				bad = fmt.Errorf("window %s: key group %d: %w", w.cfg.name, kg, err)
+				return false
+			}
+			fire = append(fire, storeWindow{kg: kg, key: strings.Clone(key), start: windowTime(ns), end: end, slot: s, keep: !clean, before: v[0]&storeEmitted != 0})
+		}
+		if clean {
+			w.tab.Delete(kg, key, ns)
+		}
+		return true
+	})
+	if bad != nil {
+		panic(bad.Error())
+	}
+	w.nextFire[g], w.nextClean[g] = nextFire, nextClean
+	return fire
+}
+
+// Finish fires what is left. The runtime has already called
+// ProcessWatermark(MaxWatermark), so usually nothing is.
+func (w *windowStoreOp) Finish() error { return w.ProcessWatermark(task.MaxWatermark) }
+
+// emit sorts fs by end, key and start (their entries' keys begin with the
+// end), and sends their results downstream in batches of at most
+// windowBatchRows.
+func (w *windowStoreOp) emit(fs []storeWindow) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	slices.SortFunc(fs, func(a, b storeWindow) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.start, b.start)
+	})
+	for lo := 0; lo < len(fs); lo += windowBatchRows {
+		if err := w.emitBatch(fs[lo:min(lo+windowBatchRows, len(fs))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emitBatch sends the results of fs.
+func (w *windowStoreOp) emitBatch(fs []storeWindow) error {
+	rb := w.out
+	rb.Reserve(len(fs))
+	w.keyBuilders = w.keyBuilders[:0]
+	for c := range w.cfg.keyCols {
+		w.keyBuilders = append(w.keyBuilders, rb.Field(2+c))
+	}
+	w.fireSlots, w.fireStarts, w.fireEnds = w.fireSlots[:0], w.fireStarts[:0], w.fireEnds[:0]
+	refires := 0
+	for _, f := range fs {
+		w.fireSlots = append(w.fireSlots, f.slot)
+		w.fireStarts = append(w.fireStarts, arrow.Timestamp(f.start))
+		w.fireEnds = append(w.fireEnds, arrow.Timestamp(f.end))
+		if f.before {
+			refires++
+		}
+		if err := arrowfmt.AppendKeyValues(w.keyBuilders, f.key[8:], w.cfg.keyTypes); err != nil {
+			panic(fmt.Sprintf("window %s: a key the operator encoded does not decode: %v", w.cfg.name, err))
+		}
+	}
+	rb.Field(0).(*array.TimestampBuilder).AppendValues(w.fireStarts, nil)
+	rb.Field(1).(*array.TimestampBuilder).AppendValues(w.fireEnds, nil)
+	base := 2 + len(w.cfg.keyCols)
+	for i := range w.cfg.aggs {
+		w.acc.appendResults(i, rb.Field(base+i), w.fireSlots)
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	w.counters.WindowsFired.Add(int64(len(fs)))
+	w.counters.WindowsRefire.Add(int64(refires))
+	if err := w.ctx.Out.Emit(rec); err != nil {
+		return fmt.Errorf("window %s: emit results: %w", w.cfg.name, err)
+	}
+	return nil
+}
+
+// State returns the operator's state as checkpoints see it: its store,
+// captured as files (statestore.StoreCapturer).
+func (w *windowStoreOp) State() statestore.Snapshotter { return windowStoreSnapshotter{w} }
+
+// windowStoreSnapshotter is a pebble window's state as checkpoints
+// capture and restore it: the store's files, and rows of the store's
+// backend, which hold nothing of a window's (no timers).
+type windowStoreSnapshotter struct{ w *windowStoreOp }
+
+var (
+	_ statestore.StoreCapturer      = windowStoreSnapshotter{}
+	_ statestore.SteppedSnapshotter = windowStoreSnapshotter{}
+	_ statestore.OlderSchemas       = windowStoreSnapshotter{}
+)
+
+// open returns the operator, open, with the state restored from a heap
+// window's rows in its store unless restore.
+func (s windowStoreSnapshotter) open(what string, restore bool) (_ *windowStoreOp, err error) {
+	if s.w.state == nil {
+		return nil, fmt.Errorf("window %s: %s: the operator is not open", s.w.cfg.name, what)
+	}
+	if !restore {
+		defer s.w.storeFailed(&err)
+		s.w.settleRestore()
+	}
+	return s.w, nil
+}
+
+// settleRestore moves the windows restored from a heap window's rows, if
+// any, into the store.
+func (w *windowStoreOp) settleRestore() {
+	h := w.heap
+	if h == nil {
+		return
+	}
+	w.heap = nil
+	h.eachKey(func(ks *windowKey) {
+		kg, g := int(ks.group), int(ks.group)-w.kgStart
+		for _, win := range h.winsOf(ks) {
+			w.id = appendWindowTime(w.id[:0], win.end)
+			w.id = append(w.id, h.keyOf(ks)...)
+			var flags byte
+			if win.emitted {
+				flags |= storeEmitted
+			}
+			if win.pending {
+				flags |= storePending
+			}
+			w.val = append(w.val[:0], flags)
+			if h.acc.width > 0 {
+				for _, word := range h.acc.row(win.slot) {
+					w.val = binary.LittleEndian.AppendUint64(w.val, uint64(word))
+				}
+			}
+			w.tab.Put(kg, string(w.id), windowNS(win.start), w.val)
+			w.nextFire[g] = min(w.nextFire[g], win.end)
+			w.nextClean[g] = min(w.nextClean[g], win.end)
+		}
+	})
+	_ = h.Close()
+}
+
+// Schema is the store's backend's snapshot schema.
+func (s windowStoreSnapshotter) Schema() *arrow.Schema { return statestore.SnapshotSchema() }
+
+// CheckSchema accepts the store's backend's rows, and the heap window's
+// state (a savepoint of a job whose state was on the heap).
+func (s windowStoreSnapshotter) CheckSchema(schema *arrow.Schema) error {
+	if schema.Equal(statestore.SnapshotSchema()) {
+		return nil
+	}
+	return s.w.layout.check(schema)
+}
+
+func (s windowStoreSnapshotter) Snapshot(mem memory.Allocator, full bool) ([]arrow.RecordBatch, error) {
+	w, err := s.open("snapshot", false)
+	if err != nil {
+		return nil, err
+	}
+	return w.state.Snapshot(mem, full)
+}
+
+func (s windowStoreSnapshotter) BeginSnapshot(mem memory.Allocator, full bool) (statestore.Capture, error) {
+	w, err := s.open("snapshot", false)
+	if err != nil {
+		return nil, err
+	}
+	return w.state.BeginSnapshot(mem, full)
+}
+
+func (s windowStoreSnapshotter) Restore(b arrow.RecordBatch) error {
+	w, err := s.open("restore", true)
+	if err != nil {
+		return err
+	}
+	if !b.Schema().Equal(statestore.SnapshotSchema()) {
+		// A heap window's rows: restored on the heap, as that window
+		// restores them (bases, deltas, kinds of rows), then moved into
+		// the store (settleRestore).
+		if w.heap == nil {
+			w.heap = &windowOperator{cfg: w.cfg, wm: task.MinWatermark, state: w.layout}
+			if err := w.heap.Open(w.ctx); err != nil {
+				w.heap = nil
+				return err
+			}
+		}
+		return windowSnapshotter{w.heap}.Restore(b)
+	}
+	if err := w.state.Restore(b); err != nil {
+		return fmt.Errorf("window %s: %w", w.cfg.name, err)
+	}
+	return nil
+}
+
+// CaptureStore captures the store into a directory beside it.
+func (s windowStoreSnapshotter) CaptureStore(id int64) (statestore.StoreFileCapture, error) {
+	w, err := s.open("capture the store", false)
+	if err != nil {
+		return nil, err
+	}
+	c, err := w.state.CaptureStore(fmt.Sprintf("%s-capture-%d", w.store.Dir(), id))
+	if err != nil {
+		return nil, fmt.Errorf("window %s: %w", w.cfg.name, err)
+	}
+	return c, nil
+}
+
+// StoreScratch is the directory the store is in.
+func (s windowStoreSnapshotter) StoreScratch() string { return filepath.Dir(s.w.store.Dir()) }
+
+// RestoreStores makes the operator's store the one captured over its key
+// groups, or at a rescale the one sharing the most key groups with it,
+// with the rest ingested (pebblestate.Restore), and reads where each key
+// group's windows begin.
+func (s windowStoreSnapshotter) RestoreStores(stores []statestore.CapturedStore) (_ int, err error) {
+	defer s.w.storeFailed(&err)
+	w, err := s.open("restore the store", true)
+	if err != nil {
+		return -1, err
+	}
+	st, kept, err := pebblestate.Restore(w.storeOptions(), w.store, stores, w.kgStart, w.kgEnd)
+	if err != nil {
+		return -1, fmt.Errorf("window %s: restore the store: %w", w.cfg.name, err)
+	}
+	if st != w.store {
+		w.store = st // the old one is closed
+		if err := w.state.ReplaceStore(st); err != nil {
+			return -1, fmt.Errorf("window %s: %w", w.cfg.name, err)
+		}
+	}
+	if w.tab, err = w.store.Table(windowStoreTable); err != nil {
+		return -1, fmt.Errorf("window %s: restore the store: %w", w.cfg.name, err)
+	}
+	// The first window of each key group is due no later than anything
+	// after it: a watermark at its end reads the key group.
+	for g := range w.nextFire {
+		first := int64(math.MaxInt64)
+		w.tab.Range(g+w.kgStart, func(key, _ string, _ []byte) bool {
+			if len(key) >= 8 {
+				first = windowTime(key)
+			}
+			return false
+		})
+		w.nextFire[g], w.nextClean[g] = first, first
+	}
+	return kept, nil
+}
+
+// WindowRows returns the windows as the heap's window operator writes a
+// base (window_state.go), key group by key group: for each key a replace
+// row with its first window by start, and a window row for each further
+// one. `weir state export` reads a pebble window's stores so.
+func (s windowStoreSnapshotter) WindowRows(mem memory.Allocator) (out []arrow.RecordBatch, err error) {
+	defer s.w.storeFailed(&err)
+	w, err := s.open("write the windows as rows", false)
+	if err != nil {
+		return nil, err
+	}
+	rb := array.NewRecordBuilder(mem, w.layout.Schema)
+	defer rb.Release()
+	var wins []storeWindow
+	defer w.acc.truncate()
+	for kg := w.kgStart; kg < w.kgEnd; kg++ {
+		wins = wins[:0]
+		var bad error
+		w.tab.Range(kg, func(key, ns string, v []byte) bool {
+			if len(key) < 8 || len(ns) != 8 {
+				bad = fmt.Errorf("key group %d: a state entry of %d and %d bytes is not a window's", kg, len(key), len(ns))
+				return false
+			}
+			slot := w.acc.alloc()
+			flags, err := w.loadEntry(slot, v)
+			if err != nil {
+				bad = fmt.Errorf("key group %d: %w", kg, err)
+				return false
+			}
+			wins = append(wins, storeWindow{kg: kg, key: strings.Clone(key), start: windowTime(ns), end: windowTime(key), slot: slot, flags: flags})
+			return true
+		})
+		if bad != nil {
+			for _, b := range out {
+				b.Release()
+			}
+			return nil, fmt.Errorf("window %s: %w", w.cfg.name, bad)
+		}
+		// By key, then start: the entries are by end first.
+		slices.SortFunc(wins, func(a, b storeWindow) int {
+			if c := strings.Compare(a.key[8:], b.key[8:]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.start, b.start)
+		})
+		for lo := 0; lo < len(wins); lo += windowBatchRows {
+			out = append(out, w.windowRows(rb, wins[lo:min(lo+windowBatchRows, len(wins))]))
+		}
+		w.acc.truncate()
+	}
+	return out, nil
+}
+
+// windowRows builds the heap's state rows of wins, sorted by key and
+// start, with rb: a replace row where the key changes, else a window row.
+func (w *windowStoreOp) windowRows(rb *array.RecordBuilder, wins []storeWindow) arrow.RecordBatch {
+	var rec arrow.RecordBatch
+	w.fireSlots, rec = buildWindowRows(rb, w.layout, w.cfg, w.acc, wins, true, w.fireSlots)
+	return rec
+}
+
+// buildWindowRows builds the heap's state rows (layout l) of wins, whose
+// words are in acc, with rb. byKey: wins are sorted by key and start,
+// and a key's first is a replace row; else every row is a window row.
+// slots is scratch, returned for reuse.
+func buildWindowRows(rb *array.RecordBuilder, l *windowStateLayout, cfg *windowConfig, acc *accumulators, wins []storeWindow, byKey bool, slots []int32) ([]int32, arrow.RecordBatch) {
+	rb.Reserve(len(wins))
+	keys := make([]array.Builder, len(l.keyCols))
+	for i, c := range l.keyCols {
+		keys[i] = rb.Field(c)
+	}
+	kinds := rb.Field(l.kind).(*array.Int8Builder)
+	starts := rb.Field(l.kind + 1).(*array.TimestampBuilder)
+	ends := rb.Field(l.kind + 2).(*array.TimestampBuilder)
+	emitted := rb.Field(l.kind + 3).(*array.BooleanBuilder)
+	pending := rb.Field(l.kind + 4).(*array.BooleanBuilder)
+	slots = slots[:0]
+	for i, win := range wins {
+		rb.Field(0).(*array.Int32Builder).Append(int32(win.kg))
+		if err := arrowfmt.AppendKeyValues(keys, win.key[8:], cfg.keyTypes); err != nil {
+			panic(fmt.Sprintf("window %s: a key the operator encoded does not decode: %v", cfg.name, err))
+		}
+		kind := windowRowWindow
+		if byKey && (i == 0 || win.key[8:] != wins[i-1].key[8:]) {
+			kind = windowRowReplace
+		}
+		kinds.Append(kind)
+		starts.Append(arrow.Timestamp(win.start))
+		ends.Append(arrow.Timestamp(win.end))
+		emitted.Append(win.flags&storeEmitted != 0)
+		pending.Append(win.flags&storePending != 0)
+		slots = append(slots, win.slot)
+	}
+	acc.appendState(rb.Fields()[l.acc:], slots)
+	return slots[:0], rb.NewRecordBatch()
+}
+
+// windowRowsOfStore returns the heap's window state rows (layout l) of b,
+// rows of a pebble window's store (statestore.SnapshotSchema, as
+// task.OpenStores gives a savepoint's stores to an operator that keeps
+// its state on the heap): a window row for each entry of its table. The
+// store's backend's timer rows (a window's store has none) are skipped.
+func windowRowsOfStore(cfg *windowConfig, l *windowStateLayout, mem memory.Allocator, b arrow.RecordBatch) (arrow.RecordBatch, error) {
+	groups := b.Column(0).(*array.Int32)
+	tables := b.Column(1).(*array.String)
+	keys := b.Column(2).(*array.Binary)
+	nss := b.Column(3).(*array.String)
+	vals := b.Column(4).(*array.Binary)
+	deleted := b.Column(6).(*array.Boolean)
+	acc := newAccumulators(cfg.aggs)
+	wins := make([]storeWindow, 0, b.NumRows())
+	for r := range int(b.NumRows()) {
+		table := tables.Value(r)
+		if strings.HasPrefix(table, "__timers") {
+			continue
+		}
+		key, ns := keys.ValueString(r), nss.Value(r)
+		switch {
+		case table != windowStoreTable:
+			return nil, fmt.Errorf("row %d: table %q: a pebble window's store has one table, %q", r, table, windowStoreTable)
+		case deleted.Value(r) || vals.IsNull(r):
+			return nil, fmt.Errorf("row %d: a deleted entry: a pebble window's store is restored from its base", r)
+		case len(key) < 8 || len(ns) != 8:
+			return nil, fmt.Errorf("row %d: an entry of %d and %d bytes is not a window's", r, len(key), len(ns))
+		}
+		slot := acc.alloc()
+		flags, err := loadWindowEntry(acc, slot, vals.Value(r))
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", r, err)
+		}
+		wins = append(wins, storeWindow{kg: int(groups.Value(r)), key: key, start: windowTime(ns), end: windowTime(key), slot: slot, flags: flags})
+	}
+	rb := array.NewRecordBuilder(mem, l.Schema)
+	defer rb.Release()
+	_, rec := buildWindowRows(rb, l, cfg, acc, wins, false, nil)
+	return rec, nil
+}
