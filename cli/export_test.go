@@ -88,7 +88,8 @@ sinks:
 // the checkpoint's source positions say were read.
 func TestStateExport(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { stateExport(t, exportSpec) })
-	// The function's state written by the pebble backend.
+	// The window's and the function's state written by the pebble
+	// backend.
 	t.Run("pebble", func(t *testing.T) { stateExport(t, exportSpec+"state: {backend: pebble, memory: 4MiB}\n") })
 }
 
@@ -134,6 +135,14 @@ func stateExport(t *testing.T, jobSpec string) {
 		t.Fatal("no retained checkpoint has deltas of every operator and some of the events read")
 	}
 	t.Logf("checkpoint %d: %d events read", m.Checkpoint, len(read))
+	if strings.Contains(jobSpec, "backend: pebble") {
+		// The window's and the function's state are their stores'.
+		for _, op := range []string{"per_user", "seqcheck"} {
+			if !slices.ContainsFunc(opFiles(m, op), func(f manifest.File) bool { return f.Kind == manifest.KindStore }) {
+				t.Errorf("checkpoint %d lists no file of %s's stores", m.Checkpoint, op)
+			}
+		}
+	}
 
 	check := func(t *testing.T, n int64) {
 		for _, op := range ops {

@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ import (
 
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/arrowfmt/parquetfmt"
+	"github.com/weirstream/weir/functions/builtin"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore"
@@ -212,6 +214,11 @@ func newExporter(p *plan.Plan, n *plan.Node) (*exporter, error) {
 	state := statestore.SnapshotSchema()
 	if x.kind != "function" {
 		op, err := p.NewOperator(n)
+		if x.kind == "window" {
+			// The heap's window state, also of a window on pebble
+			// (exported through its WindowRows).
+			op, err = builtin.NewWindow(n.Op, n.Input.ConsumerStream())
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -243,26 +250,28 @@ func (x *exporter) subtask(ctx context.Context, r Request, st subtaskState, out 
 	var state statestore.Snapshotter
 	var closeState func()
 	var err error
-	if len(stores) > 0 {
-		if x.kind != "function" {
-			return fmt.Errorf("the checkpoint holds files of a store, and a %s operator keeps its state in memory", x.kind)
-		}
+	switch {
+	case len(stores) > 0 && x.kind == "function":
 		var b *statestore.Memory
 		b, closeState, err = task.OpenStores(ctx, r.Bucket, stores, st.kgStart, st.kgEnd)
 		state = b
-		for _, fs := range stores {
-			for _, f := range fs {
-				res.Files++
-				res.Bytes += f.Size
-			}
-		}
-	} else {
+	case len(stores) > 0 && x.kind == "window":
+		state, closeState, err = x.openStores(ctx, r, st, stores)
+	case len(stores) > 0:
+		return fmt.Errorf("the checkpoint holds files of a store, and a %s operator keeps its state in memory", x.kind)
+	default:
 		state, closeState, err = x.open(st, r.Mem)
 	}
 	if err != nil {
 		return err
 	}
 	defer closeState()
+	for _, fs := range stores {
+		for _, f := range fs {
+			res.Files++
+			res.Bytes += f.Size
+		}
+	}
 	for _, f := range files {
 		if err := task.RestoreStateFile(ctx, r.Bucket, state, f, st.kgStart, st.kgEnd, r.Mem); err != nil {
 			return err
@@ -270,7 +279,12 @@ func (x *exporter) subtask(ctx context.Context, r Request, st subtaskState, out 
 		res.Files++
 		res.Bytes += f.Size
 	}
-	recs, err := state.Snapshot(r.Mem, true)
+	var recs []arrow.RecordBatch
+	if wr, ok := state.(windowRower); ok {
+		recs, err = wr.WindowRows(r.Mem)
+	} else {
+		recs, err = state.Snapshot(r.Mem, true)
+	}
 	if err != nil {
 		return err
 	}
@@ -314,6 +328,40 @@ func (x *exporter) open(st subtaskState, mem memory.Allocator) (statestore.Snaps
 		return nil, nil, err
 	}
 	return op.(task.Stateful).State(), func() { _ = op.Close() }, nil
+}
+
+// windowRower is the state of a window on pebble: it writes its windows
+// as the heap's window writes a base.
+type windowRower interface {
+	WindowRows(memory.Allocator) ([]arrow.RecordBatch, error)
+}
+
+// openStores opens the window operator of subtask st, on pebble, with
+// its store made from the captured stores, as a restore does.
+func (x *exporter) openStores(ctx context.Context, r Request, st subtaskState, stores [][]manifest.File) (statestore.Snapshotter, func(), error) {
+	state, closeOp, err := x.open(st, r.Mem)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, ok := state.(statestore.StoreCapturer)
+	if !ok {
+		closeOp()
+		return nil, nil, fmt.Errorf("the checkpoint holds files of a store, and this job's window %s keeps its state on the heap (state.backend)", x.n.Name)
+	}
+	captured, err := task.DownloadStores(ctx, r.Bucket, sc.StoreScratch(), stores, nil)
+	defer func() {
+		for _, c := range captured {
+			_ = os.RemoveAll(c.Dir)
+		}
+	}()
+	if err == nil {
+		_, err = sc.RestoreStores(captured)
+	}
+	if err != nil {
+		closeOp()
+		return nil, nil, err
+	}
+	return state, closeOp, nil
 }
 
 // openContext is the context an operator restored for export opens with:
