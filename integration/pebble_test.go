@@ -249,31 +249,7 @@ operators:
 // among them. It returns the size of the checkpoint's state.
 func checkStores(t testing.TB, c *cluster, id string) int64 {
 	t.Helper()
-	ctx := context.Background()
-	objs, err := c.bucket.List(ctx, layout.CheckpointsPrefix(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m *manifest.Manifest
-	for _, o := range objs {
-		if _, n, ok := layout.ParseManifestKey(o.Key); !ok || m != nil && n < m.Checkpoint {
-			continue
-		}
-		raw, err := c.bucket.Get(ctx, o.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mm, err := manifest.Decode(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !mm.Final && len(mm.Files()) > 0 {
-			m = mm
-		}
-	}
-	if m == nil {
-		t.Fatalf("no retained checkpoint of job %s holds state", id)
-	}
+	m := newestStateManifest(t, c, id)
 	var stateBytes, storeBytes, earlierBytes int64
 	files, storeFiles, ssts, earlier := 0, 0, 0, 0
 	for _, v := range m.Vertices {
@@ -303,6 +279,39 @@ func checkStores(t testing.TB, c *cluster, id string) int64 {
 	}
 	t.Logf("checkpoint %d: %d state files (%d bytes); %d of them its stores' (%d bytes), %d sstables; %d (%d bytes) uploaded by earlier checkpoints", m.Checkpoint, files, stateBytes, storeFiles, storeBytes, ssts, earlier, earlierBytes)
 	return stateBytes
+}
+
+// newestStateManifest returns the newest retained checkpoint of job id
+// that holds state: once the job has ended, the newest is the final one,
+// which holds none.
+func newestStateManifest(t testing.TB, c *cluster, id string) *manifest.Manifest {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := c.bucket.List(ctx, layout.CheckpointsPrefix(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *manifest.Manifest
+	for _, o := range objs {
+		if _, n, ok := layout.ParseManifestKey(o.Key); !ok || m != nil && n < m.Checkpoint {
+			continue
+		}
+		raw, err := c.bucket.Get(ctx, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mm, err := manifest.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mm.Final && len(mm.Files()) > 0 {
+			m = mm
+		}
+	}
+	if m == nil {
+		t.Fatalf("no retained checkpoint of job %s holds state", id)
+	}
+	return m
 }
 
 // checkSequences reads the checker's output and checks that every key's

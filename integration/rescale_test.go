@@ -27,14 +27,7 @@ func TestRescaleUnderLoad(t *testing.T) {
 	c := startCluster(t, 3, 10)
 	scale := func(ctx context.Context, id string, to ...string) { scaleLogged(t, ctx, c, id, to...) }
 	st := chaosRun(t, c, func(ctx context.Context, id string) {
-		wait := func(d time.Duration) bool {
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(d):
-				return true
-			}
-		}
+		wait := func(d time.Duration) bool { return sleepCtx(ctx, d) }
 		if !wait(5 * time.Second) {
 			return
 		}
@@ -63,6 +56,16 @@ func TestRescaleUnderLoad(t *testing.T) {
 		if (v.Name == "rides" || v.Name == "tumbling" || v.Name == "sessions") && v.Parallelism != 1 {
 			t.Errorf("%s ends at parallelism %d, want 1", v.Name, v.Parallelism)
 		}
+	}
+}
+
+// sleepCtx waits d, and reports whether ctx was not done meanwhile.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
 	}
 }
 

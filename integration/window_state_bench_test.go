@@ -31,8 +31,14 @@ import (
 // processes). STATE_BENCH_AGGREGATES replaces the count with the
 // aggregates it lists (`n: count(), total: sum(v), top: max(v)`), over
 // the key and an int64 column v of values from 0 to 1,000,000.
+// STATE_BENCH_STATE is the job's state section (`{backend: pebble,
+// memory: 64MiB}`: the window's state in pebble stores), the heap's if
+// unset.
 func windowStateSpec(events, keys int, checkpoints bool) string {
 	ck := ""
+	if st := os.Getenv("STATE_BENCH_STATE"); st != "" {
+		ck = "state: " + st + "\n"
+	}
 	if checkpoints {
 		codec := ""
 		if c := os.Getenv("STATE_BENCH_COMPRESSION"); c != "" {
@@ -41,7 +47,7 @@ func windowStateSpec(events, keys int, checkpoints bool) string {
 		if p := os.Getenv("STATE_BENCH_PART_SIZE"); p != "" {
 			codec += ", partSize: " + p
 		}
-		ck = "checkpoint: {interval: 2s, timeout: 10m" + codec + "}\n"
+		ck += "checkpoint: {interval: 2s, timeout: 10m" + codec + "}\n"
 	}
 	if e := os.Getenv("STATE_BENCH_ENCODING"); e != "" {
 		ck += "exchange: {encoding: " + e + "}\n"

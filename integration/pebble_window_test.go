@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/statestore/manifest"
+)
+
+// TestChaosPebbleWindows runs the chaos job with its keyed state in
+// pebble stores of 4 MiB (state: {backend: pebble}): the windows
+// (tumbling, sliding in place of its session window, which pebble does
+// not keep, and perride's 5,000 keys) and the sequence checker,
+// checkpointed as their stores' files. Workers running tasks are killed
+// -9 three times and the windows are rescaled while it runs; the
+// committed output is still exactly the batch recomputation.
+func TestChaosPebbleWindows(t *testing.T) {
+	t.Parallel() // checks exactness only, no timing: runs beside the other long ones
+	text, err := os.ReadFile(chaosSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := string(text)
+	for _, r := range [][2]string{
+		{"  - name: sessions\n    input: rides\n    parallelism: 3\n    keyBy: [zone, vendor]\n    window: {type: session, gap: 10s}\n    aggregate: {n: count(), first: min(ts), last: max(ts)}\n",
+			"  - name: sliding\n    input: rides\n    parallelism: 3\n    keyBy: [zone, vendor]\n    window: {type: sliding, size: 30s, slide: 10s}\n    aggregate: {n: count(), first: min(ts), last: max(ts)}\n"},
+		{"  - {name: sessions-out, input: sessions, type: files, path: chaos/sessions/, format: jsonl}\n",
+			"  - {name: sliding-out, input: sliding, type: files, path: chaos/sliding/, format: jsonl}\n"},
+		{"restart: {attempts: 50, backoff: 200ms, maxBackoff: 2s}\n",
+			"restart: {attempts: 50, backoff: 200ms, maxBackoff: 2s}\nstate: {backend: pebble, memory: 4MiB}\n"},
+	} {
+		if !strings.Contains(spec, r[0]) {
+			t.Fatalf("%s has no %q", chaosSpec, r[0])
+		}
+		spec = strings.Replace(spec, r[0], r[1], 1)
+	}
+	specPath := filepath.Join(t.TempDir(), "chaos-pebble.yaml")
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 3, 10)
+	kills, jobID := 0, ""
+	st := chaosRunSpec(t, c, specPath, func(ctx context.Context, id string) {
+		jobID = id
+		rng := rand.New(rand.NewPCG(5, 6))
+		for i := range 4 {
+			if !sleepCtx(ctx, time.Duration(3000+rng.IntN(2000)) * time.Millisecond) {
+				return
+			}
+			if i == 2 {
+				scaleLogged(t, ctx, c, id, "tumbling=2", "sliding=4", "perride=2")
+				continue
+			}
+			if c.killRandomWorker(id, rng, 10) {
+				kills++
+			}
+		}
+	})
+	if kills < 2 {
+		t.Errorf("only %d kills happened while the job ran", kills)
+	}
+	if len(st.Recoveries) < kills+1 {
+		t.Errorf("%d recoveries for %d kills and a rescale", len(st.Recoveries), kills)
+	}
+	for _, v := range st.Vertices {
+		if v.Name == "perride" && v.Parallelism != 2 {
+			t.Errorf("perride ends at parallelism %d, want 2 (rescaled)", v.Parallelism)
+		}
+	}
+	// The windows' state went to the bucket as their stores' sstables.
+	m := newestStateManifest(t, c, jobID)
+	ssts := map[string]int{}
+	for _, v := range m.Vertices {
+		for _, s := range v.Subtasks {
+			for _, f := range s.State {
+				if f.Kind == manifest.KindStore && strings.HasSuffix(f.Name, ".sst") {
+					ssts[v.Name]++
+				}
+			}
+		}
+	}
+	t.Logf("checkpoint %d: sstables by operator: %v", m.Checkpoint, ssts)
+	for _, name := range []string{"tumbling", "sliding", "perride"} {
+		if ssts[name] == 0 {
+			t.Errorf("checkpoint %d lists no sstable of %s's stores", m.Checkpoint, name)
+		}
+	}
+}
