@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"cmp"
+	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -21,7 +22,7 @@ import (
 )
 
 // The window operator on pebble (a job's state: {backend: pebble}):
-// tumbling and sliding windows whose state may be larger than memory. It
+// windows whose state may be larger than memory. It
 // is the operator NewWindow describes, with its state in a store of its
 // own (pebblestate) instead of the heap, and checkpointed as the store's
 // files, as a process function's is.
@@ -47,7 +48,15 @@ import (
 // A batch reads each window it touches from the store once, into a slot
 // of the operator's accumulators, updates the slots a column at a time
 // as the heap's operator does, and writes each window back once.
-const windowStoreTable = "windows"
+//
+// Sessions merge, so a row must find its key's sessions by key: the table
+// "sessions" has an entry per key with sessions (its encoding, namespace
+// ""), whose value is their bounds, sorted by start: 16 bytes each, the
+// start and the end as in a window's key.
+const (
+	windowStoreTable  = "windows"
+	sessionStoreTable = "sessions"
+)
 
 // The flags of a window's entry.
 const (
@@ -68,6 +77,21 @@ type storeWindow struct {
 	// (its cleanup time has not come).
 	refire, keep bool
 	before       bool // it fired before this firing
+	// A window a batch read from the store (stored) is at (origKey,
+	// origStart) there: a session whose bounds changed, or that merged
+	// into another (gone), leaves that entry.
+	stored    bool
+	gone      bool
+	origKey   string
+	origStart int64
+}
+
+// storeSessions are the sessions of one key that a batch touches: all of
+// the key's, as indexes into the batch's windows, sorted by start.
+type storeSessions struct {
+	kg   int
+	key  string // the key's encoding
+	wins []int32
 }
 
 type windowStoreOp struct {
@@ -81,6 +105,7 @@ type windowStoreOp struct {
 	store *pebblestate.Store
 	state *statestore.Memory // the store's backend: captures and restores it
 	tab   statestore.StoredTable
+	index statestore.StoredTable // sessions by key (session windows only)
 	// nextFire and nextClean, by key group - kgStart: see above.
 	// math.MaxInt64 for none.
 	nextFire, nextClean []int64
@@ -93,6 +118,11 @@ type windowStoreOp struct {
 	acc         *accumulators
 	batch       map[string]int32 // a batch's windows, by entryID, in wins
 	wins        []storeWindow
+	sessions    map[string]*storeSessions // a batch's keys' sessions, by key group and key
+	fwd         map[int32]int32           // slots merged into others in this batch
+	dueGroups   []int                     // ProcessWatermark's
+	merge       dueMerge                  // ProcessWatermark's
+	bounds      []byte
 	rows, slots []int32
 	lateRows    []int32
 	keyBuf, id  []byte
@@ -121,9 +151,6 @@ func NewWindowState(op *spec.Operator, in Stream, st *spec.State, dir string) (t
 	if err != nil {
 		return nil, err
 	}
-	if cfg.kind == kindSession {
-		return nil, spec.Errorf("state.backend", "pebble: window %s is a session window, whose state only the memory backend keeps", op.Name)
-	}
 	return &windowStoreOp{cfg: cfg, layout: newWindowStateLayout(cfg, op.KeyBy), st: st, dir: dir, wm: task.MinWatermark}, nil
 }
 
@@ -137,7 +164,7 @@ func (w *windowStoreOp) Open(ctx *task.Context) error {
 	}
 	w.store = s
 	w.state = statestore.NewStoredFiles(w.kgStart, w.kgEnd, s)
-	if w.tab, err = s.Table(windowStoreTable); err != nil {
+	if err := w.openTables(); err != nil {
 		return fmt.Errorf("open window %s: state: %w", w.cfg.name, err)
 	}
 	w.nextFire = make([]int64, w.kgEnd-w.kgStart)
@@ -147,7 +174,21 @@ func (w *windowStoreOp) Open(ctx *task.Context) error {
 	}
 	w.acc = newAccumulators(w.cfg.aggs)
 	w.batch = map[string]int32{}
+	w.sessions = map[string]*storeSessions{}
+	w.fwd = map[int32]int32{}
 	return nil
+}
+
+// openTables opens the store's tables.
+func (w *windowStoreOp) openTables() error {
+	var err error
+	if w.tab, err = w.store.Table(windowStoreTable); err != nil {
+		return err
+	}
+	if w.cfg.kind == kindSession {
+		w.index, err = w.store.Table(sessionStoreTable)
+	}
+	return err
 }
 
 // storeOptions are the options of the operator's pebble stores.
@@ -225,10 +266,25 @@ func (w *windowStoreOp) ProcessBatch(b arrow.RecordBatch) (err error) {
 					taken = true
 				}
 			}
+		case kindSession:
+			taken = w.addSession(kg, int32(r), ts)
 		}
 		if !taken && satAdd(ts, w.cfg.lateness) <= w.wm {
 			w.lateRows = append(w.lateRows, int32(r))
 		}
+	}
+	if len(w.fwd) > 0 { // sessions merged in this batch: rows go to the survivor
+		for j, s := range w.slots {
+			for {
+				t, ok := w.fwd[s]
+				if !ok {
+					break
+				}
+				s = t
+			}
+			w.slots[j] = s
+		}
+		clear(w.fwd)
 	}
 	w.acc.update(b, w.rows, w.slots)
 
@@ -236,7 +292,7 @@ func (w *windowStoreOp) ProcessBatch(b arrow.RecordBatch) (err error) {
 	fire := w.fire[:0]
 	for i := range w.wins {
 		win := &w.wins[i]
-		if win.refire {
+		if win.refire && !win.gone {
 			f := *win
 			f.before = win.flags&storeEmitted != 0
 			fire = append(fire, f)
@@ -248,8 +304,17 @@ func (w *windowStoreOp) ProcessBatch(b arrow.RecordBatch) (err error) {
 	w.fire = fire[:0]
 	for i := range w.wins {
 		win := &w.wins[i]
-		w.tab.Put(win.kg, win.key, windowNS(win.start), w.entryValue(win.flags, win.slot))
+		if win.stored && (win.gone || win.key != win.origKey || win.start != win.origStart) {
+			w.tab.Delete(win.kg, win.origKey, windowNS(win.origStart))
+		}
+		if !win.gone {
+			w.tab.Put(win.kg, win.key, windowNS(win.start), w.entryValue(win.flags, win.slot))
+		}
 	}
+	for _, set := range w.sessions {
+		w.putSessions(set)
+	}
+	clear(w.sessions)
 	clear(w.batch)
 	w.wins = w.wins[:0]
 	w.acc.truncate()
@@ -273,7 +338,8 @@ func (w *windowStoreOp) add(kg int, r int32, start, end int64) bool {
 		key := string(w.id[2 : len(w.id)-8])
 		slot := w.acc.alloc()
 		var flags byte
-		if v, found := w.tab.Get(kg, key, windowNS(start)); found {
+		v, found := w.tab.Get(kg, key, windowNS(start))
+		if found {
 			var err error
 			if flags, err = w.loadEntry(slot, v); err != nil {
 				panic(fmt.Sprintf("window %s: key group %d, window [%d, %d): %v", w.cfg.name, kg, start, end, err))
@@ -288,7 +354,7 @@ func (w *windowStoreOp) add(kg int, r int32, start, end int64) bool {
 			w.nextClean[g] = min(w.nextClean[g], end)
 		}
 		i = int32(len(w.wins))
-		w.wins = append(w.wins, storeWindow{kg: kg, key: key, start: start, end: end, slot: slot, flags: flags})
+		w.wins = append(w.wins, storeWindow{kg: kg, key: key, start: start, end: end, slot: slot, flags: flags, stored: found, origKey: key, origStart: start})
 		w.batch[string(w.id)] = i
 	}
 	win := &w.wins[i]
@@ -299,6 +365,153 @@ func (w *windowStoreOp) add(kg int, r int32, start, end int64) bool {
 	}
 	win.flags |= storePending
 	return true
+}
+
+// addSession adds row r with event time ts to the sessions of the key in
+// w.keyBuf, of key group kg, merging as Flink's MergingWindowSet does
+// (see NewWindow and windowOperator.addToSession). It returns false if
+// the row's session is late.
+func (w *windowStoreOp) addSession(kg int, r int32, ts int64) bool {
+	start, end := ts, satAdd(ts, w.cfg.gap)
+	set := w.sessionsOf(kg)
+	ws := set.wins
+	// Sessions [s, e) that intersect [start, end), bounds included: e >=
+	// start and s <= end. They are contiguous from the first with e >=
+	// start.
+	i := 0
+	for i < len(ws) && w.wins[ws[i]].end < start {
+		i++
+	}
+	j := i
+	for j < len(ws) && w.wins[ws[j]].start <= end {
+		j++
+	}
+	merged := false
+	switch {
+	case i == j: // a new session
+		if w.windowLate(end) {
+			return false
+		}
+		w.id = appendWindowTime(w.id[:0], end)
+		w.id = append(w.id, set.key...)
+		w.noteEnd(kg, end)
+		set.wins = slices.Insert(ws, i, int32(len(w.wins)))
+		w.wins = append(w.wins, storeWindow{kg: kg, key: string(w.id), start: start, end: end, slot: w.acc.alloc()})
+	case j == i+1 && w.wins[ws[i]].start <= start && end <= w.wins[ws[i]].end:
+		// Inside a session.
+	default:
+		// The row bridges or extends sessions i..j-1: the first survives
+		// with the merged bounds and accumulators. It cannot be late: it
+		// ends no earlier than a live session.
+		t := &w.wins[ws[i]]
+		t.start, t.end = min(t.start, start), max(w.wins[ws[j-1]].end, end)
+		for _, k := range ws[i+1 : j] {
+			m := &w.wins[k]
+			w.acc.merge(t.slot, m.slot)
+			w.fwd[m.slot] = t.slot
+			t.flags |= m.flags
+			m.gone = true
+		}
+		w.id = appendWindowTime(w.id[:0], t.end)
+		w.id = append(w.id, set.key...)
+		t.key = string(w.id)
+		w.noteEnd(kg, t.end)
+		set.wins = slices.Delete(ws, i+1, j)
+		merged = true
+	}
+	win := &w.wins[set.wins[i]]
+	w.rows = append(w.rows, r)
+	w.slots = append(w.slots, win.slot)
+	switch {
+	case merged:
+		// Its bounds changed: it fires again at the batch's end only if
+		// it is still due.
+		win.refire = win.end-1 <= w.wm
+	case win.flags&storePending == 0 && win.end-1 <= w.wm:
+		win.refire = true
+	}
+	win.flags |= storePending
+	return true
+}
+
+// noteEnd notes that a window of key group kg ends at end.
+func (w *windowStoreOp) noteEnd(kg int, end int64) {
+	g := kg - w.kgStart
+	w.nextFire[g] = min(w.nextFire[g], end)
+	w.nextClean[g] = min(w.nextClean[g], end)
+}
+
+// sessionsOf returns the sessions of the key in w.keyBuf, of key group
+// kg, reading them from the store the first time the batch touches the
+// key.
+func (w *windowStoreOp) sessionsOf(kg int) *storeSessions {
+	w.id = binary.BigEndian.AppendUint16(w.id[:0], uint16(kg))
+	w.id = append(w.id, w.keyBuf...)
+	if set := w.sessions[string(w.id)]; set != nil {
+		return set
+	}
+	set := &storeSessions{kg: kg, key: string(w.keyBuf)}
+	w.sessions[string(w.id)] = set
+	v, found := w.index.Get(kg, set.key, "")
+	if !found {
+		return set
+	}
+	w.bounds = append(w.bounds[:0], v...) // v is only valid until the next Get
+	if len(w.bounds)%16 != 0 {
+		panic(fmt.Sprintf("window %s: key group %d: a key's sessions of %d bytes: want 16 a session", w.cfg.name, kg, len(w.bounds)))
+	}
+	for o := 0; o < len(w.bounds); o += 16 {
+		start, end := windowTime(string(w.bounds[o:o+8])), windowTime(string(w.bounds[o+8:o+16]))
+		w.id = appendWindowTime(w.id[:0], end)
+		w.id = append(w.id, set.key...)
+		key := string(w.id)
+		slot := w.acc.alloc()
+		e, ok := w.tab.Get(kg, key, windowNS(start))
+		if !ok {
+			panic(fmt.Sprintf("window %s: key group %d: the key's session [%d, %d) has no entry", w.cfg.name, kg, start, end))
+		}
+		flags, err := w.loadEntry(slot, e)
+		if err != nil {
+			panic(fmt.Sprintf("window %s: key group %d, session [%d, %d): %v", w.cfg.name, kg, start, end, err))
+		}
+		set.wins = append(set.wins, int32(len(w.wins)))
+		w.wins = append(w.wins, storeWindow{kg: kg, key: key, start: start, end: end, slot: slot, flags: flags, stored: true, origKey: key, origStart: start})
+	}
+	return set
+}
+
+// putSessions writes the bounds of set's sessions to the store's index.
+func (w *windowStoreOp) putSessions(set *storeSessions) {
+	if len(set.wins) == 0 {
+		w.index.Delete(set.kg, set.key, "")
+		return
+	}
+	w.bounds = w.bounds[:0]
+	for _, i := range set.wins {
+		w.bounds = appendWindowTime(w.bounds, w.wins[i].start)
+		w.bounds = appendWindowTime(w.bounds, w.wins[i].end)
+	}
+	w.index.Put(set.kg, set.key, "", w.bounds)
+}
+
+// dropSession removes session [start, ...) of key (its encoding) of key
+// group kg from the store's index.
+func (w *windowStoreOp) dropSession(kg int, key string, start int64) {
+	v, found := w.index.Get(kg, key, "")
+	if !found {
+		return
+	}
+	w.bounds = w.bounds[:0]
+	for o := 0; o+16 <= len(v); o += 16 {
+		if windowTime(string(v[o:o+8])) != start {
+			w.bounds = append(w.bounds, v[o:o+16]...)
+		}
+	}
+	if len(w.bounds) == 0 {
+		w.index.Delete(kg, key, "")
+		return
+	}
+	w.index.Put(kg, key, "", w.bounds)
 }
 
 // appendWindowTime appends t as 8 bytes that sort as t does: big-endian,
@@ -355,8 +568,12 @@ func loadWindowEntry(acc *accumulators, s int32, v []byte) (byte, error) {
 }
 
 // ProcessWatermark fires every window whose end-1 is at or below wm, in
-// order of (window_end, key, window_start), then drops the windows whose
-// cleanup time has come.
+// order of (window_end, key, window_start), and drops the windows whose
+// cleanup time has come. The due windows of each key group are the first
+// of its entries, in that order: it merges the key groups where some are
+// due (nextFire, nextClean), reading them from a snapshot of the store,
+// and sends the results out a batch at a time, so that the end of a
+// period of millions of keys takes memory for one batch.
 func (w *windowStoreOp) ProcessWatermark(wm int64) (err error) {
 	defer w.storeFailed(&err)
 	w.settleRestore()
@@ -364,65 +581,133 @@ func (w *windowStoreOp) ProcessWatermark(wm int64) (err error) {
 		return nil
 	}
 	w.wm = wm
-	fire := w.fire[:0]
+	var due []int
 	for g := range w.nextFire {
-		if w.nextFire[g]-1 > wm && satAdd(w.nextClean[g]-1, w.cfg.lateness) > wm {
-			continue
+		if w.nextFire[g]-1 <= wm || satAdd(w.nextClean[g]-1, w.cfg.lateness) <= wm {
+			due = append(w.dueGroups, g)
+			w.dueGroups = due
 		}
-		fire = w.scan(g, fire)
 	}
-	err = w.emit(fire)
-	for _, f := range fire {
+	if len(due) == 0 {
+		return nil
+	}
+	w.dueGroups = w.dueGroups[:0]
+	snap, err := w.store.Snapshot()
+	if err != nil {
+		return fmt.Errorf("window %s: state: %w", w.cfg.name, err)
+	}
+	defer snap.Close()
+	m := &w.merge
+	m.heads = m.heads[:0]
+	for _, g := range due {
+		w.nextFire[g], w.nextClean[g] = math.MaxInt64, math.MaxInt64
+		h := dueHead{it: snap.Iter(windowStoreTable, g+w.kgStart), g: g}
+		if w.advance(&h) {
+			m.heads = append(m.heads, h)
+		}
+	}
+	heap.Init(m)
+	fire := w.fire[:0]
+	for m.Len() > 0 {
+		h := &m.heads[0]
+		kg := h.g + w.kgStart
+		end := windowTime(h.key)
+		clean := satAdd(end-1, w.cfg.lateness) <= w.wm
+		if !clean {
+			w.nextClean[h.g] = min(w.nextClean[h.g], end)
+		}
+		if h.v[0]&storePending != 0 {
+			s := w.acc.alloc()
+			if _, err := w.loadEntry(s, h.v); err != nil {
+				return fmt.Errorf("window %s: key group %d: %w", w.cfg.name, kg, err)
+			}
+			fire = append(fire, storeWindow{kg: kg, key: h.key, start: windowTime(h.ns), end: end, slot: s, keep: !clean, before: h.v[0]&storeEmitted != 0})
+		}
+		if clean {
+			w.tab.Delete(kg, h.key, h.ns)
+			if w.index != nil {
+				w.dropSession(kg, h.key[8:], windowTime(h.ns))
+			}
+		}
+		if w.advance(h) {
+			heap.Fix(m, 0)
+		} else {
+			heap.Pop(m)
+		}
+		if len(fire) == windowBatchRows {
+			if err := w.fireBatch(fire); err != nil {
+				return err
+			}
+			fire = fire[:0]
+		}
+	}
+	err = w.fireBatch(fire)
+	w.fire = fire[:0]
+	return err
+}
+
+// advance reads h's next entry, and reports whether it is due; once one
+// is not, it notes its end as the key group's next and closes h.
+func (w *windowStoreOp) advance(h *dueHead) bool {
+	key, ns, v, ok := h.it.Next()
+	if ok && (len(key) < 8 || len(ns) != 8 || len(v) == 0) {
+		panic(fmt.Sprintf("window %s: key group %d: a state entry of %d, %d and %d bytes is not a window's", w.cfg.name, h.g+w.kgStart, len(key), len(ns), len(v)))
+	}
+	if ok && windowTime(key)-1 <= w.wm {
+		h.key, h.ns, h.v = key, ns, v
+		return true
+	}
+	if ok {
+		end := windowTime(key)
+		w.nextFire[h.g], w.nextClean[h.g] = min(w.nextFire[h.g], end), min(w.nextClean[h.g], end)
+	}
+	h.it.Close()
+	return false
+}
+
+// fireBatch sends the results of fs, in order, writes back those that
+// stay, and frees their slots.
+func (w *windowStoreOp) fireBatch(fs []storeWindow) error {
+	var err error
+	if len(fs) > 0 {
+		err = w.emitBatch(fs)
+	}
+	for _, f := range fs {
 		if f.keep {
 			w.tab.Put(f.kg, f.key, windowNS(f.start), w.entryValue(storeEmitted, f.slot))
 		}
 	}
-	clear(fire)
-	w.fire = fire[:0]
+	clear(fs)
 	w.acc.truncate()
 	return err
 }
 
-// scan reads key group g's windows that are due at the watermark, from
-// its start: it appends those with rows pending to fire (their words in
-// new slots), deletes those whose cleanup time has come, and sets the
-// key group's nextFire and nextClean.
-func (w *windowStoreOp) scan(g int, fire []storeWindow) []storeWindow {
-	kg := g + w.kgStart
-	nextFire, nextClean := int64(math.MaxInt64), int64(math.MaxInt64)
-	var bad error
-	w.tab.Range(kg, func(key, ns string, v []byte) bool {
-		if len(key) < 8 || len(ns) != 8 || len(v) == 0 {
-			bad = fmt.Errorf("window %s: key group %d: a state entry of %d, %d and %d bytes is not a window's", w.cfg.name, kg, len(key), len(ns), len(v))
-			return false
-		}
-		end := windowTime(key)
-		if end-1 > w.wm {
-			nextFire, nextClean = min(nextFire, end), min(nextClean, end)
-			return false
-		}
-		clean := satAdd(end-1, w.cfg.lateness) <= w.wm
-		if !clean {
-			nextClean = min(nextClean, end)
-		}
-		if v[0]&storePending != 0 {
-			s := w.acc.alloc()
-			if _, err := w.loadEntry(s, v); err != nil {
-				bad = fmt.Errorf("window %s: key group %d: %w", w.cfg.name, kg, err)
-				return false
-			}
-			fire = append(fire, storeWindow{kg: kg, key: strings.Clone(key), start: windowTime(ns), end: end, slot: s, keep: !clean, before: v[0]&storeEmitted != 0})
-		}
-		if clean {
-			w.tab.Delete(kg, key, ns)
-		}
-		return true
-	})
-	if bad != nil {
-		panic(bad.Error())
+// dueHead is a key group's next due window, in a watermark's merge.
+type dueHead struct {
+	it      statestore.StoredIter
+	g       int
+	key, ns string
+	v       []byte // valid until it moves
+}
+
+// dueMerge is a heap of key groups by their next due window: by its
+// entry's key (the end, then the key) and start.
+type dueMerge struct{ heads []dueHead }
+
+func (m *dueMerge) Len() int { return len(m.heads) }
+func (m *dueMerge) Less(i, j int) bool {
+	a, b := &m.heads[i], &m.heads[j]
+	if a.key != b.key {
+		return a.key < b.key
 	}
-	w.nextFire[g], w.nextClean[g] = nextFire, nextClean
-	return fire
+	return a.ns < b.ns // the starts, as bytes that sort as they do
+}
+func (m *dueMerge) Swap(i, j int) { m.heads[i], m.heads[j] = m.heads[j], m.heads[i] }
+func (m *dueMerge) Push(x any)   { m.heads = append(m.heads, x.(dueHead)) }
+func (m *dueMerge) Pop() any {
+	h := m.heads[len(m.heads)-1]
+	m.heads = m.heads[:len(m.heads)-1]
+	return h
 }
 
 // Finish fires what is left. The runtime has already called
@@ -525,6 +810,14 @@ func (w *windowStoreOp) settleRestore() {
 	w.heap = nil
 	h.eachKey(func(ks *windowKey) {
 		kg, g := int(ks.group), int(ks.group)-w.kgStart
+		if w.index != nil {
+			w.bounds = w.bounds[:0]
+			for _, win := range h.winsOf(ks) {
+				w.bounds = appendWindowTime(w.bounds, win.start)
+				w.bounds = appendWindowTime(w.bounds, win.end)
+			}
+			w.index.Put(kg, h.keyOf(ks), "", w.bounds)
+		}
 		for _, win := range h.winsOf(ks) {
 			w.id = appendWindowTime(w.id[:0], win.end)
 			w.id = append(w.id, h.keyOf(ks)...)
@@ -637,7 +930,7 @@ func (s windowStoreSnapshotter) RestoreStores(stores []statestore.CapturedStore)
 			return -1, fmt.Errorf("window %s: %w", w.cfg.name, err)
 		}
 	}
-	if w.tab, err = w.store.Table(windowStoreTable); err != nil {
+	if err := w.openTables(); err != nil {
 		return -1, fmt.Errorf("window %s: restore the store: %w", w.cfg.name, err)
 	}
 	// The first window of each key group is due no later than anything
@@ -767,8 +1060,8 @@ func windowRowsOfStore(cfg *windowConfig, l *windowStateLayout, mem memory.Alloc
 	wins := make([]storeWindow, 0, b.NumRows())
 	for r := range int(b.NumRows()) {
 		table := tables.Value(r)
-		if strings.HasPrefix(table, "__timers") {
-			continue
+		if strings.HasPrefix(table, "__timers") || table == sessionStoreTable {
+			continue // no timers; the sessions follow from the windows
 		}
 		key, ns := keys.ValueString(r), nss.Value(r)
 		switch {

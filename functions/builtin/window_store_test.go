@@ -28,8 +28,8 @@ func newTestWindow(t testing.TB, op *spec.Operator, in Stream) (task.Operator, e
 	return NewWindowState(op, in, &spec.State{Backend: spec.StatePebble, Memory: spec.MinStateMemory}, t.TempDir())
 }
 
-// windowsLeft returns how many keys (the heap's operator) or windows (on
-// pebble) the operator o holds.
+// windowsLeft returns how many keys (the heap's operator) or windows and
+// keys of sessions (on pebble) the operator o holds.
 func windowsLeft(o task.Operator) int {
 	switch w := o.(type) {
 	case *windowOperator:
@@ -37,16 +37,19 @@ func windowsLeft(o task.Operator) int {
 	case *windowStoreOp:
 		n := 0
 		for kg := w.kgStart; kg < w.kgEnd; kg++ {
-			w.tab.Range(kg, func(string, string, []byte) bool { n++; return true })
+			for _, tab := range []statestore.StoredTable{w.tab, w.index} {
+				if tab != nil {
+					tab.Range(kg, func(string, string, []byte) bool { n++; return true })
+				}
+			}
 		}
 		return n
 	}
 	panic("windowsLeft: not a window operator")
 }
 
-// TestWindowStore runs the window operator's tests of tumbling and
-// sliding windows against the operator on pebble: the same rows, in the
-// same order, as the heap's.
+// TestWindowStore runs the window operator's tests against the operator
+// on pebble: the same rows, in the same order, as the heap's.
 func TestWindowStore(t *testing.T) {
 	winTestStore = true
 	defer func() { winTestStore = false }()
@@ -62,26 +65,15 @@ func TestWindowStore(t *testing.T) {
 		{"AllowedLateness", TestWindowAllowedLateness},
 		{"LateDropped", TestWindowLateDropped},
 		{"KeyGroupRange", TestWindowKeyGroupRange},
+		{"Session", TestWindowSession},
+		{"SessionLateness", TestWindowSessionLateness},
+		{"SessionMergeFired", TestWindowSessionMergeFired},
 		{"Finish", TestWindowFinish},
 		{"Random", TestWindowRandom},
 		{"RandomManyKeys", TestWindowRandomManyKeys},
 		{"RandomLateness", TestWindowRandomLateness},
 	} {
 		t.Run(c.name, c.fn)
-	}
-}
-
-// TestWindowStoreRefusesSessions: session windows keep their state on
-// the heap; on pebble they are refused, naming the field.
-func TestWindowStoreRefusesSessions(t *testing.T) {
-	op := winOp(spec.Window{Type: spec.WindowSession, Gap: winMs(10)}, []string{"k"}, "n", "count()")
-	_, err := NewWindowState(op, winStream(t), &spec.State{Backend: spec.StatePebble}, t.TempDir())
-	if err == nil {
-		t.Fatal("a session window on pebble was accepted")
-	}
-	const want = "state.backend: pebble: window win is a session window, whose state only the memory backend keeps"
-	if err.Error() != want {
-		t.Fatalf("error %q, want %q", err, want)
 	}
 }
 
@@ -114,97 +106,103 @@ func winLateBatches(rng *rand.Rand, n, maxBatch int) (batches [][]winEvent, wms 
 func TestWindowStoreRestore(t *testing.T) {
 	winTestStore = true
 	defer func() { winTestStore = false }()
-	w := spec.Window{Type: spec.WindowSliding, Size: winMs(60), Slide: winMs(20), AllowedLateness: winMs(25), LateOutput: "late"}
-	op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
-	batches, wms := winLateBatches(rand.New(rand.NewPCG(3, 11)), 6000, 150)
-	cut := len(batches) / 2
-	for _, c := range []struct {
-		name     string
-		from, to []int // key group bounds of the subtasks
-	}{
-		{"same", []int{0, 128}, []int{0, 128}},
-		{"1to3", []int{0, 128}, []int{0, 40, 90, 128}},
-		{"2to1", []int{0, 64, 128}, []int{0, 128}},
-		{"2to3", []int{0, 64, 128}, []int{0, 30, 100, 128}},
+	for _, w := range []spec.Window{
+		{Type: spec.WindowSliding, Size: winMs(60), Slide: winMs(20), AllowedLateness: winMs(25), LateOutput: "late"},
+		{Type: spec.WindowSession, Gap: winMs(3000), AllowedLateness: winMs(25), LateOutput: "late"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			in := winStream(t)
-			run := func(hs []*winHarness, bounds []int, lo, hi int) {
-				for i := lo; i < hi; i++ {
-					parts := make([][]winEvent, len(hs))
-					for _, e := range batches[i] {
-						var k any = e.k
-						if e.k == "" && e.k2 == 2 {
-							k = nil // as winEventRows
+		t.Run(string(w.Type), func(t *testing.T) {
+			op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+			batches, wms := winLateBatches(rand.New(rand.NewPCG(3, 11)), 6000, 150)
+			cut := len(batches) / 2
+			for _, c := range []struct {
+				name     string
+				from, to []int // key group bounds of the subtasks
+			}{
+				{"same", []int{0, 128}, []int{0, 128}},
+				{"1to3", []int{0, 128}, []int{0, 40, 90, 128}},
+				{"2to1", []int{0, 64, 128}, []int{0, 128}},
+				{"2to3", []int{0, 64, 128}, []int{0, 30, 100, 128}},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					in := winStream(t)
+					run := func(hs []*winHarness, bounds []int, lo, hi int) {
+						for i := lo; i < hi; i++ {
+							parts := make([][]winEvent, len(hs))
+							for _, e := range batches[i] {
+								var k any = e.k
+								if e.k == "" && e.k2 == 2 {
+									k = nil // as winEventRows
+								}
+								kg := arrowfmt.KeyGroup(arrowfmt.HashKeyValues(k, e.k2), 128)
+								j := sort.SearchInts(bounds, kg+1) - 1
+								parts[j] = append(parts[j], e)
+							}
+							for j, h := range hs {
+								if len(parts[j]) > 0 {
+									h.batch(winEventRows(parts[j])...)
+								}
+								h.watermark(wms[i])
+							}
 						}
-						kg := arrowfmt.KeyGroup(arrowfmt.HashKeyValues(k, e.k2), 128)
-						j := sort.SearchInts(bounds, kg+1) - 1
-						parts[j] = append(parts[j], e)
 					}
-					for j, h := range hs {
-						if len(parts[j]) > 0 {
-							h.batch(winEventRows(parts[j])...)
+					open := func(bounds []int) []*winHarness {
+						var hs []*winHarness
+						for j := 0; j+1 < len(bounds); j++ {
+							hs = append(hs, newWinHarnessRange(t, op, in, bounds[j], bounds[j+1]))
 						}
-						h.watermark(wms[i])
+						return hs
 					}
-				}
-			}
-			open := func(bounds []int) []*winHarness {
-				var hs []*winHarness
-				for j := 0; j+1 < len(bounds); j++ {
-					hs = append(hs, newWinHarnessRange(t, op, in, bounds[j], bounds[j+1]))
-				}
-				return hs
-			}
-			rest := func(hs []*winHarness) (out, late []string) {
-				for _, h := range hs {
-					h.watermark(task.MaxWatermark)
-					out, late = append(out, h.out.take()...), append(late, h.late.take()...)
-				}
-				return out, late
-			}
-			from := open(c.from)
-			run(from, c.from, 0, cut)
-			var stores []statestore.CapturedStore
-			for j, h := range from {
-				h.out.take()
-				h.late.take()
-				fc, err := h.op.(task.Stateful).State().(statestore.StoreCapturer).CaptureStore(1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := fc.Poll(true); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = fc.Release() })
-				stores = append(stores, statestore.CapturedStore{Dir: fc.Dir(), KeyGroupStart: c.from[j], KeyGroupEnd: c.from[j+1]})
-			}
-			run(from, c.from, cut, len(batches))
-			wantOut, wantLate := rest(from)
+					rest := func(hs []*winHarness) (out, late []string) {
+						for _, h := range hs {
+							h.watermark(task.MaxWatermark)
+							out, late = append(out, h.out.take()...), append(late, h.late.take()...)
+						}
+						return out, late
+					}
+					from := open(c.from)
+					run(from, c.from, 0, cut)
+					var stores []statestore.CapturedStore
+					for j, h := range from {
+						h.out.take()
+						h.late.take()
+						fc, err := h.op.(task.Stateful).State().(statestore.StoreCapturer).CaptureStore(1)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if _, err := fc.Poll(true); err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { _ = fc.Release() })
+						stores = append(stores, statestore.CapturedStore{Dir: fc.Dir(), KeyGroupStart: c.from[j], KeyGroupEnd: c.from[j+1]})
+					}
+					run(from, c.from, cut, len(batches))
+					wantOut, wantLate := rest(from)
 
-			to := open(c.to)
-			for _, h := range to {
-				if _, err := h.op.(task.Stateful).State().(statestore.StoreCapturer).RestoreStores(stores); err != nil {
-					t.Fatal(err)
-				}
-				h.watermark(wms[cut-1])
-				h.expect() // nothing was due that had not fired
-			}
-			run(to, c.to, cut, len(batches))
-			gotOut, gotLate := rest(to)
-			if len(c.from) > 2 || len(c.to) > 2 {
-				for _, s := range [][]string{wantOut, wantLate, gotOut, gotLate} {
-					slices.Sort(s)
-				}
-			}
-			if len(wantOut) < 1000 || len(wantLate) == 0 {
-				t.Fatalf("the test emitted %d results and %d late rows after the checkpoint; want more", len(wantOut), len(wantLate))
-			}
-			if !slices.Equal(gotOut, wantOut) {
-				t.Fatalf("restored: got %d results, want %d\n%s", len(gotOut), len(wantOut), winDiff(gotOut, wantOut))
-			}
-			if !slices.Equal(gotLate, wantLate) {
-				t.Fatalf("restored: got %d late rows, want %d\n%s", len(gotLate), len(wantLate), winDiff(gotLate, wantLate))
+					to := open(c.to)
+					for _, h := range to {
+						if _, err := h.op.(task.Stateful).State().(statestore.StoreCapturer).RestoreStores(stores); err != nil {
+							t.Fatal(err)
+						}
+						h.watermark(wms[cut-1])
+						h.expect() // nothing was due that had not fired
+					}
+					run(to, c.to, cut, len(batches))
+					gotOut, gotLate := rest(to)
+					if len(c.from) > 2 || len(c.to) > 2 {
+						for _, s := range [][]string{wantOut, wantLate, gotOut, gotLate} {
+							slices.Sort(s)
+						}
+					}
+					if len(wantOut) < 1000 || len(wantLate) == 0 && w.Type != spec.WindowSession { // sessions of 3 s take every row
+						t.Fatalf("the test emitted %d results and %d late rows after the checkpoint; want more", len(wantOut), len(wantLate))
+					}
+					if !slices.Equal(gotOut, wantOut) {
+						t.Fatalf("restored: got %d results, want %d\n%s", len(gotOut), len(wantOut), winDiff(gotOut, wantOut))
+					}
+					if !slices.Equal(gotLate, wantLate) {
+						t.Fatalf("restored: got %d late rows, want %d\n%s", len(gotLate), len(wantLate), winDiff(gotLate, wantLate))
+					}
+				})
 			}
 		})
 	}
@@ -216,65 +214,71 @@ func TestWindowStoreRestore(t *testing.T) {
 // window's store (as task.OpenStores gives them) into the heap's. The
 // restored window goes on as the first one does.
 func TestWindowStateAcrossBackends(t *testing.T) {
-	w := spec.Window{Type: spec.WindowSliding, Size: winMs(2000), Slide: winMs(500), AllowedLateness: winMs(300), LateOutput: "late"}
-	op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
-	batches, wms := winLateBatches(rand.New(rand.NewPCG(4, 4)), 4000, 100)
-	cut := len(batches) / 2
-	run := func(h *winHarness, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			h.batch(winEventRows(batches[i])...)
-			h.watermark(wms[i])
-		}
-	}
-	for _, fromStore := range []bool{false, true} {
-		name := "heap-to-pebble"
-		if fromStore {
-			name = "pebble-to-heap"
-		}
-		t.Run(name, func(t *testing.T) {
-			winTestStore = fromStore
-			from := newWinHarness(t, op, winStream(t))
-			winTestStore = !fromStore
-			to := newWinHarness(t, op, winStream(t))
-			winTestStore = false
-			run(from, 0, cut)
-			var recs []arrow.RecordBatch
-			var err error
-			if fromStore {
-				recs, err = statestore.NewStored(0, 128, from.op.(*windowStoreOp).store).Snapshot(from.mem, true)
-			} else {
-				recs, err = from.op.(task.Stateful).State().Snapshot(from.mem, true)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows := 0
-			for _, rec := range recs {
-				rows += int(rec.NumRows())
-				if err := to.op.(task.Stateful).State().Restore(rec); err != nil {
-					t.Fatal(err)
+	for _, w := range []spec.Window{
+		{Type: spec.WindowSliding, Size: winMs(2000), Slide: winMs(500), AllowedLateness: winMs(300), LateOutput: "late"},
+		{Type: spec.WindowSession, Gap: winMs(1500), AllowedLateness: winMs(300), LateOutput: "late"},
+	} {
+		t.Run(string(w.Type), func(t *testing.T) {
+			op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+			batches, wms := winLateBatches(rand.New(rand.NewPCG(4, 4)), 4000, 100)
+			cut := len(batches) / 2
+			run := func(h *winHarness, lo, hi int) {
+				for i := lo; i < hi; i++ {
+					h.batch(winEventRows(batches[i])...)
+					h.watermark(wms[i])
 				}
-				rec.Release()
 			}
-			if rows < 500 {
-				t.Fatalf("only %d rows of state", rows)
+			for _, fromStore := range []bool{false, true} {
+				name := "heap-to-pebble"
+				if fromStore {
+					name = "pebble-to-heap"
+				}
+				t.Run(name, func(t *testing.T) {
+					winTestStore = fromStore
+					from := newWinHarness(t, op, winStream(t))
+					winTestStore = !fromStore
+					to := newWinHarness(t, op, winStream(t))
+					winTestStore = false
+					run(from, 0, cut)
+					var recs []arrow.RecordBatch
+					var err error
+					if fromStore {
+						recs, err = statestore.NewStored(0, 128, from.op.(*windowStoreOp).store).Snapshot(from.mem, true)
+					} else {
+						recs, err = from.op.(task.Stateful).State().Snapshot(from.mem, true)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows := 0
+					for _, rec := range recs {
+						rows += int(rec.NumRows())
+						if err := to.op.(task.Stateful).State().Restore(rec); err != nil {
+							t.Fatal(err)
+						}
+						rec.Release()
+					}
+					if rows < 500 {
+						t.Fatalf("only %d rows of state", rows)
+					}
+					from.out.take()
+					from.late.take()
+					to.watermark(wms[cut-1])
+					to.expect()
+					run(from, cut, len(batches))
+					run(to, cut, len(batches))
+					from.watermark(task.MaxWatermark)
+					to.watermark(task.MaxWatermark)
+					want, got := from.out.take(), to.out.take()
+					if len(want) < 1000 || !slices.Equal(got, want) {
+						t.Fatalf("restored on the other backend: got %d results, want %d\n%s", len(got), len(want), winDiff(got, want))
+					}
+					if want, got := from.late.take(), to.late.take(); !slices.Equal(got, want) {
+						t.Fatalf("late rows: got %d, want %d", len(got), len(want))
+					}
+					t.Logf("%d rows of state, %d results after the restore", rows, len(want))
+				})
 			}
-			from.out.take()
-			from.late.take()
-			to.watermark(wms[cut-1])
-			to.expect()
-			run(from, cut, len(batches))
-			run(to, cut, len(batches))
-			from.watermark(task.MaxWatermark)
-			to.watermark(task.MaxWatermark)
-			want, got := from.out.take(), to.out.take()
-			if len(want) < 1000 || !slices.Equal(got, want) {
-				t.Fatalf("restored on the other backend: got %d results, want %d\n%s", len(got), len(want), winDiff(got, want))
-			}
-			if want, got := from.late.take(), to.late.take(); !slices.Equal(got, want) {
-				t.Fatalf("late rows: got %d, want %d", len(got), len(want))
-			}
-			t.Logf("%d rows of state, %d results after the restore", rows, len(want))
 		})
 	}
 }
@@ -283,49 +287,91 @@ func TestWindowStateAcrossBackends(t *testing.T) {
 // window writes its rows (WindowRows, what `weir state export` reads),
 // equals the heap's window's state after the same input.
 func TestWindowStoreRows(t *testing.T) {
-	w := spec.Window{Type: spec.WindowSliding, Size: winMs(2000), Slide: winMs(500), AllowedLateness: winMs(300), LateOutput: "late"}
-	op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
-	batches, wms := winLateBatches(rand.New(rand.NewPCG(9, 1)), 3000, 100)
+	for _, w := range []spec.Window{
+		{Type: spec.WindowSliding, Size: winMs(2000), Slide: winMs(500), AllowedLateness: winMs(300), LateOutput: "late"},
+		{Type: spec.WindowSession, Gap: winMs(1500), AllowedLateness: winMs(300), LateOutput: "late"},
+	} {
+		t.Run(string(w.Type), func(t *testing.T) {
+			op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+			batches, wms := winLateBatches(rand.New(rand.NewPCG(9, 1)), 3000, 100)
+			heap := newWinHarness(t, op, winStream(t))
+			winTestStore = true
+			store := newWinHarness(t, op, winStream(t))
+			winTestStore = false
+			for i, b := range batches {
+				for _, h := range []*winHarness{heap, store} {
+					h.batch(winEventRows(b)...)
+					h.watermark(wms[i])
+				}
+			}
+			rowStrings := func(recs []arrow.RecordBatch) []string {
+				var out []string
+				for _, rec := range recs {
+					for r := range int(rec.NumRows()) {
+						var sb strings.Builder
+						for _, col := range rec.Columns() {
+							sb.WriteString(col.ValueStr(r))
+							sb.WriteByte(' ')
+						}
+						out = append(out, sb.String())
+					}
+					rec.Release()
+				}
+				slices.Sort(out)
+				return out
+			}
+			want := rowStrings(heap.op.(*windowOperator).writeState(heap.mem))
+			recs, err := store.op.(task.Stateful).State().(windowStoreSnapshotter).WindowRows(store.mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) > 0 && !recs[0].Schema().Equal(heap.op.(task.Stateful).State().Schema()) {
+				t.Fatalf("schema %v, want the heap's %v", recs[0].Schema(), heap.op.(task.Stateful).State().Schema())
+			}
+			got := rowStrings(recs)
+			if len(want) < 100 {
+				t.Fatalf("only %d windows in the state", len(want))
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %d rows, want %d\n%s", len(got), len(want), winDiff(got, want))
+			}
+			t.Logf("%d windows", len(got))
+		})
+	}
+}
+
+// TestWindowStoreFiresInBatches: a watermark that makes 150,000 windows
+// due at once sends them out a batch of windowBatchRows at a time, merged
+// from every key group in the order the heap's window sends them.
+func TestWindowStoreFiresInBatches(t *testing.T) {
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(1000)}, []string{"k", "k2"}, "n", "count()", "sv", "sum(v)")
 	heap := newWinHarness(t, op, winStream(t))
 	winTestStore = true
 	store := newWinHarness(t, op, winStream(t))
 	winTestStore = false
-	for i, b := range batches {
-		for _, h := range []*winHarness{heap, store} {
-			h.batch(winEventRows(b)...)
-			h.watermark(wms[i])
-		}
-	}
-	rowStrings := func(recs []arrow.RecordBatch) []string {
-		var out []string
-		for _, rec := range recs {
-			for r := range int(rec.NumRows()) {
-				var sb strings.Builder
-				for _, col := range rec.Columns() {
-					sb.WriteString(col.ValueStr(r))
-					sb.WriteByte(' ')
-				}
-				out = append(out, sb.String())
+	const keys = 150_000
+	rows := make([][]any, 0, 10_000)
+	for i := range keys {
+		rows = append(rows, []any{i % 1000, "k", i, i % 7, nil})
+		if len(rows) == cap(rows) || i == keys-1 {
+			for _, h := range []*winHarness{heap, store} {
+				h.batch(rows...)
 			}
-			rec.Release()
+			rows = rows[:0]
 		}
-		slices.Sort(out)
-		return out
 	}
-	want := rowStrings(heap.op.(*windowOperator).writeState(heap.mem))
-	recs, err := store.op.(task.Stateful).State().(windowStoreSnapshotter).WindowRows(store.mem)
-	if err != nil {
-		t.Fatal(err)
+	for _, h := range []*winHarness{heap, store} {
+		h.out.batches = 0
+		h.watermark(999)
 	}
-	if len(recs) > 0 && !recs[0].Schema().Equal(heap.op.(task.Stateful).State().Schema()) {
-		t.Fatalf("schema %v, want the heap's %v", recs[0].Schema(), heap.op.(task.Stateful).State().Schema())
+	want, got := heap.out.take(), store.out.take()
+	if len(want) != keys || !slices.Equal(got, want) {
+		t.Fatalf("got %d results, want %d\n%s", len(got), len(want), winDiff(got, want))
 	}
-	got := rowStrings(recs)
-	if len(want) < 100 {
-		t.Fatalf("only %d windows in the state", len(want))
+	if n := store.out.batches; n != (keys+windowBatchRows-1)/windowBatchRows {
+		t.Errorf("the results went out in %d batches, want %d of at most %d rows", n, (keys+windowBatchRows-1)/windowBatchRows, windowBatchRows)
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %d rows, want %d\n%s", len(got), len(want), winDiff(got, want))
+	if n := windowsLeft(store.op); n != 0 {
+		t.Errorf("%d windows left after every window fired", n)
 	}
-	t.Logf("%d windows", len(got))
 }

@@ -674,9 +674,6 @@ func TestWindowKeyGroupRange(t *testing.T) {
 
 func TestWindowFinish(t *testing.T) {
 	op := winOp(spec.Window{Type: spec.WindowSession, Gap: winMs(10)}, []string{"k"}, "n", "count()")
-	if winTestStore { // the memory backend's only
-		op.Window = &spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}
-	}
 	h := newWinHarness(t, op, winStream(t))
 	h.batch([]any{100, "a", 0, 0, nil}, []any{50, "b", 0, 0, nil})
 	h.watermark(70)
@@ -723,9 +720,6 @@ func TestWindowRandom(t *testing.T) {
 		{Type: spec.WindowSession, Gap: winMs(30)},
 		{Type: spec.WindowSession, Gap: winMs(5)},
 	} {
-		if winTestStore && w.Type == spec.WindowSession {
-			continue // the memory backend's only
-		}
 		for seed := range uint64(4) {
 			t.Run(fmt.Sprintf("%s/%s/%d", w.Type, w.Size+w.Slide+w.Gap, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 99))
@@ -787,9 +781,6 @@ func TestWindowRandomManyKeys(t *testing.T) {
 		{Type: spec.WindowSliding, Size: winMs(5000), Slide: winMs(2000)},
 		{Type: spec.WindowSession, Gap: winMs(3000)},
 	} {
-		if winTestStore && w.Type == spec.WindowSession {
-			continue // the memory backend's only
-		}
 		t.Run(string(w.Type), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 99))
 			events := winGenerate(rng, 30000, winBound)

@@ -2,7 +2,6 @@ package spec_test
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/weirstream/weir/functions/spec"
@@ -46,20 +45,6 @@ func TestStateValidate(t *testing.T) {
 		if got := problemAt(t, problems(t, err), tc.field).Error(); got != tc.want {
 			t.Errorf("state: %s:\n got %s\nwant %s", tc.section, got, tc.want)
 		}
-	}
-}
-
-// TestStateSessionOnPebble: session windows keep their state on the heap;
-// a job on pebble with one is refused before it is deployed.
-func TestStateSessionOnPebble(t *testing.T) {
-	session := strings.Replace(valid, "{type: tumbling, size: 1m, lateOutput: late}", "{type: session, gap: 1m, lateOutput: late}", 1)
-	if _, err := spec.Parse([]byte(session+"state: {backend: memory}\n"), "job.yaml"); err != nil {
-		t.Fatalf("a session window on the memory backend: %v", err)
-	}
-	_, err := spec.Parse([]byte(session+"state: {backend: pebble}\n"), "job.yaml")
-	want := "job.yaml:20: state.backend: pebble: operator stats is a session window, whose state only the memory backend keeps"
-	if got := problemAt(t, problems(t, err), "state.backend").Error(); got != want {
-		t.Errorf("got %s\nwant %s", got, want)
 	}
 }
 

@@ -290,11 +290,6 @@ func (j *Job) Validate() error {
 			if st.Memory != 0 && st.Memory < MinStateMemory {
 				add("state.memory", "%s is below the least, %s", FormatSize(int64(st.Memory)), FormatSize(MinStateMemory))
 			}
-			for _, o := range j.Operators {
-				if o.Window != nil && o.Window.Type == WindowSession {
-					add("state.backend", "pebble: operator %s is a session window, whose state only the memory backend keeps", o.Name)
-				}
-			}
 		default:
 			add("state.backend", "%q is not a state backend: want memory or pebble", st.Backend)
 		}
