@@ -40,7 +40,7 @@ func TestChaosPebbleWindows(t *testing.T) {
 		jobID = id
 		rng := rand.New(rand.NewPCG(5, 6))
 		for i := range 4 {
-			if !sleepCtx(ctx, time.Duration(3000+rng.IntN(2000)) * time.Millisecond) {
+			if !sleepCtx(ctx, time.Duration(3000+rng.IntN(2000))*time.Millisecond) {
 				return
 			}
 			if i == 2 {

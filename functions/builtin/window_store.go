@@ -703,7 +703,7 @@ func (m *dueMerge) Less(i, j int) bool {
 	return a.ns < b.ns // the starts, as bytes that sort as they do
 }
 func (m *dueMerge) Swap(i, j int) { m.heads[i], m.heads[j] = m.heads[j], m.heads[i] }
-func (m *dueMerge) Push(x any)   { m.heads = append(m.heads, x.(dueHead)) }
+func (m *dueMerge) Push(x any)    { m.heads = append(m.heads, x.(dueHead)) }
 func (m *dueMerge) Pop() any {
 	h := m.heads[len(m.heads)-1]
 	m.heads = m.heads[:len(m.heads)-1]
