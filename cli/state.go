@@ -22,6 +22,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/plan"
 	"github.com/weirstream/weir/functions/spec"
+	"github.com/weirstream/weir/functions/stateexport"
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/statestore/blob"
 	"github.com/weirstream/weir/statestore/layout"
@@ -166,6 +167,14 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 			for _, group := range stores {
 				if group[0].KeyGroupStart == kr[0] && group[0].KeyGroupEnd == kr[1] {
 					name = fmt.Sprintf("store %d-%d (%d files)", kr[0], kr[1], len(group))
+					scanStore := scanStore
+					if keys.window != nil {
+						// A window on pebble: its windows, as the
+						// heap's window state.
+						scanStore = func(ctx context.Context, b blob.BucketReader, files []manifest.File, fn func(arrow.RecordBatch) (bool, error)) error {
+							return stateexport.WindowStoreRows(ctx, stateexport.Request{Bucket: b, Plan: keys.window, Operator: operator}, files, fn)
+						}
+					}
 					if err := scanStore(ctx, b, group, scan); err != nil {
 						return fmt.Errorf("operator %s: store of key groups [%d, %d): %w", operator, kr[0], kr[1], err)
 					}
@@ -287,6 +296,9 @@ type stateKeys struct {
 	// types are the key columns' types, to decode a function state's
 	// binary key; nil renders it as hex.
 	types []arrowfmt.Type
+	// window is the job planned, for a window on pebble: its stores are
+	// dumped as the heap window's rows (stateexport.WindowStoreRows).
+	window *plan.Plan
 }
 
 // stateKeysOf reads what the job spec says of operator's keys. Without a
@@ -301,6 +313,11 @@ func (a *app) stateKeysOf(ctx context.Context, b blob.BucketReader, job, operato
 	for _, o := range js.Operators {
 		if o.Name == operator {
 			sk.known, sk.keyBy, sk.fn = true, o.KeyBy, o.Function != ""
+			if o.Window != nil && js.State != nil && js.State.Backend == spec.StatePebble {
+				if p, err := plan.Build(js); err == nil {
+					sk.window = p
+				}
+			}
 		}
 	}
 	if !sk.fn {

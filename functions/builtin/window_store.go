@@ -22,10 +22,10 @@ import (
 )
 
 // The window operator on pebble (a job's state: {backend: pebble}):
-// windows whose state may be larger than memory. It
-// is the operator NewWindow describes, with its state in a store of its
-// own (pebblestate) instead of the heap, and checkpointed as the store's
-// files, as a process function's is.
+// windows whose state may be larger than memory. It is the operator
+// NewWindow describes, with its state in a store of its own (pebblestate)
+// instead of the heap, checkpointed as the store's files, as a process
+// function's is.
 //
 // Each window of each key is one entry of the store's table "windows", in
 // the key group of its key:
@@ -39,8 +39,9 @@ import (
 //
 // A key group's entries are sorted by (end, key, start), the order the
 // results go out in, so the windows a watermark makes due are a prefix
-// of it: the watermark reads the key group from its start and stops at
-// the first window that is not due. No timer is kept. Per key group,
+// of it: the watermark reads the key groups from their starts, merged,
+// and stops at the first window that is not due. No timer is kept. Per
+// key group,
 // nextFire is at most the least end of a window that has not fired, and
 // nextClean at most the least end of any: a watermark reads only the key
 // groups where one of them is due.
@@ -581,17 +582,16 @@ func (w *windowStoreOp) ProcessWatermark(wm int64) (err error) {
 		return nil
 	}
 	w.wm = wm
-	var due []int
+	due := w.dueGroups[:0]
 	for g := range w.nextFire {
 		if w.nextFire[g]-1 <= wm || satAdd(w.nextClean[g]-1, w.cfg.lateness) <= wm {
-			due = append(w.dueGroups, g)
-			w.dueGroups = due
+			due = append(due, g)
 		}
 	}
+	w.dueGroups = due
 	if len(due) == 0 {
 		return nil
 	}
-	w.dueGroups = w.dueGroups[:0]
 	snap, err := w.store.Snapshot()
 	if err != nil {
 		return fmt.Errorf("window %s: state: %w", w.cfg.name, err)

@@ -330,6 +330,47 @@ func (x *exporter) open(st subtaskState, mem memory.Allocator) (statestore.Snaps
 	return op.(task.Stateful).State(), func() { _ = op.Close() }, nil
 }
 
+// WindowStoreRows calls fn with the windows of the store whose files are
+// files (one capture of window r.Operator on pebble, over key groups
+// [files[0].KeyGroupStart, files[0].KeyGroupEnd)) as the heap's window
+// writes a base, until fn returns false or an error: what `weir state
+// dump` prints of a window on pebble. r.Manifest is not read.
+func WindowStoreRows(ctx context.Context, r Request, files []manifest.File, fn func(arrow.RecordBatch) (bool, error)) error {
+	if r.Mem == nil {
+		r.Mem = memory.DefaultAllocator
+	}
+	n := r.Plan.Node(r.Operator)
+	if n == nil || n.Kind != plan.KindOperator || n.Op.Window == nil {
+		return fmt.Errorf("the job spec has no window %q", r.Operator)
+	}
+	x := &exporter{p: r.Plan, n: n, kind: "window"}
+	st := subtaskState{parallelism: 1, kgStart: files[0].KeyGroupStart, kgEnd: files[0].KeyGroupEnd}
+	state, closeState, err := x.openStores(ctx, r, st, [][]manifest.File{files})
+	if err != nil {
+		return err
+	}
+	defer closeState()
+	wr, ok := state.(windowRower)
+	if !ok {
+		return fmt.Errorf("window %s keeps no state in a store", r.Operator)
+	}
+	recs, err := wr.WindowRows(r.Mem)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, rec := range recs {
+			rec.Release()
+		}
+	}()
+	for _, rec := range recs {
+		if more, err := fn(rec); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
 // windowRower is the state of a window on pebble: it writes its windows
 // as the heap's window writes a base.
 type windowRower interface {
