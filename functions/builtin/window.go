@@ -708,19 +708,7 @@ func (w *windowOperator) ProcessBatch(b arrow.RecordBatch) error {
 		}
 	}
 
-	if len(w.fwd) > 0 { // sessions merged in this batch: rows go to the survivor
-		for j, s := range w.slots {
-			for {
-				t, ok := w.fwd[s]
-				if !ok {
-					break
-				}
-				s = t
-			}
-			w.slots[j] = s
-		}
-		clear(w.fwd)
-	}
+	forwardSlots(w.slots, w.fwd)
 	w.acc.update(b, w.rows, w.slots)
 	for _, s := range w.released {
 		w.acc.release(s)
@@ -786,6 +774,26 @@ func (cfg *windowConfig) checkRouting(hashes []uint64, maxPar, kgStart, kgEnd in
 		}
 	}
 	return nil
+}
+
+// forwardSlots points each of slots that a session merged into another in
+// this batch (fwd, from merged to survivor) at the survivor, and empties
+// fwd.
+func forwardSlots(slots []int32, fwd map[int32]int32) {
+	if len(fwd) == 0 {
+		return
+	}
+	for j, s := range slots {
+		for {
+			t, ok := fwd[s]
+			if !ok {
+				break
+			}
+			s = t
+		}
+		slots[j] = s
+	}
+	clear(fwd)
 }
 
 // commonPrefix returns how many bytes a and b share at their start.

@@ -274,19 +274,7 @@ func (w *windowStoreOp) ProcessBatch(b arrow.RecordBatch) (err error) {
 			w.lateRows = append(w.lateRows, int32(r))
 		}
 	}
-	if len(w.fwd) > 0 { // sessions merged in this batch: rows go to the survivor
-		for j, s := range w.slots {
-			for {
-				t, ok := w.fwd[s]
-				if !ok {
-					break
-				}
-				s = t
-			}
-			w.slots[j] = s
-		}
-		clear(w.fwd)
-	}
+	forwardSlots(w.slots, w.fwd)
 	w.acc.update(b, w.rows, w.slots)
 
 	// Windows that were due fire again with this batch's rows.
