@@ -117,7 +117,7 @@ type windowStoreOp struct {
 
 	// Scratch reused across batches and watermarks.
 	acc         *accumulators
-	batch       map[string]int32 // a batch's windows, by entryID, in wins
+	batch       map[string]int32 // a batch's windows in wins, by key group, end, key and start (add's id)
 	wins        []storeWindow
 	sessions    map[string]*storeSessions // a batch's keys' sessions, by key group and key
 	fwd         map[int32]int32           // slots merged into others in this batch

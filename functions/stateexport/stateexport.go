@@ -213,11 +213,14 @@ func newExporter(p *plan.Plan, n *plan.Node) (*exporter, error) {
 	// backend's.
 	state := statestore.SnapshotSchema()
 	if x.kind != "function" {
-		op, err := p.NewOperator(n)
+		var op task.Operator
+		var err error
 		if x.kind == "window" {
 			// The heap's window state, also of a window on pebble
 			// (exported through its WindowRows).
 			op, err = builtin.NewWindow(n.Op, n.Input.ConsumerStream())
+		} else {
+			op, err = p.NewOperator(n)
 		}
 		if err != nil {
 			return nil, err
