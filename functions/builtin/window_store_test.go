@@ -375,3 +375,25 @@ func TestWindowStoreFiresInBatches(t *testing.T) {
 		t.Errorf("%d windows left after every window fired", n)
 	}
 }
+
+// TestWindowStoreFailure: a store that fails under the window (its
+// database closed, as a full disk would fail it) makes ProcessBatch
+// return an error, which fails the task, instead of panicking the
+// worker.
+func TestWindowStoreFailure(t *testing.T) {
+	winTestStore = true
+	defer func() { winTestStore = false }()
+	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()")
+	h := newWinHarness(t, op, winStream(t))
+	h.batch([]any{1, "a", 0, 0, nil})
+	if err := h.op.(*windowStoreOp).store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := winBatch(t, h.mem, h.in.Schema, []any{2, "b", 0, 0, nil})
+	defer b.Release()
+	err := h.op.ProcessBatch(b)
+	if err == nil || !strings.HasPrefix(err.Error(), "window win: state: ") {
+		t.Fatalf("ProcessBatch on a failed store: %v", err)
+	}
+	t.Log(err)
+}
