@@ -1,5 +1,7 @@
 package pebblestate
 
+import "github.com/cockroachdb/pebble/v2"
+
 // SetMaxDirty sets maxDirty for a test and returns what restores it.
 func SetMaxDirty(n int) (restore func()) {
 	old := maxDirty
@@ -42,4 +44,12 @@ func (s *Store) Level0() (tables, compactions int64) {
 func (s *Store) BlockCache() (hits, misses int64) {
 	m := s.db.Metrics()
 	return m.BlockCache.Hits, m.BlockCache.Misses
+}
+
+// SetLegacyMerger makes the stores opened until restore is called use
+// pebble's default merge operator, as stores did before they merged
+// words.
+func SetLegacyMerger() (restore func()) {
+	storeMerger = pebble.DefaultMerger
+	return func() { storeMerger = wordMerger }
 }

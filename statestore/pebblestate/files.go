@@ -199,6 +199,12 @@ func openFiles(o Options, from string) (*Store, error) {
 	if err := peek(from); err != nil {
 		return nil, err
 	}
+	switch legacy, err := isLegacy(from); {
+	case err != nil:
+		return nil, fmt.Errorf("pebblestate: open the files in %s: %w", from, err)
+	case legacy:
+		return nil, fmt.Errorf("pebblestate: open the files in %s: a store made before stores merged words (its merge operator is %s): Restore writes its entries into a new store", from, legacyMerger)
+	}
 	return open(o, from)
 }
 

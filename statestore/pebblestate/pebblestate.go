@@ -197,6 +197,7 @@ func options(cache *pebble.Cache) *pebble.Options {
 		DisableWAL: true,
 		FS:         noSyncFS{vfs.Default},
 		Logger:     quiet{},
+		Merger:     storeMerger,
 	}
 	// Point reads are what state does: a Bloom filter per table lets a Get
 	// skip the files without its key, and uncompressed blocks cost no
@@ -229,7 +230,7 @@ func (s *Store) Table(name string) (statestore.StoredTable, error) {
 		return t, nil
 	}
 	t := s.addTable(name, binary.AppendUvarint(nil, s.nextID))
-	s.meta.remember(s.meta.entryKey(0, name, ""), t.id, true, true)
+	s.meta.remember(s.meta.entryKey(0, name, ""), t.id, true, true, false)
 	return t, nil
 }
 
@@ -282,6 +283,7 @@ type table struct {
 	id   []byte
 	key  []byte // scratch for the key being built
 	val  []byte // Get's result
+	mval []byte // Merge's scratch
 	// hot are the recently used entries by pebble key: their value (or
 	// that there is none), and whether pebble lacks the change yet; dirty
 	// counts those that are. dirtyKeys has their keys, oldest first, and
@@ -291,10 +293,14 @@ type table struct {
 	dirtyKeys []string
 }
 
+// A hot entry's value is v if present; if operand too, v is a merge
+// operand (Merge) that pebble lacks, to merge onto what pebble has, and
+// the entry is dirty.
 type hotEntry struct {
 	v       []byte
 	present bool
 	dirty   bool
+	operand bool
 }
 
 // hotOverhead is what an entry costs beyond its key and value bytes (the
@@ -303,12 +309,14 @@ const hotOverhead = 96
 
 func hotSize(k string, e *hotEntry) int64 { return int64(len(k) + cap(e.v) + hotOverhead) }
 
-// remember puts (k, e) among the hot entries, making room first.
-func (t *table) remember(k []byte, v []byte, present, dirty bool) {
+// remember puts (k, v) among the hot entries, making room first: v is
+// the value if present, and a merge operand to merge onto pebble's if
+// operand too (then dirty).
+func (t *table) remember(k []byte, v []byte, present, dirty, operand bool) {
 	if e := t.hot[string(k)]; e != nil {
 		t.s.hot -= hotSize(string(k), e)
 		e.v = append(e.v[:0], v...)
-		e.present = present
+		e.present, e.operand = present, operand
 		t.s.hot += hotSize(string(k), e)
 		if dirty && !e.dirty {
 			t.markDirty(string(k), e)
@@ -319,7 +327,7 @@ func (t *table) remember(k []byte, v []byte, present, dirty bool) {
 		t.s.evict()
 	}
 	ks := string(k)
-	e := &hotEntry{v: bytes.Clone(v), present: present}
+	e := &hotEntry{v: bytes.Clone(v), present: present, operand: operand}
 	t.hot[ks] = e
 	t.s.hot += hotSize(ks, e)
 	if dirty {
@@ -377,6 +385,11 @@ func (t *table) stageDirty(b *pebble.Batch, n int) int {
 			t.stage(b, k, e)
 			e.dirty = false
 			staged++
+			if e.operand {
+				// What the entry's value is now is pebble's to say.
+				t.s.hot -= hotSize(k, e)
+				delete(t.hot, k)
+			}
 		}
 	}
 	clear(t.dirtyKeys[:i])
@@ -430,9 +443,12 @@ func (t *table) flush() {
 
 func (t *table) stage(b *pebble.Batch, k string, e *hotEntry) {
 	var err error
-	if e.present {
+	switch {
+	case e.operand:
+		err = b.Merge([]byte(k), e.v, nil)
+	case e.present:
 		err = b.Set([]byte(k), e.v, nil)
-	} else {
+	default:
 		err = b.Delete([]byte(k), nil)
 	}
 	if err != nil {
@@ -440,7 +456,14 @@ func (t *table) stage(b *pebble.Batch, k string, e *hotEntry) {
 	}
 }
 
-var _ statestore.StoredTable = (*table)(nil)
+// MergeTable is a table that takes merge operands of words (see
+// AppendOperand): every table of a Store is one.
+type MergeTable interface {
+	statestore.StoredTable
+	Merge(kg int, key, ns string, op []byte)
+}
+
+var _ MergeTable = (*table)(nil)
 
 // appendPrefix appends the key prefix of key group kg of the table of id
 // id to dst.
@@ -519,12 +542,15 @@ func (t *table) fail(op string, kg int, key string, err error) {
 func (t *table) Get(kg int, key, ns string) ([]byte, bool) {
 	k := t.entryKey(kg, key, ns)
 	if e := t.hot[string(k)]; e != nil {
+		if e.operand {
+			t.resolve(kg, key, k, e)
+		}
 		t.val = append(t.val[:0], e.v...)
 		return t.val, e.present
 	}
 	v, closer, err := t.s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
-		t.remember(k, nil, false, false)
+		t.remember(k, nil, false, false, false)
 		return nil, false
 	}
 	if err != nil {
@@ -534,19 +560,70 @@ func (t *table) Get(kg int, key, ns string) ([]byte, bool) {
 	if err := closer.Close(); err != nil {
 		t.fail("get", kg, key, err)
 	}
-	t.remember(k, t.val, true, false)
+	t.remember(k, t.val, true, false, false)
 	return t.val, true
+}
+
+// resolve merges the operand of hot entry e, at k, onto pebble's value:
+// the entry then has the value it stands for.
+func (t *table) resolve(kg int, key string, k []byte, e *hotEntry) {
+	v, closer, err := t.s.db.Get(k)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		t.mval, err = baseOf(t.mval[:0], e.v)
+	case err != nil:
+		t.fail("get", kg, key, err)
+	default:
+		t.mval, err = mergeWords(t.mval[:0], v, e.v)
+		err = errors.Join(err, closer.Close())
+	}
+	if err != nil {
+		t.fail("merge", kg, key, err)
+	}
+	t.s.hot -= hotSize(string(k), e)
+	e.v = append(e.v[:0], t.mval...)
+	e.operand = false
+	t.s.hot += hotSize(string(k), e)
+}
+
+// Merge implements MergeTable: operand op (AppendOperand) is merged onto
+// the entry's value without reading it. A hot entry takes it at once;
+// else it becomes a hot entry, dirty, that goes to pebble as a merge
+// (or merges onto pebble's value if it is read first).
+func (t *table) Merge(kg int, key, ns string, op []byte) {
+	k := t.entryKey(kg, key, ns)
+	e := t.hot[string(k)]
+	if e == nil {
+		t.remember(k, op, true, true, true)
+		return
+	}
+	var err error
+	if e.present {
+		t.mval, err = mergeWords(t.mval[:0], e.v, op)
+	} else {
+		t.mval, err = baseOf(t.mval[:0], op)
+	}
+	if err != nil {
+		t.fail("merge", kg, key, err)
+	}
+	t.s.hot -= hotSize(string(k), e)
+	e.v = append(e.v[:0], t.mval...)
+	e.present = true
+	t.s.hot += hotSize(string(k), e)
+	if !e.dirty {
+		t.markDirty(string(k), e)
+	}
 }
 
 // Put implements statestore.StoredTable: the entry becomes hot and dirty.
 func (t *table) Put(kg int, key, ns string, v []byte) {
-	t.remember(t.entryKey(kg, key, ns), v, true, true)
+	t.remember(t.entryKey(kg, key, ns), v, true, true, false)
 }
 
 // Delete implements statestore.StoredTable: the entry's absence becomes
 // hot and dirty.
 func (t *table) Delete(kg int, key, ns string) {
-	t.remember(t.entryKey(kg, key, ns), nil, false, true)
+	t.remember(t.entryKey(kg, key, ns), nil, false, true, false)
 }
 
 // Range implements statestore.StoredTable: an iterator over the key

@@ -31,14 +31,35 @@ import (
 // then writes each other capture's entries of [start, end) into
 // sstables of about ingestFileSize, table after table, and ingests them;
 // the key groups are disjoint, so they go to the bottom level.
+//
+// A capture of a store made before stores merged words (its sstables
+// name pebble's default merge operator, which a store cannot read with
+// its own) is never opened on its files: its entries are written anew,
+// as another capture's are at a rescale. If every capture is such, into
+// takes them all.
 func Restore(o Options, into *Store, stores []statestore.CapturedStore, start, end int) (*Store, int, error) {
-	best, most := -1, 0
+	best, most, overlap := -1, 0, false
 	for i, c := range stores {
-		if n := min(c.KeyGroupEnd, end) - max(c.KeyGroupStart, start); n > most {
+		n := min(c.KeyGroupEnd, end) - max(c.KeyGroupStart, start)
+		if n <= 0 {
+			continue
+		}
+		overlap = true
+		legacy, err := isLegacy(c.Dir)
+		if err != nil {
+			return nil, -1, fmt.Errorf("pebblestate: key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+		}
+		if !legacy && n > most {
 			best, most = i, n
 		}
 	}
+	if !overlap {
+		return into, -1, nil
+	}
 	if best < 0 {
+		if err := into.ingestCaptures(stores, -1, start, end); err != nil {
+			return nil, -1, err
+		}
 		return into, -1, nil
 	}
 	s, err := restore(o, stores, best, start, end)
@@ -71,22 +92,31 @@ func restore(o Options, stores []statestore.CapturedStore, best, start, end int)
 	if err := s.excise(end, c.KeyGroupEnd); err != nil {
 		return nil, err
 	}
+	if err := s.ingestCaptures(stores, best, start, end); err != nil {
+		return nil, err
+	}
+	s.gate.Open()
+	return s, nil
+}
+
+// ingestCaptures ingests what the captures in stores but stores[skip]
+// hold in key groups [start, end) into s.
+func (s *Store) ingestCaptures(stores []statestore.CapturedStore, skip, start, end int) error {
 	for i, c := range stores {
 		from, to := max(c.KeyGroupStart, start), min(c.KeyGroupEnd, end)
-		if i == best || from >= to {
+		if i == skip || from >= to {
 			continue
 		}
 		src, err := openSource(c.Dir)
 		if err != nil {
-			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+			return fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
 		}
 		err = s.ingestGroups(src, from, to)
 		if err = errors.Join(err, src.Close()); err != nil {
-			return nil, fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
+			return fmt.Errorf("key groups [%d, %d): %w", c.KeyGroupStart, c.KeyGroupEnd, err)
 		}
 	}
-	s.gate.Open()
-	return s, nil
+	return nil
 }
 
 // excise removes key groups [from, to) of every table from s (nothing
@@ -125,9 +155,19 @@ func openSource(dir string) (_ *source, err error) {
 	if err := peek(dir); err != nil {
 		return nil, err
 	}
+	legacy, err := isLegacy(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestate: open the files in %s: %w", dir, err)
+	}
 	cache := pebble.NewCache(sourceCache)
 	opts := options(cache)
 	opts.ReadOnly = true
+	if legacy {
+		// Made before the stores merged words: it holds no operand, and
+		// pebble reads its sstables with the merge operator they name
+		// only.
+		opts.Merger = pebble.DefaultMerger
+	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		cache.Unref()
