@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/arrowfmt"
 	"github.com/weirstream/weir/functions/spec"
 	"github.com/weirstream/weir/statestore/offheap"
+	"github.com/weirstream/weir/statestore/pebblestate"
 )
 
 // AggFunc is an aggregate function of a window.
@@ -404,6 +405,34 @@ func (acc *accumulators) truncate() {
 	acc.size, acc.used, acc.free = 0, 0, 0
 	clear(acc.lanes)
 	acc.blockLane = acc.blockLane[:0]
+}
+
+// wordKinds returns how each word of a slot merges with another's when a
+// store merges them (pebblestate.WordKind): as merge folds slots. It is
+// nil if some word does not: a float's sum is not associative, and a
+// merge must not depend on how the store groups its operands.
+func (acc *accumulators) wordKinds() []pebblestate.WordKind {
+	kinds := make([]pebblestate.WordKind, acc.width)
+	for i := range acc.cols {
+		a, c := &acc.aggs[i], &acc.cols[i]
+		kinds[c.n] = pebblestate.WordAdd
+		switch {
+		case a.Func == AggCount:
+		case a.float() && a.Func == AggMin:
+			kinds[c.v] = pebblestate.WordMinFloat
+		case a.float() && a.Func == AggMax:
+			kinds[c.v] = pebblestate.WordMaxFloat
+		case a.float():
+			return nil
+		case a.Func == AggMin:
+			kinds[c.v] = pebblestate.WordMin
+		case a.Func == AggMax:
+			kinds[c.v] = pebblestate.WordMax
+		default:
+			kinds[c.v] = pebblestate.WordAdd
+		}
+	}
+	return kinds
 }
 
 // merge folds the state of slot src into slot dst (session windows).

@@ -48,7 +48,15 @@ import (
 //
 // A batch reads each window it touches from the store once, into a slot
 // of the operator's accumulators, updates the slots a column at a time
-// as the heap's operator does, and writes each window back once.
+// as the heap's operator does, and writes each window back once. A
+// window that is not due has not fired, and the batch's rows only add to
+// it: the batch does not read it, but starts its slot empty and writes
+// the slot as a merge operand (pebblestate.Merge), which the store adds
+// to the window's words when it next reads or compacts it. So a row
+// costs a write, not a Get and a write. The accumulators' words merge as
+// their kinds say (accumulators.wordKinds); a float's sum is not
+// associative (the result would depend on how pebble grouped the
+// operands), so a window with one reads and writes as before.
 //
 // Sessions merge, so a row must find its key's sessions by key: the table
 // "sessions" has an entry per key with sessions (its encoding, namespace
@@ -75,9 +83,11 @@ type storeWindow struct {
 	flags byte
 	// refire: the window was due before this batch, and its rows make it
 	// fire again at the batch's end. keep: a fired window that stays
-	// (its cleanup time has not come).
-	refire, keep bool
-	before       bool // it fired before this firing
+	// (its cleanup time has not come). operand: the batch did not read
+	// it: its slot holds this batch's rows only, to merge onto the
+	// store's entry.
+	refire, keep, operand bool
+	before                bool // it fired before this firing
 	// A window a batch read from the store (stored) is at (origKey,
 	// origStart) there: a session whose bounds changed, or that merged
 	// into another (gone), leaves that entry.
@@ -105,8 +115,14 @@ type windowStoreOp struct {
 
 	store *pebblestate.Store
 	state *statestore.Memory // the store's backend: captures and restores it
-	tab   statestore.StoredTable
-	index statestore.StoredTable // sessions by key (session windows only)
+	tab   pebblestate.MergeTable
+	// kinds are how the accumulators' words merge, nil if they do not
+	// (see above).
+	kinds []pebblestate.WordKind
+	// merged and read count the windows batches merged into the store
+	// unread, and those they read.
+	merged, read int64
+	index        statestore.StoredTable // sessions by key (session windows only)
 	// nextFire and nextClean, by key group - kgStart: see above.
 	// math.MaxInt64 for none.
 	nextFire, nextClean []int64
@@ -174,6 +190,9 @@ func (w *windowStoreOp) Open(ctx *task.Context) error {
 		w.nextFire[g], w.nextClean[g] = math.MaxInt64, math.MaxInt64
 	}
 	w.acc = newAccumulators(w.cfg.aggs)
+	if w.cfg.kind != kindSession {
+		w.kinds = w.acc.wordKinds()
+	}
 	w.batch = map[string]int32{}
 	w.sessions = map[string]*storeSessions{}
 	w.fwd = map[int32]int32{}
@@ -183,9 +202,11 @@ func (w *windowStoreOp) Open(ctx *task.Context) error {
 // openTables opens the store's tables.
 func (w *windowStoreOp) openTables() error {
 	var err error
-	if w.tab, err = w.store.Table(windowStoreTable); err != nil {
+	tab, err := w.store.Table(windowStoreTable)
+	if err != nil {
 		return err
 	}
+	w.tab = tab.(pebblestate.MergeTable)
 	if w.cfg.kind == kindSession {
 		w.index, err = w.store.Table(sessionStoreTable)
 	}
@@ -296,7 +317,10 @@ func (w *windowStoreOp) ProcessBatch(b arrow.RecordBatch) (err error) {
 		if win.stored && (win.gone || win.key != win.origKey || win.start != win.origStart) {
 			w.tab.Delete(win.kg, win.origKey, windowNS(win.origStart))
 		}
-		if !win.gone {
+		switch {
+		case win.operand:
+			w.tab.Merge(win.kg, win.key, windowNS(win.start), w.operandValue(win.flags, win.slot))
+		case !win.gone:
 			w.tab.Put(win.kg, win.key, windowNS(win.start), w.entryValue(win.flags, win.slot))
 		}
 	}
@@ -326,7 +350,17 @@ func (w *windowStoreOp) add(kg int, r int32, start, end int64) bool {
 	if !ok {
 		key := string(w.id[2 : len(w.id)-8])
 		slot := w.acc.alloc()
+		i = int32(len(w.wins))
+		w.batch[string(w.id)] = i
+		if w.kinds != nil && end-1 > w.wm {
+			// Not due, so not fired: merged onto the store's entry.
+			w.noteEnd(kg, end)
+			w.merged++
+			w.wins = append(w.wins, storeWindow{kg: kg, key: key, start: start, end: end, slot: slot, operand: true})
+			return w.addRow(i, r)
+		}
 		var flags byte
+		w.read++
 		v, found := w.tab.Get(kg, key, windowNS(start))
 		if found {
 			var err error
@@ -336,16 +370,18 @@ func (w *windowStoreOp) add(kg int, r int32, start, end int64) bool {
 		} else {
 			if w.windowLate(end) {
 				w.acc.release(slot)
+				delete(w.batch, string(w.id))
 				return false
 			}
-			g := kg - w.kgStart
-			w.nextFire[g] = min(w.nextFire[g], end)
-			w.nextClean[g] = min(w.nextClean[g], end)
+			w.noteEnd(kg, end)
 		}
-		i = int32(len(w.wins))
 		w.wins = append(w.wins, storeWindow{kg: kg, key: key, start: start, end: end, slot: slot, flags: flags, stored: found, origKey: key, origStart: start})
-		w.batch[string(w.id)] = i
 	}
+	return w.addRow(i, r)
+}
+
+// addRow adds row r to the batch's window i, which takes it.
+func (w *windowStoreOp) addRow(i, r int32) bool {
 	win := &w.wins[i]
 	w.rows = append(w.rows, r)
 	w.slots = append(w.slots, win.slot)
@@ -522,6 +558,17 @@ func windowTime(b string) int64 {
 func windowNS(start int64) string {
 	var b [8]byte
 	return string(appendWindowTime(b[:0], start))
+}
+
+// operandValue encodes a window's flags and the words of slot s as a
+// merge operand.
+func (w *windowStoreOp) operandValue(flags byte, s int32) []byte {
+	var words []int64
+	if w.acc.width > 0 {
+		words = w.acc.row(s)
+	}
+	w.val = pebblestate.AppendOperand(w.val[:0], flags, w.kinds, words)
+	return w.val
 }
 
 // entryValue encodes a window's flags and the words of slot s.

@@ -103,15 +103,22 @@ func winLateBatches(rng *rand.Rand, n, maxBatch int) (batches [][]winEvent, wms 
 // windows), goes on, and restores the capture into new operators, at the
 // same parallelism and at others: what the restored operators emit from
 // there equals what the first ones did.
+//
+// The sliding windows run twice: with winRandomAggs, whose float sums
+// make every batch read its windows, and with winMergeAggs, whose
+// windows not due are merged into the store unread.
 func TestWindowStoreRestore(t *testing.T) {
 	winTestStore = true
 	defer func() { winTestStore = false }()
-	for _, w := range []spec.Window{
-		{Type: spec.WindowSliding, Size: winMs(60), Slide: winMs(20), AllowedLateness: winMs(25), LateOutput: "late"},
-		{Type: spec.WindowSession, Gap: winMs(3000), AllowedLateness: winMs(25), LateOutput: "late"},
+	sliding := spec.Window{Type: spec.WindowSliding, Size: winMs(60), Slide: winMs(20), AllowedLateness: winMs(25), LateOutput: "late"}
+	for _, tc := range []winCase{
+		{"sliding", sliding, winRandomAggs},
+		{"sliding/merged", sliding, winMergeAggs},
+		{"session", spec.Window{Type: spec.WindowSession, Gap: winMs(3000), AllowedLateness: winMs(25), LateOutput: "late"}, winRandomAggs},
 	} {
-		t.Run(string(w.Type), func(t *testing.T) {
-			op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+		w := tc.w
+		t.Run(tc.name, func(t *testing.T) {
+			op := winOp(w, []string{"k", "k2"}, tc.aggs...)
 			batches, wms := winLateBatches(rand.New(rand.NewPCG(3, 11)), 6000, 150)
 			cut := len(batches) / 2
 			for _, c := range []struct {
@@ -208,18 +215,108 @@ func TestWindowStoreRestore(t *testing.T) {
 	}
 }
 
+// winMergeAggs are winRandomAggs without the float sums (sum(f), avg(f)):
+// every word of their windows merges (accumulators.wordKinds), so a
+// window on pebble writes the windows that are not due as merge
+// operands, without reading them.
+var winMergeAggs = []string{
+	"n", "count()", "nv", "count(v)", "sv", "sum(v)", "lo", "min(v)", "hi", "max(v)",
+	"av", "avg(v)", "mf", "max(f)", "lf", "min(f)", "first", "min(ts)",
+}
+
+// TestWindowStoreMerges feeds the same random rows (late ones among
+// them, within the allowed lateness and beyond) to the heap's window and
+// to one on pebble whose aggregates all merge, and checks that they emit
+// the same rows in the same order, and the same late rows; with few keys
+// (their windows stay among the store's hot entries, where operands
+// merge in memory) and many (pebble merges them).
+func TestWindowStoreMerges(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		w      spec.Window
+		keys   int64
+		events int
+	}{
+		{"tumbling", spec.Window{Type: spec.WindowTumbling, Size: winMs(50), AllowedLateness: winMs(30), LateOutput: "late"}, 300, 6000},
+		{"sliding", spec.Window{Type: spec.WindowSliding, Size: winMs(60), Slide: winMs(20), AllowedLateness: winMs(25), LateOutput: "late"}, 300, 6000},
+		{"tumbling/manykeys", spec.Window{Type: spec.WindowTumbling, Size: winMs(100_000)}, 60_000, 40_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := winOp(tc.w, []string{"k", "k2"}, winMergeAggs...)
+			rng := rand.New(rand.NewPCG(5, 8))
+			batches, wms := winLateBatches(rng, tc.events, 150)
+			for _, b := range batches {
+				for i := range b {
+					b[i].k2 = rng.Int64N(tc.keys)
+				}
+			}
+			heap, store := winBothBackends(t, op, batches, wms)
+			for _, h := range []*winHarness{heap, store} {
+				h.watermark(task.MaxWatermark)
+			}
+			want, got := heap.out.take(), store.out.take()
+			if len(want) < 1000 || !slices.Equal(got, want) {
+				t.Fatalf("got %d results, want %d\n%s", len(got), len(want), winDiff(got, want))
+			}
+			if want, got := heap.late.take(), store.late.take(); !slices.Equal(got, want) {
+				t.Fatalf("late rows: got %d, want %d\n%s", len(got), len(want), winDiff(got, want))
+			}
+			w := store.op.(*windowStoreOp)
+			if w.merged == 0 || w.merged < w.read {
+				t.Errorf("the window merged %d windows and read %d: want most merged", w.merged, w.read)
+			}
+			t.Logf("%d results; %d windows merged, %d read", len(want), w.merged, w.read)
+		})
+	}
+}
+
+// winBothBackends feeds batches, each followed by its watermark, to a
+// window operator op on the heap and to one on pebble, and returns
+// their harnesses.
+func winBothBackends(t *testing.T, op *spec.Operator, batches [][]winEvent, wms []int64) (heap, store *winHarness) {
+	t.Helper()
+	heap = newWinHarness(t, op, winStream(t))
+	winTestStore = true
+	store = newWinHarness(t, op, winStream(t))
+	winTestStore = false
+	for i, b := range batches {
+		for _, h := range []*winHarness{heap, store} {
+			h.batch(winEventRows(b)...)
+			h.watermark(wms[i])
+		}
+	}
+	return heap, store
+}
+
+// winCase is a window and its aggregates.
+type winCase struct {
+	name string
+	w    spec.Window
+	aggs []string
+}
+
+// winBackendCases are the windows the tests across backends run: sliding
+// ones with float sums (a window on pebble reads every window) and
+// without (it merges those not due), and sessions.
+func winBackendCases() []winCase {
+	sliding := spec.Window{Type: spec.WindowSliding, Size: winMs(2000), Slide: winMs(500), AllowedLateness: winMs(300), LateOutput: "late"}
+	return []winCase{
+		{"sliding", sliding, winRandomAggs},
+		{"sliding/merged", sliding, winMergeAggs},
+		{"session", spec.Window{Type: spec.WindowSession, Gap: winMs(1500), AllowedLateness: winMs(300), LateOutput: "late"}, winRandomAggs},
+	}
+}
+
 // TestWindowStateAcrossBackends restores a window's state on the other
 // backend (a savepoint resumed with the other state.backend): the heap
 // window's rows into a window on pebble, and the rows of a pebble
 // window's store (as task.OpenStores gives them) into the heap's. The
-// restored window goes on as the first one does.
+// restored window goes on as the first one does. The sliding windows
+// run with float sums (every window read) and without (merged).
 func TestWindowStateAcrossBackends(t *testing.T) {
-	for _, w := range []spec.Window{
-		{Type: spec.WindowSliding, Size: winMs(2000), Slide: winMs(500), AllowedLateness: winMs(300), LateOutput: "late"},
-		{Type: spec.WindowSession, Gap: winMs(1500), AllowedLateness: winMs(300), LateOutput: "late"},
-	} {
-		t.Run(string(w.Type), func(t *testing.T) {
-			op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+	for _, tc := range winBackendCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			op := winOp(tc.w, []string{"k", "k2"}, tc.aggs...)
 			batches, wms := winLateBatches(rand.New(rand.NewPCG(4, 4)), 4000, 100)
 			cut := len(batches) / 2
 			run := func(h *winHarness, lo, hi int) {
@@ -285,25 +382,14 @@ func TestWindowStateAcrossBackends(t *testing.T) {
 
 // TestWindowStoreRows: a pebble window's state, written as the heap's
 // window writes its rows (WindowRows, what `weir state export` reads),
-// equals the heap's window's state after the same input.
+// equals the heap's window's state after the same input; the sliding
+// windows' with float sums and without (merged).
 func TestWindowStoreRows(t *testing.T) {
-	for _, w := range []spec.Window{
-		{Type: spec.WindowSliding, Size: winMs(2000), Slide: winMs(500), AllowedLateness: winMs(300), LateOutput: "late"},
-		{Type: spec.WindowSession, Gap: winMs(1500), AllowedLateness: winMs(300), LateOutput: "late"},
-	} {
-		t.Run(string(w.Type), func(t *testing.T) {
-			op := winOp(w, []string{"k", "k2"}, winRandomAggs...)
+	for _, tc := range winBackendCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			op := winOp(tc.w, []string{"k", "k2"}, tc.aggs...)
 			batches, wms := winLateBatches(rand.New(rand.NewPCG(9, 1)), 3000, 100)
-			heap := newWinHarness(t, op, winStream(t))
-			winTestStore = true
-			store := newWinHarness(t, op, winStream(t))
-			winTestStore = false
-			for i, b := range batches {
-				for _, h := range []*winHarness{heap, store} {
-					h.batch(winEventRows(b)...)
-					h.watermark(wms[i])
-				}
-			}
+			heap, store := winBothBackends(t, op, batches, wms)
 			rowStrings := func(recs []arrow.RecordBatch) []string {
 				var out []string
 				for _, rec := range recs {
@@ -379,17 +465,20 @@ func TestWindowStoreFiresInBatches(t *testing.T) {
 // TestWindowStoreFailure: a store that fails under the window (its
 // database closed, as a full disk would fail it) makes ProcessBatch
 // return an error, which fails the task, instead of panicking the
-// worker.
+// worker. The failing batch's row is of a new key, in a window that is
+// due, which the batch must read from pebble (a row of a window not due
+// would only merge in the store's memory).
 func TestWindowStoreFailure(t *testing.T) {
 	winTestStore = true
 	defer func() { winTestStore = false }()
 	op := winOp(spec.Window{Type: spec.WindowTumbling, Size: winMs(10)}, []string{"k"}, "n", "count()")
 	h := newWinHarness(t, op, winStream(t))
 	h.batch([]any{1, "a", 0, 0, nil})
+	h.watermark(15)
 	if err := h.op.(*windowStoreOp).store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := winBatch(t, h.mem, h.in.Schema, []any{2, "b", 0, 0, nil})
+	b := winBatch(t, h.mem, h.in.Schema, []any{3, "b", 0, 0, nil})
 	defer b.Release()
 	err := h.op.ProcessBatch(b)
 	if err == nil || !strings.HasPrefix(err.Error(), "window win: state: ") {

@@ -53,3 +53,11 @@ func SetLegacyMerger() (restore func()) {
 	storeMerger = pebble.DefaultMerger
 	return func() { storeMerger = wordMerger }
 }
+
+// LargestStep returns the most entries an eviction or write-back has
+// written to pebble at once, and forgets it.
+func (s *Store) LargestStep() int {
+	n := s.largestStep
+	s.largestStep = 0
+	return n
+}

@@ -138,13 +138,8 @@ func (s *Store) settle() {
 	} else if c.files, err = listFiles(c.dir); err != nil {
 		c.err = fmt.Errorf("pebblestate: file capture: %w", err)
 	}
-	// What waited for the flush.
-	if s.hot >= s.hotLimit {
-		s.evict()
-	}
-	if s.dirty > maxDirty {
-		s.writeBack(s.dirty - maxDirty + writeBackBatch)
-	}
+	// What waited for the flush, the next changes do a batch at a time
+	// (catchUpBatch).
 }
 
 // listFiles lists the files in dir, sorted by name.

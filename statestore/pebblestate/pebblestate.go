@@ -59,6 +59,19 @@ var maxDirty = 16 << 10
 // once more than maxDirty are.
 const writeBackBatch = 4 << 10
 
+// While a file capture's flush runs, nothing is written to pebble, so
+// the hot entries may end it far over their bounds (CaptureFiles). Written
+// back and evicted at once when it ends, they stalled the task: 243 ms
+// at 1M keys, once merges made the window fast enough to change 100K
+// entries during a flush. Far over a bound, the store comes back under
+// it gradually instead: catchUpBatch entries for every catchUpEvery
+// changes, so each change waits for a small batch and the excess still
+// shrinks.
+const (
+	catchUpBatch = 4 << 10
+	catchUpEvery = catchUpBatch / 2
+)
+
 // Options configure a Store.
 type Options struct {
 	// Dir is where the store makes its own directory (removed by Close).
@@ -92,6 +105,12 @@ type Store struct {
 	hot      int64 // bytes of the tables' hot entries
 	hotLimit int64
 	dirty    int // the tables' dirty hot entries
+	// Changes since the last eviction and write-back far over their
+	// bounds (catchUpEvery).
+	evictPace, writePace int
+	// largestStep is the most entries an eviction or write-back has
+	// written to pebble at once.
+	largestStep int
 
 	snaps map[*snapshot]struct{} // open snapshots (Close closes them)
 
@@ -324,7 +343,7 @@ func (t *table) remember(k []byte, v []byte, present, dirty, operand bool) {
 		return
 	}
 	if t.s.hot >= t.s.hotLimit && t.s.files == nil {
-		t.s.evict()
+		t.s.makeRoom()
 	}
 	ks := string(k)
 	e := &hotEntry{v: bytes.Clone(v), present: present, operand: operand}
@@ -354,9 +373,35 @@ func (t *table) markDirty(k string, e *hotEntry) {
 		t.dirtyKeys = live
 	}
 	t.dirtyKeys = append(t.dirtyKeys, k)
-	if t.s.dirty > maxDirty && t.s.files == nil {
-		t.s.writeBack(writeBackBatch)
+	s := t.s
+	if s.dirty <= maxDirty || s.files != nil {
+		return
 	}
+	if s.dirty > maxDirty+writeBackBatch { // far over: catch up
+		if s.writePace++; s.writePace < catchUpEvery {
+			return
+		}
+		s.writePace = 0
+	}
+	s.writeBack(writeBackBatch)
+}
+
+// makeRoom evicts hot entries, which are over their bound: a quarter of
+// them, or far over it, catchUpBatch for every catchUpEvery calls.
+func (s *Store) makeRoom() {
+	n := 0
+	for _, t := range s.tables {
+		n += len(t.hot)
+	}
+	if s.hot >= s.hotLimit+s.hotLimit/8 {
+		if s.evictPace++; s.evictPace < catchUpEvery {
+			return
+		}
+		s.evictPace = 0
+		s.evict(min(n/4, catchUpBatch), n)
+		return
+	}
+	s.evict(n/4, n)
 }
 
 // writeBack writes about n of the oldest dirty hot entries to pebble, in
@@ -369,6 +414,7 @@ func (s *Store) writeBack(n int) {
 			break
 		}
 	}
+	s.largestStep = max(s.largestStep, int(b.Count()))
 	if err := b.Commit(pebble.NoSync); err != nil {
 		panic(fmt.Sprintf("pebblestate: write back: %v", err))
 	}
@@ -401,12 +447,16 @@ func (t *table) stageDirty(b *pebble.Batch, n int) int {
 	return staged
 }
 
-// evict drops about a quarter of every table's hot entries (in map order,
-// which is random), writing the dirty ones to pebble in one batch.
-func (s *Store) evict() {
+// evict drops about n of the tables' total hot entries, each table's in
+// proportion (in map order, which is random), writing the dirty ones to
+// pebble in one batch.
+func (s *Store) evict(n, total int) {
+	if total == 0 {
+		return
+	}
 	b := s.db.NewBatch()
 	for _, t := range s.tables {
-		target := len(t.hot) - len(t.hot)/4
+		target := len(t.hot) - int(int64(len(t.hot))*int64(n)/int64(total))
 		for k, e := range t.hot {
 			if len(t.hot) <= target {
 				break
@@ -420,6 +470,7 @@ func (s *Store) evict() {
 			delete(t.hot, k)
 		}
 	}
+	s.largestStep = max(s.largestStep, int(b.Count()))
 	if err := b.Commit(pebble.NoSync); err != nil {
 		panic(fmt.Sprintf("pebblestate: evict: %v", err))
 	}
