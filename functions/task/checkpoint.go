@@ -395,11 +395,12 @@ func (c *checkpointer) restore(ctx context.Context) error {
 				return fmt.Errorf("restore %s[%d] from checkpoint %d: %w", n.Name, r.cfg.Subtask, rs.Checkpoint, err)
 			}
 			ch := c.chains[i]
+			_, inStore := state.(statestore.StoreCapturer)
 			ch.mu.Lock()
-			switch {
-			case rs.Continue[n.Name] && len(stores) == 1:
+			switch storeChain(rs.Continue[n.Name], len(stores), inStore, kept) {
+			case chainContinues:
 				ch.setStore(stores[0])
-			case kept >= 0:
+			case chainShares:
 				ch.shareStore(stores[kept], kgStart, kgEnd)
 			}
 			ch.mu.Unlock()
@@ -530,6 +531,34 @@ func downloadStoreFile(ctx context.Context, b blob.BucketReader, dir string, f m
 		return fmt.Errorf("store files: %w", err)
 	}
 	return nil
+}
+
+// What a restored operator's chain makes of the stores it was restored
+// from (storeChain).
+const (
+	chainAnew      = iota // nothing: its first capture uploads its store whole
+	chainContinues        // the store's files are the chain's (setStore)
+	chainShares           // its store kept sstables of the one it was opened on (shareStore)
+)
+
+// storeChain decides what a restored operator's chain makes of the n
+// stores it was restored from: whether it continues one subtask's chain
+// over the same key groups (cont), whether its state is a store
+// (inStore), and which store its own was opened on (kept, -1 for none;
+// restoreStores). A chain continues on the one store's files when its
+// state was restored on the heap from their rows (they stay its base) or
+// its store was opened on them; a store made anew (a capture made before
+// stores merged words: pebblestate.Restore writes its entries into new
+// sstables, whose names may be the old ones') shares nothing, or its
+// first capture would list old objects for new files of the same name.
+func storeChain(cont bool, n int, inStore bool, kept int) int {
+	switch {
+	case cont && n == 1 && (!inStore || kept == 0):
+		return chainContinues
+	case inStore && kept >= 0:
+		return chainShares
+	}
+	return chainAnew
 }
 
 // restoreStores restores an operator's state from the stores it was

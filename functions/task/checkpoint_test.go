@@ -196,3 +196,31 @@ func TestChainSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreChain: what a restored operator's chain makes of the stores
+// it was restored from. A store restored anew from a capture made before
+// stores merged words (kept -1 though one store over the same key groups
+// was restored) must not take that capture's files as its own: its
+// sstables are new files that may bear their names.
+func TestStoreChain(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cont    bool
+		n       int
+		inStore bool
+		kept    int
+		want    int
+	}{
+		{"restart on the store's files", true, 1, true, 0, chainContinues},
+		{"restart, the store written anew (legacy capture)", true, 1, true, -1, chainAnew},
+		{"heap state from the store's rows, same key groups", true, 1, false, -1, chainContinues},
+		{"heap state from two stores' rows", false, 2, false, -1, chainAnew},
+		{"rescale on one of the stores", false, 3, true, 2, chainShares},
+		{"rescale, every store written anew", false, 2, true, -1, chainAnew},
+		{"same key groups from another subtask count", false, 1, true, 0, chainShares},
+	} {
+		if got := storeChain(c.cont, c.n, c.inStore, c.kept); got != c.want {
+			t.Errorf("%s: storeChain(%v, %d, %v, %d) = %d, want %d", c.name, c.cont, c.n, c.inStore, c.kept, got, c.want)
+		}
+	}
+}

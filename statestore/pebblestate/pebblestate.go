@@ -15,7 +15,9 @@
 // scratch space otherwise: it writes no
 // WAL and syncs nothing, and Close deletes its directory. It can also be
 // read as rows (statestore.NewStored, Snapshot), as `weir state dump`
-// does.
+// does. A table's values may be words that change without being read:
+// Merge writes an operand that pebble folds into the value when it reads
+// or compacts it (words.go; a window's accumulators).
 //
 // Keys are the table's id (a uvarint from 1, given in order of first use;
 // id 0 is the table of the tables' ids by name), the key group (2 bytes,
