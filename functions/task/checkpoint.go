@@ -1538,6 +1538,14 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 		if p.full {
 			ch.files = res.files
 			ch.baseBytes, ch.deltaB, ch.upGen = size, 0, p.gen
+			if p.store == nil {
+				// A base of state not in a store is the whole state:
+				// the files of a store it was restored from (a
+				// savepoint resumed on the heap) are no longer part of
+				// it, and restored under the base they would bring back
+				// what is gone since.
+				ch.store, ch.uploaded = nil, nil
+			}
 		} else {
 			ch.files = append(ch.files, res.files...)
 			ch.deltaB += size
