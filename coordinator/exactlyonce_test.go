@@ -483,13 +483,13 @@ func xbSpec(path string, rate int) string {
 // TestSavepointAcrossBackendsThenFailure resumes a pebble job's savepoint
 // on the heap at the same parallelism, where the heap's chain of state
 // files goes on from the stores' files (their rows are its first state),
-// and stops a worker once the resumed job has checkpointed: the restore
-// then must not bring back windows from the stores that fired and were
-// dropped after the savepoint. The output equals a run without faults.
+// and stops its worker once the resumed job has checkpointed (another
+// takes over): the restore then must not bring back windows from the
+// stores that fired and were dropped after the savepoint. The output
+// equals a run without faults.
 func TestSavepointAcrossBackendsThenFailure(t *testing.T) {
 	e := newEnv(t)
-	stop1 := e.startWorker("w1", 8, workerOpts{})
-	e.startWorker("w2", 8, workerOpts{})
+	stop1 := e.startWorker("w1", 8, workerOpts{}) // runs every task until it stops
 	ref := e.submitSpec(xbSpec("ref", 0), coordinator.SubmitOptions{})
 	if st := e.wait(ref, 30*time.Second); st.State != coordinator.JobFinished {
 		t.Fatalf("reference run: %s %s", st.State, st.Error)
@@ -502,6 +502,7 @@ func TestSavepointAcrossBackendsThenFailure(t *testing.T) {
 	e.waitFor(rid, "checkpoints after the resume", func(st coordinator.JobStatus) bool {
 		return st.Checkpoints != nil && st.Checkpoints.Completed >= 8
 	})
+	e.startWorker("w2", 8, workerOpts{})
 	stop1()
 	st := e.wait(rid, 60*time.Second)
 	if st.State != coordinator.JobFinished {
