@@ -335,10 +335,8 @@ func hotSize(k string, e *hotEntry) int64 { return int64(len(k) + cap(e.v) + hot
 // operand too (then dirty).
 func (t *table) remember(k []byte, v []byte, present, dirty, operand bool) {
 	if e := t.hot[string(k)]; e != nil {
-		t.s.hot -= hotSize(string(k), e)
-		e.v = append(e.v[:0], v...)
+		t.setValue(string(k), e, v)
 		e.present, e.operand = present, operand
-		t.s.hot += hotSize(string(k), e)
 		if dirty && !e.dirty {
 			t.markDirty(string(k), e)
 		}
@@ -633,10 +631,15 @@ func (t *table) resolve(kg int, key string, k []byte, e *hotEntry) {
 	if err != nil {
 		t.fail("merge", kg, key, err)
 	}
-	t.s.hot -= hotSize(string(k), e)
-	e.v = append(e.v[:0], t.mval...)
+	t.setValue(string(k), e, t.mval)
 	e.operand = false
-	t.s.hot += hotSize(string(k), e)
+}
+
+// setValue sets the value of hot entry e at k to a copy of v.
+func (t *table) setValue(k string, e *hotEntry, v []byte) {
+	t.s.hot -= hotSize(k, e)
+	e.v = append(e.v[:0], v...)
+	t.s.hot += hotSize(k, e)
 }
 
 // Merge implements MergeTable: operand op (AppendOperand) is merged onto
@@ -659,10 +662,8 @@ func (t *table) Merge(kg int, key, ns string, op []byte) {
 	if err != nil {
 		t.fail("merge", kg, key, err)
 	}
-	t.s.hot -= hotSize(string(k), e)
-	e.v = append(e.v[:0], t.mval...)
+	t.setValue(string(k), e, t.mval)
 	e.present = true
-	t.s.hot += hotSize(string(k), e)
 	if !e.dirty {
 		t.markDirty(string(k), e)
 	}
