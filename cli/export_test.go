@@ -88,8 +88,8 @@ sinks:
 // the checkpoint's source positions say were read.
 func TestStateExport(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { stateExport(t, exportSpec) })
-	// The window's and the function's state written by the pebble
-	// backend.
+	// The window's, the function's and the join's state written by the
+	// pebble backend.
 	t.Run("pebble", func(t *testing.T) { stateExport(t, exportSpec+"state: {backend: pebble, memory: 4MiB}\n") })
 }
 
@@ -136,8 +136,9 @@ func stateExport(t *testing.T, jobSpec string) {
 	}
 	t.Logf("checkpoint %d: %d events read", m.Checkpoint, len(read))
 	if strings.Contains(jobSpec, "backend: pebble") {
-		// The window's and the function's state are their stores'.
-		for _, op := range []string{"per_user", "seqcheck"} {
+		// The window's, the function's and the join's state are their
+		// stores'.
+		for _, op := range []string{"per_user", "seqcheck", "pairs"} {
 			if !slices.ContainsFunc(opFiles(m, op), func(f manifest.File) bool { return f.Kind == manifest.KindStore }) {
 				t.Errorf("checkpoint %d lists no file of %s's stores", m.Checkpoint, op)
 			}
@@ -166,10 +167,10 @@ func stateExport(t *testing.T, jobSpec string) {
 			if err := checkExport(op, got[0], read); err != nil {
 				t.Errorf("checkpoint %d, operator %s: %v", n, op, err)
 			}
-			if op != "pairs" && strings.Contains(jobSpec, "backend: pebble") {
+			if strings.Contains(jobSpec, "backend: pebble") {
 				// Its tables are in stores captured as files: the dump
-				// prints each store's entries (a window's as the heap
-				// window's rows), one row per exported row.
+				// prints each store's entries (a window's and a join's
+				// as the heap operator's rows), one row per exported row.
 				stdout, _ := weir(t, "state", "dump", job, strconv.FormatInt(n, 10), "--operator", op, "-o", "json", "--store", "file://"+store)
 				entries := 0
 				for line := range strings.Lines(stdout) {
@@ -179,7 +180,8 @@ func stateExport(t *testing.T, jobSpec string) {
 					}
 					f, _ := r["_file"].(string)
 					window := op == "per_user" && r["user"] != nil && r["window_start"] != nil
-					if strings.HasPrefix(f, "store ") && (r["table"] == "n" || window) {
+					joined := op == "pairs" && r["entry"] == "row"
+					if strings.HasPrefix(f, "store ") && (r["table"] == "n" || window || joined) {
 						entries++
 					}
 				}

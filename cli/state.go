@@ -168,11 +168,11 @@ func (a *app) dumpState(ctx context.Context, job string, n int64, operator, key 
 				if group[0].KeyGroupStart == kr[0] && group[0].KeyGroupEnd == kr[1] {
 					name = fmt.Sprintf("store %d-%d (%d files)", kr[0], kr[1], len(group))
 					scanStore := scanStore
-					if keys.window != nil {
-						// A window on pebble: its windows, as the
-						// heap's window state.
+					if keys.stores != nil {
+						// A window or join on pebble: its state, as
+						// the heap's operator's.
 						scanStore = func(ctx context.Context, b blob.BucketReader, files []manifest.File, fn func(arrow.RecordBatch) (bool, error)) error {
-							return stateexport.WindowStoreRows(ctx, stateexport.Request{Bucket: b, Plan: keys.window, Operator: operator}, files, fn)
+							return stateexport.StoreRows(ctx, stateexport.Request{Bucket: b, Plan: keys.stores, Operator: operator}, files, fn)
 						}
 					}
 					if err := scanStore(ctx, b, group, scan); err != nil {
@@ -296,9 +296,10 @@ type stateKeys struct {
 	// types are the key columns' types, to decode a function state's
 	// binary key; nil renders it as hex.
 	types []arrowfmt.Type
-	// window is the job planned, for a window on pebble: its stores are
-	// dumped as the heap window's rows (stateexport.WindowStoreRows).
-	window *plan.Plan
+	// stores is the job planned, for a window or join on pebble: its
+	// stores are dumped as the heap operator's rows
+	// (stateexport.StoreRows).
+	stores *plan.Plan
 }
 
 // stateKeysOf reads what the job spec says of operator's keys. Without a
@@ -313,9 +314,9 @@ func (a *app) stateKeysOf(ctx context.Context, b blob.BucketReader, job, operato
 	for _, o := range js.Operators {
 		if o.Name == operator {
 			sk.known, sk.keyBy, sk.fn = true, o.KeyBy, o.Function != ""
-			if o.Window != nil && js.State != nil && js.State.Backend == spec.StatePebble {
+			if (o.Window != nil || o.Join != nil) && js.State != nil && js.State.Backend == spec.StatePebble {
 				if p, err := plan.Build(js); err == nil {
-					sk.window = p
+					sk.stores = p
 				}
 			}
 		}

@@ -14,10 +14,12 @@ import (
 
 // TestChaosPebbleWindows runs the chaos job with its keyed state in
 // pebble stores of 4 MiB (state: {backend: pebble}): the windows
-// (tumbling, sessions and perride's 5,000 keys) and the sequence checker,
-// checkpointed as their stores' files. Workers running tasks are killed
-// -9 three times and the windows are rescaled while it runs; the
-// committed output is still exactly the batch recomputation.
+// (tumbling, sessions and perride's 5,000 keys), the joins (pairs, a
+// regular join that keeps every row, and near, an interval join) and the
+// sequence checker, checkpointed as their stores' files. Workers running
+// tasks are killed -9 three times and the windows and joins are rescaled
+// while it runs; the committed output is still exactly the batch
+// recomputation.
 //
 // perride's aggregates are changed to ones that all merge (no float sum:
 // an integer sum, a float's min and max), so that its windows are added
@@ -54,7 +56,7 @@ func TestChaosPebbleWindows(t *testing.T) {
 				return
 			}
 			if i == 2 {
-				scaleLogged(t, ctx, c, id, "tumbling=2", "sessions=4", "perride=2")
+				scaleLogged(t, ctx, c, id, "tumbling=2", "sessions=4", "perride=2", "pairs=2", "near=4")
 				continue
 			}
 			if c.killRandomWorker(id, rng, 10) {
@@ -86,7 +88,7 @@ func TestChaosPebbleWindows(t *testing.T) {
 		}
 	}
 	t.Logf("checkpoint %d: sstables by operator: %v", m.Checkpoint, ssts)
-	for _, name := range []string{"tumbling", "sessions", "perride"} {
+	for _, name := range []string{"tumbling", "sessions", "perride", "pairs", "near"} {
 		if ssts[name] == 0 {
 			t.Errorf("checkpoint %d lists no sstable of %s's stores", m.Checkpoint, name)
 		}

@@ -658,9 +658,7 @@ type joinFiring struct {
 // joinOperator is the operator NewJoin returns. One goroutine drives it.
 type joinOperator struct {
 	cfg      *joinConfig
-	ctx      *task.Context
 	counters *task.Counters
-	mem      memory.Allocator
 	maxPar   int
 	kgStart  int
 	nGroups  int
@@ -707,12 +705,7 @@ type joinOperator struct {
 	expiry [2]joinTimers
 	timers joinTimers // window joins: keys by window end-1
 
-	out      *array.RecordBuilder
-	failures exprFailures
-	// The pairs of the output being gathered: left rows, right rows and,
-	// for window joins, window starts.
-	pl, pr []joinRef
-	pw     []int64
+	joinOut
 
 	// Checkpoints (join_state.go). Once on (from the first Snapshot or
 	// Restore of State on), changes lists the rows kept since the last
@@ -741,8 +734,41 @@ type joinOperator struct {
 	keyBuf   []byte
 	fire     []joinFiring
 	scratch  []joinRef
-	sel      []int32
 	warmRefs []offheap.Ref // warmKeys': the keys it asked for
+}
+
+// joinOut is what a join sends downstream: its builder, and the pairs
+// gathered for the next batch.
+type joinOut struct {
+	cfg      *joinConfig
+	ctx      *task.Context
+	mem      memory.Allocator
+	out      *array.RecordBuilder
+	failures exprFailures
+	sel      []int32
+	// The pairs of the output being gathered: left rows, right rows and,
+	// for window joins, window starts.
+	pl, pr []joinRef
+	pw     []int64
+}
+
+// open takes what the output needs from ctx.
+func (o *joinOut) open(cfg *joinConfig, ctx *task.Context) error {
+	if ctx.Out == nil {
+		return fmt.Errorf("join %s: open: no output", cfg.name)
+	}
+	o.cfg, o.ctx = cfg, ctx
+	o.mem = exprMem(ctx)
+	o.failures.log = exprLogger(ctx)
+	o.out = array.NewRecordBuilder(o.mem, cfg.out.Schema)
+	return nil
+}
+
+func (o *joinOut) close() {
+	if o.out != nil {
+		o.out.Release()
+		o.out = nil
+	}
 }
 
 var (
@@ -751,25 +777,16 @@ var (
 )
 
 func (j *joinOperator) Open(ctx *task.Context) error {
-	if ctx.Out == nil {
-		return fmt.Errorf("join %s: open: no output", j.cfg.name)
+	if err := j.joinOut.open(j.cfg, ctx); err != nil {
+		return err
 	}
-	j.ctx = ctx
-	j.mem = exprMem(ctx)
 	j.counters = ctx.Counters
 	if j.counters == nil {
 		j.counters = new(task.Counters)
 	}
-	j.failures.log = exprLogger(ctx)
-	j.maxPar = ctx.MaxParallelism
-	if j.maxPar <= 0 {
-		j.maxPar = arrowfmt.DefaultMaxParallelism
-	}
-	start, end := ctx.KeyGroupStart, ctx.KeyGroupEnd
-	if end <= start { // not set: every key group
-		start, end = 0, j.maxPar
-	}
-	j.kgStart, j.nGroups = start, end-start
+	var end int
+	j.maxPar, j.kgStart, end = keyGroupsOf(ctx)
+	j.nGroups = end - j.kgStart
 	j.rows = make([]int32, j.nGroups)
 	j.hadRows = make([]bool, j.nGroups)
 	j.saved = make([]int64, j.nGroups)
@@ -781,8 +798,21 @@ func (j *joinOperator) Open(ctx *task.Context) error {
 	j.expiry[0].reset()
 	j.expiry[1].reset()
 	j.timers.reset()
-	j.out = array.NewRecordBuilder(j.mem, j.cfg.out.Schema)
 	return nil
+}
+
+// keyGroupsOf returns the job's max parallelism and the subtask's key
+// groups [start, end) from ctx (every key group if it sets none).
+func keyGroupsOf(ctx *task.Context) (maxPar, start, end int) {
+	maxPar = ctx.MaxParallelism
+	if maxPar <= 0 {
+		maxPar = arrowfmt.DefaultMaxParallelism
+	}
+	start, end = ctx.KeyGroupStart, ctx.KeyGroupEnd
+	if end <= start { // not set: every key group
+		start, end = 0, maxPar
+	}
+	return maxPar, start, end
 }
 
 // ProcessBatch is not used: the runtime gives a join its batches through
@@ -801,8 +831,10 @@ func (j *joinOperator) effWm(g int) int64 {
 }
 
 // lastEnd returns the end of the last window that contains ts.
-func (j *joinOperator) lastEnd(ts int64) int64 {
-	return satAdd(ts-floorMod(ts, j.cfg.slide), j.cfg.size)
+func (j *joinOperator) lastEnd(ts int64) int64 { return j.cfg.lastEnd(ts) }
+
+func (cfg *joinConfig) lastEnd(ts int64) int64 {
+	return satAdd(ts-floorMod(ts, cfg.slide), cfg.size)
 }
 
 // satAddSigned is a+b saturating at the int64 bounds.
@@ -821,7 +853,10 @@ func satAddSigned(a, b int64) int64 {
 // forgotten, the least watermark at which it is (see NewJoin);
 // math.MaxInt64 for never.
 func (j *joinOperator) expiryOf(side int, ts int64, hasTs bool) int64 {
-	c := j.cfg
+	return j.cfg.expiryOf(side, ts, hasTs)
+}
+
+func (c *joinConfig) expiryOf(side int, ts int64, hasTs bool) int64 {
 	switch c.kind {
 	case joinRegular:
 		if c.ttl == 0 || !hasTs {
@@ -834,7 +869,7 @@ func (j *joinOperator) expiryOf(side int, ts int64, hasTs bool) int64 {
 		}
 		return satAddSigned(satAddSigned(ts, c.upper), 1)
 	}
-	return j.lastEnd(ts) - 1
+	return c.lastEnd(ts) - 1
 }
 
 func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
@@ -847,47 +882,19 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 		return nil
 	}
 	c := j.cfg
-	in := c.in[input]
-	side := joinSideNames[input]
-	if int(b.NumCols()) != in.Schema.NumFields() {
-		return fmt.Errorf("join %s: process %s batch: %d columns, want %d (%s)", c.name, side, b.NumCols(), in.Schema.NumFields(), columnList(in.Schema))
+	if err := c.checkBatch(input, b); err != nil {
+		return err
 	}
-	for i := range in.Schema.NumFields() {
-		if f, t := in.Schema.Field(i), b.Column(i).DataType(); !arrow.TypeEqual(t, f.Type) {
-			return fmt.Errorf("join %s: process %s batch: column %d %q is %v, want %v", c.name, side, i, f.Name, t, f.Type)
-		}
-	}
-	var times []int64
-	var tcol arrow.Array
-	if in.HasTime() {
-		tcol = b.Column(in.TimeColumn)
-		switch a := tcol.(type) {
-		case *array.Timestamp:
-			times = timestampInt64s(a.TimestampValues())
-		case *array.Int64:
-			times = a.Int64Values()
-		}
-	}
+	times, tcol := c.times(input, b)
 	timeNulls := tcol != nil && tcol.NullN() > 0
-	offset := in.TimeOffset
+	offset := c.in[input].TimeOffset
 
 	keyCols := c.keys[input]
 	j.hashes = arrowfmt.HashKeys(b, keyCols, j.hashes)
-	if j.kgStart > 0 || j.nGroups < j.maxPar {
-		// Check the routing before changing any state.
-		for r, h := range j.hashes {
-			if kg := arrowfmt.KeyGroup(h, j.maxPar); kg < j.kgStart || kg >= j.kgStart+j.nGroups {
-				return fmt.Errorf("join %s: process %s batch: row %d has key group %d, outside this subtask's key groups [%d, %d): the input is not partitioned by join.%s.keyBy",
-					c.name, side, r, kg, j.kgStart, j.kgStart+j.nGroups, side)
-			}
-		}
+	if err := c.checkRouting(input, j.hashes, j.maxPar, j.kgStart, j.kgStart+j.nGroups); err != nil {
+		return err
 	}
-	keyNulls := false
-	for _, kc := range keyCols {
-		if b.Column(kc).NullN() > 0 {
-			keyNulls = true
-		}
-	}
+	keyNulls := hasNulls(b, keyCols)
 	var keyInts []int64
 	if c.fast {
 		keyInts = makeJoinCol(b.Column(keyCols[0])).ints
@@ -912,17 +919,9 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 		if j.floor != nil {
 			wm = j.effWm(g)
 		}
-		switch c.kind {
-		case joinInterval:
-			if !hasTs || ts < wm {
-				late++
-				continue
-			}
-		case joinWindow:
-			if !hasTs || j.lastEnd(ts)-1 <= wm {
-				late++
-				continue
-			}
+		if c.late(ts, hasTs, wm) {
+			late++
+			continue
 		}
 		if keyNulls && joinKeyNull(b, keyCols, r) {
 			continue
@@ -984,6 +983,77 @@ func (j *joinOperator) ProcessBatchFrom(input int, b arrow.RecordBatch) error {
 	}
 	j.sides[input].unref(bi)
 	return err
+}
+
+// late reports whether a row at ts (hasTs: it has an event time) is late
+// at watermark wm: in an interval join, behind it; in a window join, when
+// every window of it has fired. Nothing is late in a regular join.
+func (c *joinConfig) late(ts int64, hasTs bool, wm int64) bool {
+	switch c.kind {
+	case joinInterval:
+		return !hasTs || ts < wm
+	case joinWindow:
+		return !hasTs || c.lastEnd(ts)-1 <= wm
+	}
+	return false
+}
+
+// checkBatch checks that b has the columns of input.
+func (c *joinConfig) checkBatch(input int, b arrow.RecordBatch) error {
+	in, side := c.in[input], joinSideNames[input]
+	if int(b.NumCols()) != in.Schema.NumFields() {
+		return fmt.Errorf("join %s: process %s batch: %d columns, want %d (%s)", c.name, side, b.NumCols(), in.Schema.NumFields(), columnList(in.Schema))
+	}
+	for i := range in.Schema.NumFields() {
+		if f, t := in.Schema.Field(i), b.Column(i).DataType(); !arrow.TypeEqual(t, f.Type) {
+			return fmt.Errorf("join %s: process %s batch: column %d %q is %v, want %v", c.name, side, i, f.Name, t, f.Type)
+		}
+	}
+	return nil
+}
+
+// times returns the time column of b, a batch of input, and its values
+// (without the input's offset); nil if the input has none.
+func (c *joinConfig) times(input int, b arrow.RecordBatch) ([]int64, arrow.Array) {
+	in := c.in[input]
+	if !in.HasTime() {
+		return nil, nil
+	}
+	tcol := b.Column(in.TimeColumn)
+	switch a := tcol.(type) {
+	case *array.Timestamp:
+		return timestampInt64s(a.TimestampValues()), tcol
+	case *array.Int64:
+		return a.Int64Values(), tcol
+	}
+	return nil, tcol
+}
+
+// checkRouting checks, before any state changes, that the rows of a
+// batch of input, whose key hashes are hashes, are all in the subtask's
+// key groups [start, end).
+func (c *joinConfig) checkRouting(input int, hashes []uint64, maxPar, start, end int) error {
+	if start == 0 && end >= maxPar {
+		return nil
+	}
+	for r, h := range hashes {
+		if kg := arrowfmt.KeyGroup(h, maxPar); kg < start || kg >= end {
+			side := joinSideNames[input]
+			return fmt.Errorf("join %s: process %s batch: row %d has key group %d, outside this subtask's key groups [%d, %d): the input is not partitioned by join.%s.keyBy",
+				c.name, side, r, kg, start, end, side)
+		}
+	}
+	return nil
+}
+
+// hasNulls reports whether a column cols of b has a null.
+func hasNulls(b arrow.RecordBatch, cols []int) bool {
+	for _, c := range cols {
+		if b.Column(c).NullN() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // warmKeys asks for (offheap.Prefetch) the table slot where the lookup
@@ -1259,7 +1329,11 @@ func (j *joinOperator) removeWindow(k int32, end int64) {
 }
 
 // flush emits the gathered pairs as one batch, filtered by join.where.
-func (j *joinOperator) flush() error {
+func (j *joinOperator) flush() error { return j.joinOut.emit(&j.sides) }
+
+// emit sends the gathered pairs, whose rows are in sides, as one batch,
+// filtered by join.where.
+func (j *joinOut) emit(sides *[2]joinSide) error {
 	n := len(j.pl)
 	if n == 0 {
 		return nil
@@ -1277,7 +1351,7 @@ func (j *joinOperator) flush() error {
 	}
 	refs := [2][]joinRef{j.pl, j.pr}
 	for i, oc := range j.cfg.cols {
-		j.sides[oc.side].appendColumn(rb.Field(j.cfg.winCols+i), oc.col, refs[oc.side])
+		sides[oc.side].appendColumn(rb.Field(j.cfg.winCols+i), oc.col, refs[oc.side])
 	}
 	j.pl, j.pr, j.pw = j.pl[:0], j.pr[:0], j.pw[:0]
 	rec := rb.NewRecordBatch()
@@ -1540,10 +1614,7 @@ func (j *joinOperator) Close() error {
 	if j.capture != nil {
 		j.capture.Release()
 	}
-	if j.out != nil {
-		j.out.Release()
-		j.out = nil
-	}
+	j.joinOut.close()
 	for s := range j.sides {
 		j.sides[s].release()
 	}

@@ -476,6 +476,16 @@ func (s joinSnapshotter) Restore(b arrow.RecordBatch) error {
 	if j.started {
 		return fmt.Errorf("join %s: restore state: input has already come: restore before any batch or watermark", j.cfg.name)
 	}
+	if b.Schema().Equal(statestore.SnapshotSchema()) {
+		// The rows of a pebble join's store: a savepoint of a job whose
+		// state was in pebble, resumed on the heap.
+		conv, err := joinRowsOfStore(j.state, j.mem, b)
+		if err != nil {
+			return fmt.Errorf("join %s: restore the state of a join on pebble: %w", j.cfg.name, err)
+		}
+		defer conv.Release()
+		b = conv
+	}
 	if err := j.state.Check(b.Schema()); err != nil {
 		return fmt.Errorf("join %s: restore state: %w", j.cfg.name, err)
 	}

@@ -75,6 +75,13 @@ type joinHarness struct {
 
 func newJoinHarness(t testing.TB, o *spec.Operator, ins [2]Stream, kgStart, kgEnd int) *joinHarness {
 	t.Helper()
+	return newJoinHarnessOn(t, false, o, ins, kgStart, kgEnd)
+}
+
+// newJoinHarnessOn is newJoinHarness with the join on pebble if store
+// (newTestJoin).
+func newJoinHarnessOn(t testing.TB, store bool, o *spec.Operator, ins [2]Stream, kgStart, kgEnd int) *joinHarness {
+	t.Helper()
 	h := &joinHarness{
 		winHarness: &winHarness{
 			t:        t,
@@ -85,7 +92,7 @@ func newJoinHarness(t testing.TB, o *spec.Operator, ins [2]Stream, kgStart, kgEn
 		},
 		ins: ins,
 	}
-	op, err := NewJoin(o, ins[0], ins[1])
+	op, err := newTestJoin(t, store, o, ins)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -107,15 +106,12 @@ type storeSessions struct {
 
 type windowStoreOp struct {
 	cfg    *windowConfig
-	layout *windowStateLayout // the heap's state rows (WindowRows)
-	st     *spec.State
-	dir    string
+	layout *windowStateLayout // the heap's state rows (HeapRows)
 	windowIO
 	wm int64
 
-	store *pebblestate.Store
-	state *statestore.Memory // the store's backend: captures and restores it
-	tab   pebblestate.MergeTable
+	operatorStore
+	tab pebblestate.MergeTable
 	// kinds are how the accumulators' words merge, nil if they do not
 	// (see above).
 	kinds []pebblestate.WordKind
@@ -168,19 +164,17 @@ func NewWindowState(op *spec.Operator, in Stream, st *spec.State, dir string) (t
 	if err != nil {
 		return nil, err
 	}
-	return &windowStoreOp{cfg: cfg, layout: newWindowStateLayout(cfg, op.KeyBy), st: st, dir: dir, wm: task.MinWatermark}, nil
+	return &windowStoreOp{cfg: cfg, layout: newWindowStateLayout(cfg, op.KeyBy), wm: task.MinWatermark,
+		operatorStore: operatorStore{what: "window " + cfg.name, st: st, dir: dir}}, nil
 }
 
 func (w *windowStoreOp) Open(ctx *task.Context) error {
 	if err := w.windowIO.open(w.cfg, ctx); err != nil {
 		return err
 	}
-	s, err := pebblestate.Open(w.storeOptions())
-	if err != nil {
-		return fmt.Errorf("open window %s: state: %w", w.cfg.name, err)
+	if err := w.openStore(w.kgStart, w.kgEnd); err != nil {
+		return err
 	}
-	w.store = s
-	w.state = statestore.NewStoredFiles(w.kgStart, w.kgEnd, s)
 	if err := w.openTables(); err != nil {
 		return fmt.Errorf("open window %s: state: %w", w.cfg.name, err)
 	}
@@ -213,31 +207,14 @@ func (w *windowStoreOp) openTables() error {
 	return err
 }
 
-// storeOptions are the options of the operator's pebble stores.
-func (w *windowStoreOp) storeOptions() pebblestate.Options {
-	mem := int64(w.st.Memory)
-	if mem == 0 {
-		mem = spec.DefaultStateMemory
-	}
-	return pebblestate.Options{Dir: w.dir, Memory: mem}
-}
-
 func (w *windowStoreOp) Close() error {
 	if w.heap != nil {
 		_ = w.heap.Close()
 		w.heap = nil
 	}
 	w.windowIO.close()
-	if w.state != nil {
-		w.state.Close()
-		w.state = nil
-	}
-	var err error
-	if w.store != nil {
-		err = w.store.Close()
-		w.store, w.tab = nil, nil
-	}
-	return err
+	w.tab, w.index = nil, nil
+	return w.closeStore()
 }
 
 // windowLate reports whether a window ending at end is past its cleanup
@@ -246,17 +223,8 @@ func (w *windowStoreOp) windowLate(end int64) bool {
 	return satAdd(end-1, w.cfg.lateness) <= w.wm
 }
 
-// storeFailed turns a panic into the operator's error: a store's tables
-// panic when it fails (a full disk, a damaged entry), and that fails
-// the task, not the worker.
-func (w *windowStoreOp) storeFailed(err *error) {
-	if p := recover(); p != nil {
-		*err = fmt.Errorf("window %s: state: %v", w.cfg.name, p)
-	}
-}
-
 func (w *windowStoreOp) ProcessBatch(b arrow.RecordBatch) (err error) {
-	defer w.storeFailed(&err)
+	defer w.failed(&err)
 	w.settleRestore()
 	n := int(b.NumRows())
 	if n == 0 {
@@ -611,7 +579,7 @@ func loadWindowEntry(acc *accumulators, s int32, v []byte) (byte, error) {
 // and sends the results out a batch at a time, so that the end of a
 // period of millions of keys takes memory for one batch.
 func (w *windowStoreOp) ProcessWatermark(wm int64) (err error) {
-	defer w.storeFailed(&err)
+	defer w.failed(&err)
 	w.settleRestore()
 	if wm <= w.wm {
 		return nil
@@ -829,7 +797,7 @@ func (s windowStoreSnapshotter) open(what string, restore bool) (_ *windowStoreO
 		return nil, fmt.Errorf("window %s: %s: the operator is not open", s.w.cfg.name, what)
 	}
 	if !restore {
-		defer s.w.storeFailed(&err)
+		defer s.w.failed(&err)
 		s.w.settleRestore()
 	}
 	return s.w, nil
@@ -935,35 +903,25 @@ func (s windowStoreSnapshotter) CaptureStore(id int64) (statestore.StoreFileCapt
 	if err != nil {
 		return nil, err
 	}
-	c, err := w.state.CaptureStore(fmt.Sprintf("%s-capture-%d", w.store.Dir(), id))
-	if err != nil {
-		return nil, fmt.Errorf("window %s: %w", w.cfg.name, err)
-	}
-	return c, nil
+	return w.captureStore(id)
 }
 
 // StoreScratch is the directory the store is in.
-func (s windowStoreSnapshotter) StoreScratch() string { return filepath.Dir(s.w.store.Dir()) }
+func (s windowStoreSnapshotter) StoreScratch() string { return s.w.scratch() }
 
 // RestoreStores makes the operator's store the one captured over its key
 // groups, or at a rescale the one sharing the most key groups with it,
 // with the rest ingested (pebblestate.Restore), and reads where each key
 // group's windows begin.
 func (s windowStoreSnapshotter) RestoreStores(stores []statestore.CapturedStore) (_ int, err error) {
-	defer s.w.storeFailed(&err)
+	defer s.w.failed(&err)
 	w, err := s.open("restore the store", true)
 	if err != nil {
 		return -1, err
 	}
-	st, kept, err := pebblestate.Restore(w.storeOptions(), w.store, stores, w.kgStart, w.kgEnd)
+	kept, err := w.restoreStores(stores, w.kgStart, w.kgEnd)
 	if err != nil {
-		return -1, fmt.Errorf("window %s: restore the store: %w", w.cfg.name, err)
-	}
-	if st != w.store {
-		w.store = st // the old one is closed
-		if err := w.state.ReplaceStore(st); err != nil {
-			return -1, fmt.Errorf("window %s: %w", w.cfg.name, err)
-		}
+		return -1, err
 	}
 	if err := w.openTables(); err != nil {
 		return -1, fmt.Errorf("window %s: restore the store: %w", w.cfg.name, err)
@@ -983,12 +941,12 @@ func (s windowStoreSnapshotter) RestoreStores(stores []statestore.CapturedStore)
 	return kept, nil
 }
 
-// WindowRows returns the windows as the heap's window operator writes a
+// HeapRows returns the windows as the heap's window operator writes a
 // base (window_state.go), key group by key group: for each key a replace
 // row with its first window by start, and a window row for each further
 // one. `weir state export` reads a pebble window's stores so.
-func (s windowStoreSnapshotter) WindowRows(mem memory.Allocator) (out []arrow.RecordBatch, err error) {
-	defer s.w.storeFailed(&err)
+func (s windowStoreSnapshotter) HeapRows(mem memory.Allocator) (out []arrow.RecordBatch, err error) {
+	defer s.w.failed(&err)
 	w, err := s.open("write the windows as rows", false)
 	if err != nil {
 		return nil, err
@@ -1039,15 +997,15 @@ func (s windowStoreSnapshotter) WindowRows(mem memory.Allocator) (out []arrow.Re
 // start, with rb: a replace row where the key changes, else a window row.
 func (w *windowStoreOp) windowRows(rb *array.RecordBuilder, wins []storeWindow) arrow.RecordBatch {
 	var rec arrow.RecordBatch
-	w.fireSlots, rec = buildWindowRows(rb, w.layout, w.cfg, w.acc, wins, true, w.fireSlots)
+	w.fireSlots, rec = buildHeapRows(rb, w.layout, w.cfg, w.acc, wins, true, w.fireSlots)
 	return rec
 }
 
-// buildWindowRows builds the heap's state rows (layout l) of wins, whose
+// buildHeapRows builds the heap's state rows (layout l) of wins, whose
 // words are in acc, with rb. byKey: wins are sorted by key and start,
 // and a key's first is a replace row; else every row is a window row.
 // slots is scratch, returned for reuse.
-func buildWindowRows(rb *array.RecordBuilder, l *windowStateLayout, cfg *windowConfig, acc *accumulators, wins []storeWindow, byKey bool, slots []int32) ([]int32, arrow.RecordBatch) {
+func buildHeapRows(rb *array.RecordBuilder, l *windowStateLayout, cfg *windowConfig, acc *accumulators, wins []storeWindow, byKey bool, slots []int32) ([]int32, arrow.RecordBatch) {
 	rb.Reserve(len(wins))
 	keys := make([]array.Builder, len(l.keyCols))
 	for i, c := range l.keyCols {
@@ -1116,6 +1074,6 @@ func windowRowsOfStore(cfg *windowConfig, l *windowStateLayout, mem memory.Alloc
 	}
 	rb := array.NewRecordBuilder(mem, l.Schema)
 	defer rb.Release()
-	_, rec := buildWindowRows(rb, l, cfg, acc, wins, false, nil)
+	_, rec := buildHeapRows(rb, l, cfg, acc, wins, false, nil)
 	return rec, nil
 }

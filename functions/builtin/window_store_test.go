@@ -380,11 +380,11 @@ func TestWindowStateAcrossBackends(t *testing.T) {
 	}
 }
 
-// TestWindowStoreRows: a pebble window's state, written as the heap's
-// window writes its rows (WindowRows, what `weir state export` reads),
+// TestStoreRows: a pebble window's state, written as the heap's
+// window writes its rows (HeapRows, what `weir state export` reads),
 // equals the heap's window's state after the same input; the sliding
 // windows' with float sums and without (merged).
-func TestWindowStoreRows(t *testing.T) {
+func TestStoreRows(t *testing.T) {
 	for _, tc := range winBackendCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			op := winOp(tc.w, []string{"k", "k2"}, tc.aggs...)
@@ -407,7 +407,7 @@ func TestWindowStoreRows(t *testing.T) {
 				return out
 			}
 			want := rowStrings(heap.op.(*windowOperator).writeState(heap.mem))
-			recs, err := store.op.(task.Stateful).State().(windowStoreSnapshotter).WindowRows(store.mem)
+			recs, err := store.op.(task.Stateful).State().(windowStoreSnapshotter).HeapRows(store.mem)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -169,15 +169,15 @@ func (p *Plan) headOffset(v *Vertex) int {
 }
 
 // NewOperator instantiates the operator of node n (KindOperator), not
-// opened yet. A function operator runs its Wasm module on p.Wasm; function
-// and window operators keep pebble state under p.StateDir.
+// opened yet. A function operator runs its Wasm module on p.Wasm; function,
+// window and join operators keep pebble state under p.StateDir.
 func (p *Plan) NewOperator(n *Node) (task.Operator, error) {
 	if n.Kind != KindOperator {
 		return nil, fmt.Errorf("node %s is not an operator", n.Name)
 	}
 	o := n.Op
 	if o.Join != nil {
-		return builtin.NewJoin(o, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream())
+		return builtin.NewJoinState(o, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream(), p.Job.State, p.StateDir)
 	}
 	in := n.Input.ConsumerStream()
 	switch o.Kind() {

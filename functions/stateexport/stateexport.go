@@ -215,12 +215,14 @@ func newExporter(p *plan.Plan, n *plan.Node) (*exporter, error) {
 	if x.kind != "function" {
 		var op task.Operator
 		var err error
-		if x.kind == "window" {
+		switch x.kind {
+		case "window":
 			// The heap's window state, also of a window on pebble
-			// (exported through its WindowRows).
+			// (exported through its HeapRows).
 			op, err = builtin.NewWindow(n.Op, n.Input.ConsumerStream())
-		} else {
-			op, err = p.NewOperator(n)
+		default:
+			// The heap's join state, also of a join on pebble.
+			op, err = builtin.NewJoin(n.Op, n.Inputs[0].ConsumerStream(), n.Inputs[1].ConsumerStream())
 		}
 		if err != nil {
 			return nil, err
@@ -258,7 +260,7 @@ func (x *exporter) subtask(ctx context.Context, r Request, st subtaskState, out 
 		var b *statestore.Memory
 		b, closeState, err = task.OpenStores(ctx, r.Bucket, stores, st.kgStart, st.kgEnd)
 		state = b
-	case len(stores) > 0 && x.kind == "window":
+	case len(stores) > 0 && (x.kind == "window" || x.kind == "join"):
 		state, closeState, err = x.openStores(ctx, r, st, stores)
 	case len(stores) > 0:
 		return fmt.Errorf("the checkpoint holds files of a store, and a %s operator keeps its state in memory", x.kind)
@@ -283,8 +285,8 @@ func (x *exporter) subtask(ctx context.Context, r Request, st subtaskState, out 
 		res.Bytes += f.Size
 	}
 	var recs []arrow.RecordBatch
-	if wr, ok := state.(windowRower); ok {
-		recs, err = wr.WindowRows(r.Mem)
+	if wr, ok := state.(heapRower); ok {
+		recs, err = wr.HeapRows(r.Mem)
 	} else {
 		recs, err = state.Snapshot(r.Mem, true)
 	}
@@ -333,31 +335,34 @@ func (x *exporter) open(st subtaskState, mem memory.Allocator) (statestore.Snaps
 	return op.(task.Stateful).State(), func() { _ = op.Close() }, nil
 }
 
-// WindowStoreRows calls fn with the windows of the store whose files are
-// files (one capture of window r.Operator on pebble, over key groups
-// [files[0].KeyGroupStart, files[0].KeyGroupEnd)) as the heap's window
+// StoreRows calls fn with the state of the store whose files are files
+// (one capture of window or join r.Operator on pebble, over key groups
+// [files[0].KeyGroupStart, files[0].KeyGroupEnd)) as the heap's operator
 // writes a base, until fn returns false or an error: what `weir state
-// dump` prints of a window on pebble. r.Manifest is not read.
-func WindowStoreRows(ctx context.Context, r Request, files []manifest.File, fn func(arrow.RecordBatch) (bool, error)) error {
+// dump` prints of a window or join on pebble. r.Manifest is not read.
+func StoreRows(ctx context.Context, r Request, files []manifest.File, fn func(arrow.RecordBatch) (bool, error)) error {
 	if r.Mem == nil {
 		r.Mem = memory.DefaultAllocator
 	}
 	n := r.Plan.Node(r.Operator)
-	if n == nil || n.Kind != plan.KindOperator || n.Op.Window == nil {
-		return fmt.Errorf("the job spec has no window %q", r.Operator)
+	if n == nil || n.Kind != plan.KindOperator || n.Op.Window == nil && n.Op.Join == nil {
+		return fmt.Errorf("the job spec has no window or join %q", r.Operator)
 	}
 	x := &exporter{p: r.Plan, n: n, kind: "window"}
+	if n.Op.Join != nil {
+		x.kind = "join"
+	}
 	st := subtaskState{parallelism: 1, kgStart: files[0].KeyGroupStart, kgEnd: files[0].KeyGroupEnd}
 	state, closeState, err := x.openStores(ctx, r, st, [][]manifest.File{files})
 	if err != nil {
 		return err
 	}
 	defer closeState()
-	wr, ok := state.(windowRower)
+	wr, ok := state.(heapRower)
 	if !ok {
-		return fmt.Errorf("window %s keeps no state in a store", r.Operator)
+		return fmt.Errorf("%s %s keeps no state in a store", x.kind, r.Operator)
 	}
-	recs, err := wr.WindowRows(r.Mem)
+	recs, err := wr.HeapRows(r.Mem)
 	if err != nil {
 		return err
 	}
@@ -374,14 +379,15 @@ func WindowStoreRows(ctx context.Context, r Request, files []manifest.File, fn f
 	return nil
 }
 
-// windowRower is the state of a window on pebble: it writes its windows
-// as the heap's window writes a base.
-type windowRower interface {
-	WindowRows(memory.Allocator) ([]arrow.RecordBatch, error)
+// heapRower is the state of a window or join on pebble: it writes its
+// state as the heap's operator writes a base.
+type heapRower interface {
+	HeapRows(memory.Allocator) ([]arrow.RecordBatch, error)
 }
 
-// openStores opens the window operator of subtask st, on pebble, with
-// its store made from the captured stores, as a restore does.
+// openStores opens the window or join operator of subtask st, on
+// pebble, with its store made from the captured stores, as a restore
+// does.
 func (x *exporter) openStores(ctx context.Context, r Request, st subtaskState, stores [][]manifest.File) (statestore.Snapshotter, func(), error) {
 	state, closeOp, err := x.open(st, r.Mem)
 	if err != nil {
@@ -390,7 +396,7 @@ func (x *exporter) openStores(ctx context.Context, r Request, st subtaskState, s
 	sc, ok := state.(statestore.StoreCapturer)
 	if !ok {
 		closeOp()
-		return nil, nil, fmt.Errorf("the checkpoint holds files of a store, and this job's window %s keeps its state on the heap (state.backend)", x.n.Name)
+		return nil, nil, fmt.Errorf("the checkpoint holds files of a store, and this job's %s %s keeps its state on the heap (state.backend)", x.kind, x.n.Name)
 	}
 	captured, err := task.DownloadStores(ctx, r.Bucket, sc.StoreScratch(), stores, nil)
 	defer func() {
