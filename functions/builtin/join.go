@@ -831,8 +831,6 @@ func (j *joinOperator) effWm(g int) int64 {
 }
 
 // lastEnd returns the end of the last window that contains ts.
-func (j *joinOperator) lastEnd(ts int64) int64 { return j.cfg.lastEnd(ts) }
-
 func (cfg *joinConfig) lastEnd(ts int64) int64 {
 	return satAdd(ts-floorMod(ts, cfg.slide), cfg.size)
 }

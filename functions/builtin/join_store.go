@@ -23,28 +23,28 @@ import (
 // store of its own (pebblestate) instead of the heap, checkpointed as
 // the store's files, as a pebble window's are.
 //
-// The store has four tables. Every entry is in the key group of its key;
-// K is the key's encoding (arrowfmt), S one byte, the input (0 left, 1
-// right):
+// The store has four tables. Every entry is in the key group of its key,
+// K, the key's encoding (arrowfmt), and has no namespace:
 //
-//	rows        key K, namespace S: the key's kept rows of the input, in
-//	            arrival order, each a uvarint length and then a flags
-//	            byte (joinRowTime: it has an event time), the event time
-//	            (8 bytes, little-endian, the input's offset added) and
-//	            the input's columns (appendStoredRow)
-//	expiry      key T K, namespace S, no value: the input's rows of K
-//	            have one forgotten in the cleanup bucket ending at T
-//	            (8 bytes, big-endian, sign bit flipped: sorted by time);
-//	            regular joins with a ttl and interval joins
+//	rows        key K: the key's kept rows, the left input's then the
+//	            right's, each in arrival order: the length of the left
+//	            rows (a uvarint), then the rows, each a uvarint length,
+//	            a flags byte (joinRowTime: it has an event time), the
+//	            event time (8 bytes, little-endian, the input's offset
+//	            added) and the input's columns (appendStoredRow)
+//	expiry      key T K, no value: a row of K is forgotten in the
+//	            cleanup bucket ending at T (8 bytes, big-endian, sign bit
+//	            flipped: sorted by time); regular joins with a ttl and
+//	            interval joins
 //	windows     key E K, no value: a window of K ending at E (the same
 //	            8 bytes) has rows and has not fired; window joins
-//	watermarks  key "", namespace "": the key group's watermark when it
-//	            was last captured (8 bytes, little-endian)
+//	watermarks  key "": the key group's watermark when it was last
+//	            captured (8 bytes, little-endian)
 //
 // A row matches the kept rows of the other input as the heap's join
-// does: it reads the other input's entry of its key, and appends itself
-// to its own input's. Reading a key's rows whole is what the heap does
-// too (it walks the key's list). A watermark reads the key groups whose
+// does, and is appended to its own input's: one read and one write of
+// its key's entry. Reading a key's rows whole is what the heap does too
+// (it walks the key's list). A watermark reads the key groups whose
 // first expiry or window entry is due (nextClean, nextFire), from their
 // starts: due entries are a prefix. Window ends fire in order of (end,
 // key) across the subtask's key groups, merged as the pebble window's
@@ -68,9 +68,6 @@ const joinRowTime byte = 1
 // joinStoredRef marks a pair's row decoded from the store into the
 // side's decoded batch, which the batch's slot replaces at emit.
 const joinStoredRef = -2
-
-// joinStoreSide are a stored input's namespaces.
-var joinStoreSide = [2]string{"\x00", "\x01"}
 
 type joinStoreOp struct {
 	cfg    *joinConfig
@@ -107,9 +104,9 @@ type joinStoreOp struct {
 	key    []byte
 	id     []byte
 	val    []byte
+	val2   []byte
 	row    []byte
 	right  []joinRef
-	rv     []byte
 	due    []int
 	merge  dueMerge
 }
@@ -257,8 +254,11 @@ func (o *joinStoreOp) ProcessBatchFrom(input int, b arrow.RecordBatch) (err erro
 			continue
 		}
 		o.key = arrowfmt.AppendRowKey(o.key[:0], b, keyCols, r)
+		// The key's rows: valid until the next call on the table (a
+		// flush makes none).
+		v, _ := o.rows.Get(kg, string(o.key), "")
 		if c.kind != joinWindow {
-			o.match(kg, input, joinRef{bi, int32(r)}, ts, wm)
+			o.match(joinEntrySides(v)[1-input], input, joinRef{bi, int32(r)}, ts, wm)
 			if len(o.pl) >= joinBatchRows {
 				if err := o.flush(); err != nil {
 					return err
@@ -270,7 +270,7 @@ func (o *joinStoreOp) ProcessBatchFrom(input int, b arrow.RecordBatch) (err erro
 			continue // no later row can match it
 		}
 		o.row = appendStoredRow(o.row[:0], cols, r, ts, hasTs)
-		o.keep(kg, input, ts, exp, wm)
+		o.keep(kg, input, ts, exp, wm, v)
 	}
 	if late > 0 {
 		o.counters.LateDropped.Add(int64(late))
@@ -278,15 +278,11 @@ func (o *joinStoreOp) ProcessBatchFrom(input int, b arrow.RecordBatch) (err erro
 	return o.flush()
 }
 
-// match gathers the pairs of the row me of input, at ts, with the kept
-// rows of the other input of its key (o.key), in their arrival order.
-func (o *joinStoreOp) match(kg, input int, me joinRef, ts, wm int64) {
+// match gathers the pairs of the row me of input, at ts, with v, the
+// kept rows of the other input of its key, in their arrival order.
+func (o *joinStoreOp) match(v []byte, input int, me joinRef, ts, wm int64) {
 	c := o.cfg
 	other := 1 - input
-	v, ok := o.rows.Get(kg, string(o.key), joinStoreSide[other])
-	if !ok {
-		return
-	}
 	for len(v) > 0 {
 		row, rts, hasTs, rest := nextStoredRow(v)
 		v = rest
@@ -312,14 +308,18 @@ func (o *joinStoreOp) match(kg, input int, me joinRef, ts, wm int64) {
 }
 
 // keep appends the row in o.row, of input with key o.key in key group kg,
-// to the key's rows, and notes when it is forgotten (exp) or, in a window
-// join, its windows that have not fired by wm.
-func (o *joinStoreOp) keep(kg, input int, ts, exp, wm int64) {
+// to the key's rows, v (its entry, or nil), and notes when it is
+// forgotten (exp) or, in a window join, its windows that have not fired
+// by wm.
+func (o *joinStoreOp) keep(kg, input int, ts, exp, wm int64, v []byte) {
 	g := kg - o.kgStart
-	key := string(o.key)
-	v, _ := o.rows.Get(kg, key, joinStoreSide[input])
-	o.val = append(append(o.val[:0], v...), o.row...)
-	o.rows.Put(kg, key, joinStoreSide[input], o.val)
+	sides := joinEntrySides(v)
+	if input == 0 {
+		o.val = appendJoinEntry(o.val[:0], sides[0], o.row, sides[1])
+	} else {
+		o.val = append(appendJoinEntry(o.val[:0], sides[0], nil, sides[1]), o.row...)
+	}
+	o.rows.Put(kg, string(o.key), "", o.val)
 	if o.cfg.kind == joinWindow {
 		c := o.cfg
 		for start := ts - floorMod(ts, c.slide); start > ts-c.size; start -= c.slide {
@@ -338,34 +338,66 @@ func (o *joinStoreOp) keep(kg, input int, ts, exp, wm int64) {
 	}
 	at := exp | (1<<o.shift - 1) // the bucket's last millisecond
 	o.id = append(appendWindowTime(o.id[:0], at), o.key...)
-	o.expiry.Put(kg, string(o.id), joinStoreSide[input], nil)
+	o.expiry.Put(kg, string(o.id), "", nil)
 	o.nextClean[g] = min(o.nextClean[g], at)
 }
 
-// forget drops the rows of key (in key group kg) and input that are
-// forgotten by upTo.
-func (o *joinStoreOp) forget(kg int, key string, input int, upTo int64) {
-	v, ok := o.rows.Get(kg, key, joinStoreSide[input])
+// forget drops the rows of key (in key group kg) that are forgotten by
+// upTo.
+func (o *joinStoreOp) forget(kg int, key string, upTo int64) {
+	v, ok := o.rows.Get(kg, key, "")
 	if !ok {
 		return
 	}
-	o.val = o.val[:0]
 	dropped := false
-	for len(v) > 0 {
-		_, ts, hasTs, rest := nextStoredRow(v)
-		if o.cfg.expiryOf(input, ts, hasTs) <= upTo {
-			dropped = true
-		} else {
-			o.val = append(o.val, v[:len(v)-len(rest)]...)
+	var kept [2][]byte
+	for s, rows := range joinEntrySides(v) {
+		start := len(o.val2)
+		for len(rows) > 0 {
+			_, ts, hasTs, rest := nextStoredRow(rows)
+			if o.cfg.expiryOf(s, ts, hasTs) <= upTo {
+				dropped = true
+			} else {
+				o.val2 = append(o.val2, rows[:len(rows)-len(rest)]...)
+			}
+			rows = rest
 		}
-		v = rest
+		kept[s] = o.val2[start:]
 	}
 	switch {
-	case len(o.val) == 0:
-		o.rows.Delete(kg, key, joinStoreSide[input])
+	case len(kept[0])+len(kept[1]) == 0:
+		o.rows.Delete(kg, key, "")
 	case dropped:
-		o.rows.Put(kg, key, joinStoreSide[input], o.val)
+		o.val = appendJoinEntry(o.val[:0], kept[0], nil, kept[1])
+		o.rows.Put(kg, key, "", o.val)
 	}
+	o.val2 = o.val2[:0]
+}
+
+// A key's entry of the rows table holds the rows of both inputs: the
+// length of the left input's rows (a uvarint), the left input's rows,
+// then the right input's rows.
+
+// joinEntrySides returns the rows of each input in an entry of the rows
+// table (nil: none). It panics on a damaged entry, which fails the task.
+func joinEntrySides(v []byte) [2][]byte {
+	if len(v) == 0 {
+		return [2][]byte{}
+	}
+	n, w := binary.Uvarint(v)
+	if w <= 0 || n > uint64(len(v)-w) {
+		panic(fmt.Sprintf("a damaged rows entry: %d bytes of left rows in %d", n, len(v)))
+	}
+	return [2][]byte{v[w : w+int(n)], v[w+int(n):]}
+}
+
+// appendJoinEntry appends the entry of the left rows left+more and the
+// right rows right to dst.
+func appendJoinEntry(dst, left, more, right []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(left)+len(more)))
+	dst = append(dst, left...)
+	dst = append(dst, more...)
+	return append(dst, right...)
 }
 
 // decode appends a stored row of input to the input's decoded rows and
@@ -432,14 +464,14 @@ func (o *joinStoreOp) ProcessWatermark(wm int64) (err error) {
 		kg := g + o.kgStart
 		o.nextClean[g] = math.MaxInt64
 		o.expiry.Range(kg, func(key, ns string, _ []byte) bool {
-			if len(key) < 8 || len(ns) != 1 || ns[0] > 1 {
+			if len(key) < 8 || ns != "" {
 				panic(fmt.Sprintf("key group %d: an expiry entry of %d and %d bytes is not a join's", kg, len(key), len(ns)))
 			}
 			if at := windowTime(key); at > upTo {
 				o.nextClean[g] = at
 				return false
 			}
-			o.forget(kg, key[8:], int(ns[0]), upTo)
+			o.forget(kg, key[8:], upTo)
 			o.expiry.Delete(kg, key, ns)
 			return true
 		})
@@ -484,9 +516,7 @@ func (o *joinStoreOp) fireWindows() error {
 			return err
 		}
 		o.windows.Delete(kg, h.key, "")
-		for s := range 2 {
-			o.forget(kg, key, s, end-1)
-		}
+		o.forget(kg, key, end-1)
 		if o.advance(h) {
 			heap.Fix(m, 0)
 		} else {
@@ -519,19 +549,17 @@ func (o *joinStoreOp) advance(h *dueHead) bool {
 // order.
 func (o *joinStoreOp) fire(kg int, key string, end int64) error {
 	start := end - o.cfg.size
-	rv, ok := o.rows.Get(kg, key, joinStoreSide[1])
-	if !ok {
-		return nil
-	}
+	e, _ := o.rows.Get(kg, key, "")
+	sides := joinEntrySides(e)
 	// The right rows are decoded again after each flush, which emits the
-	// batch they were decoded into: keep their entry.
-	o.rv = append(o.rv[:0], rv...)
-	o.right = o.decodeIn(1, o.rv, start, end, o.right[:0])
+	// batch they were decoded into.
+	o.right = o.decodeIn(1, sides[1], start, end, o.right[:0])
 	if len(o.right) == 0 {
 		return nil
 	}
-	v, ok := o.rows.Get(kg, key, joinStoreSide[0])
-	for ok && len(v) > 0 {
+	// e is the table's until the next call on it; a flush makes none.
+	v := sides[0]
+	for len(v) > 0 {
 		row, ts, _, rest := nextStoredRow(v)
 		v = rest
 		if ts < start || ts >= end {
@@ -546,7 +574,7 @@ func (o *joinStoreOp) fire(kg int, key string, end int64) error {
 			if err := o.flush(); err != nil {
 				return err
 			}
-			o.right = o.decodeIn(1, o.rv, start, end, o.right[:0])
+			o.right = o.decodeIn(1, sides[1], start, end, o.right[:0])
 		}
 	}
 	return nil
@@ -755,7 +783,8 @@ func (o *joinStoreOp) moveHeap(h *joinOperator) {
 				hasTs := in.HasTime() && !bt.rec.Column(in.TimeColumn).IsNull(int(ent.r))
 				o.key = arrowfmt.AppendRowKey(o.key[:0], bt.rec, o.cfg.keys[s], int(ent.r))
 				o.row = appendStoredRow(o.row[:0], cols, int(ent.r), ent.ts, hasTs)
-				o.keep(kg, s, ent.ts, ent.exp, upTo)
+				v, _ := o.rows.Get(kg, string(o.key), "")
+				o.keep(kg, s, ent.ts, ent.exp, upTo, v)
 			}
 		}
 	}
@@ -956,32 +985,33 @@ func joinRowsOfStore(l *joinStateLayout, mem memory.Allocator, b arrow.RecordBat
 			nulls(joinStateInputs, len(fields))
 			continue
 		}
-		if len(ns) != 1 || ns[0] > 1 {
-			return nil, fmt.Errorf("row %d: key group %d: a rows entry of namespace %q, want 0 or 1 (the input)", r, kg, ns)
+		if ns != "" {
+			return nil, fmt.Errorf("row %d: key group %d: a rows entry of namespace %q, want none", r, kg, ns)
 		}
-		s := int(ns[0])
-		n := l.sides[s].NumFields()
 		if err := func() (err error) {
 			defer func() {
 				if p := recover(); p != nil {
 					err = fmt.Errorf("%v", p)
 				}
 			}()
-			for len(v) > 0 {
-				row, _, _, rest := nextStoredRow(v)
-				v = rest
-				head(kg, joinEntryRow)
-				fields[joinStateSide].(*array.StringBuilder).Append(joinSideNames[s])
-				fields[joinStateWatermark].AppendNull()
-				nulls(joinStateInputs, l.cols[s])
-				if err := decodeStoredRow(fields[l.cols[s]:l.cols[s]+n], row); err != nil {
-					return err
+			for s, rows := range joinEntrySides(v) {
+				n := l.sides[s].NumFields()
+				for len(rows) > 0 {
+					row, _, _, rest := nextStoredRow(rows)
+					rows = rest
+					head(kg, joinEntryRow)
+					fields[joinStateSide].(*array.StringBuilder).Append(joinSideNames[s])
+					fields[joinStateWatermark].AppendNull()
+					nulls(joinStateInputs, l.cols[s])
+					if err := decodeStoredRow(fields[l.cols[s]:l.cols[s]+n], row); err != nil {
+						return fmt.Errorf("a %s row: %w", joinSideNames[s], err)
+					}
+					nulls(l.cols[s]+n, len(fields))
 				}
-				nulls(l.cols[s]+n, len(fields))
 			}
 			return nil
 		}(); err != nil {
-			return nil, fmt.Errorf("row %d: key group %d: the %s rows of a key: %w", r, kg, joinSideNames[s], err)
+			return nil, fmt.Errorf("row %d: key group %d: the rows of a key: %w", r, kg, err)
 		}
 	}
 	return rb.NewRecordBatch(), nil

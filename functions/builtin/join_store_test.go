@@ -105,9 +105,9 @@ func TestJoinStore(t *testing.T) {
 	}
 }
 
-// TestJoinStoreRestore captures pebble joins' stores halfway, at one
-// subtask or two, and restores them at the same key groups, and rescaled
-// to three, whose middle one takes key groups of both old stores. The
+// TestJoinStoreRestore captures pebble joins' stores halfway at two
+// subtasks, and restores them rescaled to three, whose middle one takes
+// key groups of both old stores. The
 // restored subtasks are given a watermark lower than the captured one
 // (as a rescale gives the least of the old subtasks'). They emit what
 // the captured ones emit after the capture.
@@ -138,7 +138,10 @@ func TestJoinStoreRestore(t *testing.T) {
 				name     string
 				from, to []int // key group bounds of the subtasks
 			}{
-				{"same", []int{0, 128}, []int{0, 128}},
+				// The first new subtask opens the first old store on its
+				// files, less the key groups it drops; the others ingest
+				// theirs. (TestJoinStoreLowerWatermark restores a store
+				// at the same key groups.)
 				{"2to3", []int{0, 64, 128}, []int{0, 30, 100, 128}},
 			} {
 				t.Run(c.name, func(t *testing.T) {
@@ -212,6 +215,11 @@ func TestJoinStoreRestore(t *testing.T) {
 // counts the same late rows.
 func TestJoinStateAcrossBackends(t *testing.T) {
 	for _, tc := range joinCases {
+		switch tc.name {
+		case "regular", "regular-ttl-where", "interval-negative", "window-sliding":
+		default:
+			continue // one of each kind, with and without expiry and where
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			keys := "multi"

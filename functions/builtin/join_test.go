@@ -847,6 +847,13 @@ func (d *joinDiscard) Emit(b arrow.RecordBatch) error {
 // batch, as a stand-in for Nexmark q7's highest bid of a window) and the
 // watermark max_ts - bound - 1.
 func benchJoin(b *testing.B, jn spec.Join, keys int64, bound int64) {
+	for _, backend := range []string{"heap", "pebble"} {
+		b.Run(backend, func(b *testing.B) { benchJoinOn(b, backend == "pebble", jn, keys, bound) })
+	}
+}
+
+// benchJoinOn is benchJoin on the heap or on pebble (a store of 64 MiB).
+func benchJoinOn(b *testing.B, store bool, jn spec.Join, keys int64, bound int64) {
 	mem := memory.NewGoAllocator()
 	const rowsPerBatch = 1024
 	in, base := joinBenchBids(b, mem, 256, rowsPerBatch, keys)
@@ -859,7 +866,11 @@ func benchJoin(b *testing.B, jn spec.Join, keys int64, bound int64) {
 	jn.Right = spec.JoinSide{Input: "max", KeyBy: []string{"price"}}
 	jn.Columns = spec.NewOrderedMap(spec.Pair{Key: "auction", Value: "left.auction"}, spec.Pair{Key: "price", Value: "left.price"},
 		spec.Pair{Key: "bidder", Value: "left.bidder"}, spec.Pair{Key: "dateTime", Value: "left.dateTime"}, spec.Pair{Key: "extra", Value: "left.extra"})
-	op, err := NewJoin(&spec.Operator{Name: "q", Join: &jn}, in, in)
+	var st *spec.State
+	if store {
+		st = &spec.State{Backend: spec.StatePebble, Memory: 64 << 20}
+	}
+	op, err := NewJoinState(&spec.Operator{Name: "q", Join: &jn}, in, in, st, b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
