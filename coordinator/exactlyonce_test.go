@@ -473,32 +473,59 @@ func TestSavepointAcrossBackends(t *testing.T) {
 
 // xbSpec is eoSpec with a window whose keys each live in one window
 // only (every ride its own key), writing to path/perride: a key's
-// windows all fire and are dropped within seconds.
+// windows all fire and are dropped within seconds; and an interval join
+// of each even ride with the next one, writing to path/near, whose rows
+// are forgotten within seconds too.
 func xbSpec(path string, rate int) string {
 	s := eoSpec(path, rate)
-	s = strings.Replace(s, "operators:\n", "operators:\n  - {name: perride, input: rides, keyBy: [ride_id], window: {type: tumbling, size: 2s}, aggregate: {n: count()}}\n", 1)
-	return strings.Replace(s, "sinks:\n", "sinks:\n  - {name: perride-out, input: perride, type: files, path: "+path+"/perride, format: jsonl}\n", 1)
+	s = strings.Replace(s, "operators:\n", `operators:
+  - {name: perride, input: rides, keyBy: [ride_id], window: {type: tumbling, size: 2s}, aggregate: {n: count()}}
+  - {name: evens, input: rides, filter: "ride_id % 2 == 0"}
+  - {name: odds, input: rides, filter: "ride_id % 2 == 1"}
+  - {name: oddkeys, input: odds, select: {k: "ride_id - 1", ride_id: ride_id, ts: ts}}
+  - name: near
+    join:
+      type: interval
+      left: {input: evens, keyBy: [ride_id]}
+      right: {input: oddkeys, keyBy: [k]}
+      lower: -1s
+      upper: 1s
+      columns: {a: left.ride_id, b: right.ride_id}
+`, 1)
+	return strings.Replace(s, "sinks:\n", "sinks:\n  - {name: perride-out, input: perride, type: files, path: "+path+"/perride, format: jsonl}\n  - {name: near-out, input: near, type: files, path: "+path+"/near, format: jsonl}\n", 1)
 }
 
-// TestSavepointAcrossBackendsThenFailure resumes a pebble job's savepoint
-// on the heap at the same parallelism, where the heap's chain of state
-// files goes on from the stores' files (their rows are its first state),
-// and stops its worker once the resumed job has checkpointed (another
-// takes over): the restore then must not bring back windows from the
-// stores that fired and were dropped after the savepoint. The output
-// equals a run without faults.
+// TestSavepointAcrossBackendsThenFailure resumes a job's savepoint on
+// the other backend at the same parallelism, and stops its worker once
+// the resumed job has checkpointed (another takes over). From pebble to
+// the heap, the heap's chain of state files goes on from the stores'
+// files (their rows are its first state): the restore then must not
+// bring back windows from the stores that fired and were dropped after
+// the savepoint, nor a join's rows forgotten since. From the heap to
+// pebble, the stores take the heap's rows before their first capture.
+// The output equals a run without faults.
 func TestSavepointAcrossBackendsThenFailure(t *testing.T) {
+	const pebble = "state: {backend: pebble, memory: 4MiB}\n"
+	for _, c := range []struct{ name, from, to string }{
+		{"pebble-to-memory", pebble, ""},
+		{"memory-to-pebble", "", pebble},
+	} {
+		t.Run(c.name, func(t *testing.T) { savepointAcrossBackendsThenFailure(t, c.from, c.to) })
+	}
+}
+
+func savepointAcrossBackendsThenFailure(t *testing.T, from, to string) {
 	e := newEnv(t)
 	stop1 := e.startWorker("w1", 8, workerOpts{}) // runs every task until it stops
 	ref := e.submitSpec(xbSpec("ref", 0), coordinator.SubmitOptions{})
 	if st := e.wait(ref, 30*time.Second); st.State != coordinator.JobFinished {
 		t.Fatalf("reference run: %s %s", st.State, st.Error)
 	}
-	want := e.lines("ref/perride/")
+	want, wantNear := e.lines("ref/perride/"), e.lines("ref/near/")
 
-	key := e.savepointAfterCheckpoint(xbSpec("first", 3000) + "state: {backend: pebble, memory: 4MiB}\n")
-	first := e.lines("first/perride/")
-	rid := e.submitSpec(xbSpec("second", 1500), coordinator.SubmitOptions{FromSavepoint: key, Parallelism: 2})
+	key := e.savepointAfterCheckpoint(xbSpec("first", 3000) + from)
+	first, firstNear := e.lines("first/perride/"), e.lines("first/near/")
+	rid := e.submitSpec(xbSpec("second", 1500)+to, coordinator.SubmitOptions{FromSavepoint: key, Parallelism: 2})
 	e.waitFor(rid, "checkpoints after the resume", func(st coordinator.JobStatus) bool {
 		return st.Checkpoints != nil && st.Checkpoints.Completed >= 8
 	})
@@ -526,5 +553,10 @@ func TestSavepointAcrossBackendsThenFailure(t *testing.T) {
 		}
 		t.Fatalf("%d rows, want %d (%d duplicated)", len(got), len(want), dups)
 	}
-	t.Logf("%d rows before the savepoint, %d after; %d recoveries", len(first), len(got)-len(first), len(st.Recoveries))
+	gotNear := append(slices.Clone(firstNear), e.lines("second/near/")...)
+	slices.Sort(gotNear)
+	if len(firstNear) == 0 || len(wantNear) < 1000 || !slices.Equal(gotNear, wantNear) {
+		t.Fatalf("the join: %d rows (%d before the savepoint), want %d", len(gotNear), len(firstNear), len(wantNear))
+	}
+	t.Logf("%d rows before the savepoint, %d after; the join's %d and %d; %d recoveries", len(first), len(got)-len(first), len(firstNear), len(gotNear)-len(firstNear), len(st.Recoveries))
 }

@@ -198,7 +198,7 @@ func (e *env) waitForWithin(id, what string, within time.Duration, cond func(coo
 			return err
 		}
 		if !cond(st) {
-			return fmt.Errorf("state %s, totals %+v", st.State, st.Totals)
+			return fmt.Errorf("state %s (%s), totals %+v", st.State, st.Error, st.Totals)
 		}
 		return nil
 	})

@@ -130,6 +130,19 @@ func (j *joinOperator) State() statestore.Snapshotter { return joinSnapshotter{j
 // Schema returns the schema of the state batches.
 func (s joinSnapshotter) Schema() *arrow.Schema { return s.j.state.Schema }
 
+var _ statestore.OlderSchemas = joinSnapshotter{}
+
+// CheckSchema accepts the join's state batches, and the rows of a pebble
+// join's store's backend (statestore.SnapshotSchema: a savepoint of a job
+// whose state was in pebble, resumed on the heap), which Restore turns
+// into the join's.
+func (s joinSnapshotter) CheckSchema(schema *arrow.Schema) error {
+	if schema.Equal(statestore.SnapshotSchema()) {
+		return nil
+	}
+	return s.j.state.Check(schema)
+}
+
 // Snapshot writes every kept row (full), or the rows kept since the last
 // snapshot or restore, with the expire entries described at the top of
 // this file, and starts tracking changes afresh: it is BeginSnapshot
