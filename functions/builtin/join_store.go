@@ -414,6 +414,13 @@ func (o *joinStoreOp) decode(input int, row []byte) joinRef {
 // a batch of their side for the time it takes.
 func (o *joinStoreOp) flush() error {
 	if len(o.pl) == 0 {
+		// Rows decoded for no pair (a window's right rows when none of
+		// its left rows is in it) go with nothing.
+		for _, d := range o.dec {
+			if d.Field(0).Len() > 0 {
+				d.NewRecordBatch().Release()
+			}
+		}
 		return nil
 	}
 	refs := [2][]joinRef{o.pl, o.pr}

@@ -325,3 +325,21 @@ func TestJoinStoreLowerWatermark(t *testing.T) {
 		t.Errorf("%d rows, %d expiry and %d windows entries left after the last watermark", n[0], n[1], n[2])
 	}
 }
+
+// TestJoinStoreFiresWithoutPairs: a window whose key has right rows but
+// no left rows in it emits nothing, and keeps none of the rows it decoded
+// to pair (they would pile up until some later window had pairs).
+func TestJoinStoreFiresWithoutPairs(t *testing.T) {
+	o := joinOp(spec.Join{Type: spec.JoinWindow, Window: &spec.Window{Type: spec.WindowTumbling, Size: winMs(20)},
+		Columns: spec.NewOrderedMap(spec.Pair{Key: "l", Value: "left.lv"}, spec.Pair{Key: "r", Value: "right.rv"})}, "")
+	h := newJoinHarnessOn(t, true, o, joinStreams(t), 0, 128)
+	h.side(1, []any{5, "a", 1, "x", nil}, []any{6, "a", 1, "y", nil})
+	h.side(0, []any{25, "a", 1, 7, nil})
+	h.watermark(19)
+	h.expect()
+	if n := h.op.(*joinStoreOp).dec[1].Field(0).Len(); n != 0 {
+		t.Errorf("%d right rows decoded and kept after a window without pairs", n)
+	}
+	h.finish()
+	h.expect()
+}
