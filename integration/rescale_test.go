@@ -73,17 +73,32 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // to run again, with the state the scaled vertices held before.
 func scaleLogged(t testing.TB, ctx context.Context, c *cluster, id string, to ...string) {
 	t.Helper()
-	st, _ := c.status(id)
-	var state int64
-	for _, v := range st.Vertices {
-		for _, arg := range to {
-			if strings.HasPrefix(arg, v.Name+"=") {
-				state += v.Totals.StateBytes
+	start := time.Now()
+	// A job that is restarting (a worker was just killed) refuses a
+	// rescale until it runs again, as a user would see; ask again for a
+	// bounded while.
+	var (
+		out   string
+		err   error
+		state int64
+	)
+	for deadline := start.Add(90 * time.Second); ; {
+		state = 0
+		if st, err := c.status(id); err == nil {
+			for _, v := range st.Vertices {
+				for _, arg := range to {
+					if strings.HasPrefix(arg, v.Name+"=") {
+						state += v.Totals.StateBytes
+					}
+				}
 			}
 		}
+		out, err = c.weir(append([]string{"jobs", "scale", id, "--wait"}, to...)...)
+		if err == nil || !strings.Contains(err.Error(), "try again when it runs") || time.Now().After(deadline) || !sleepCtx(ctx, 500*time.Millisecond) {
+			break
+		}
+		t.Logf("jobs scale %v refused while the job restarts; asking again", to)
 	}
-	start := time.Now()
-	out, err := c.weir(append([]string{"jobs", "scale", id, "--wait"}, to...)...)
 	if err != nil {
 		if ctx.Err() == nil {
 			t.Errorf("jobs scale %v: %v\n%s", to, err, out)
