@@ -419,6 +419,10 @@ func (c *checkpointer) restore(ctx context.Context) error {
 		}
 	}
 	r.stats.restoreTook.Store(int64(time.Since(start)))
+	// Until its first checkpoint, the task's state is the chains it goes
+	// on from (none where a rescale changed its key groups).
+	_, size := c.chainFiles()
+	r.stats.stateBytes.Store(size)
 	if rs.Watermark != nil && *rs.Watermark > r.wm {
 		wm := *rs.Watermark
 		r.wm = wm
@@ -1563,19 +1567,27 @@ func (c *checkpointer) uploadParts(u *upload, st *manifest.Subtask) error {
 	// The acknowledged state is every chain as it stands after this
 	// checkpoint's uploads, in node order.
 	var size int64
-	for i := range r.cfg.Nodes {
+	st.State, size = c.chainFiles()
+	r.stats.stateBytes.Store(size)
+	return nil
+}
+
+// chainFiles returns the files of every operator's chain in node order,
+// and their bytes: the state a checkpoint acknowledges, or after a
+// restore, the state the task goes on from.
+func (c *checkpointer) chainFiles() (files []manifest.File, size int64) {
+	for i := range c.r.cfg.Nodes {
 		if ch := c.chains[i]; ch != nil {
 			ch.mu.Lock()
-			st.State = append(st.State, ch.files...)
-			st.State = append(st.State, ch.store...)
+			files = append(files, ch.files...)
+			files = append(files, ch.store...)
 			ch.mu.Unlock()
 		}
 	}
-	for _, f := range st.State {
+	for _, f := range files {
 		size += f.Size
 	}
-	r.stats.stateBytes.Store(size)
-	return nil
+	return files, size
 }
 
 // setStore records the files of the operator's store as uploaded

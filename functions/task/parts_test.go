@@ -431,3 +431,64 @@ func TestYieldingWriter(t *testing.T) {
 		t.Errorf("the waiting goroutine did not run in %d yields", len(yieldsAt))
 	}
 }
+
+// TestStateBytesAfterRestore: a task restored from a checkpoint reports
+// the bytes of the state it goes on from before its own first
+// checkpoint (the job status and the autoscaler read them), and after a
+// checkpoint, the bytes of the files that checkpoint acknowledged.
+func TestStateBytesAfterRestore(t *testing.T) {
+	mem := checkedMem(t)
+	b, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	run := func(attempt int, rs *Restore, at map[int]func()) (*Task, *acks) {
+		t.Helper()
+		var got acks
+		tk := New(Config{
+			Job: "j1", Attempt: attempt, Vertex: "src", Parallelism: 1, MaxParallelism: 128, Mem: mem, Bucket: b,
+			Source:      &SourceHead{Name: "src", Source: &badSource{n: 400, at: at}, TimeColumn: -1, Out: []Target{ChainTo(0)}},
+			Nodes:       []*Node{{Name: "op", Op: &countOp{}, Out: []Target{ChainTo(1)}}, {Name: "sink", Sink: &collector{}}},
+			Checkpoints: &Checkpointing{Ack: got.add, Restore: rs},
+		})
+		return tk, &got
+	}
+	size := func(files []manifest.File) (n int64) {
+		for _, f := range files {
+			n += f.Size
+		}
+		return n
+	}
+	var tk1 *Task
+	var after1 int64 // what the task reported once checkpoint 1 was acknowledged
+	tk1, got1 := run(1, nil, map[int]func(){
+		200: func() { tk1.TriggerCheckpoint(1) },
+		300: func() { after1 = tk1.Stats().Snapshot().StateBytes },
+	})
+	if err := tk1.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ack1 := mustAck(t, got1, 1)
+	if want := size(ack1.Subtask.State); want == 0 || after1 != want {
+		t.Fatalf("after checkpoint 1 the task reported %d state bytes, want its files' %d", after1, want)
+	}
+
+	var tk2 *Task
+	before := int64(-1)       // what the restored task reported before any checkpoint
+	first := map[int]func(){} // the first row the restored source reads
+	for k := range 400 {
+		first[k] = func() {
+			if before < 0 {
+				before = tk2.Stats().Snapshot().StateBytes
+			}
+		}
+	}
+	tk2, _ = run(2, &Restore{Checkpoint: 1, SourcePosition: ack1.Subtask.SourcePositions["src"], Files: map[string][]manifest.File{"op": ack1.Subtask.State}, Continue: map[string]bool{"op": true}}, first)
+	if err := tk2.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if want := size(ack1.Subtask.State); before != want {
+		t.Errorf("restored from checkpoint 1, the task reported %d state bytes before its first checkpoint, want the %d it goes on from", before, want)
+	}
+}
