@@ -119,7 +119,7 @@ func TestWindowStoreRestore(t *testing.T) {
 		w := tc.w
 		t.Run(tc.name, func(t *testing.T) {
 			op := winOp(w, []string{"k", "k2"}, tc.aggs...)
-			batches, wms := winLateBatches(rand.New(rand.NewPCG(3, 11)), 6000, 150)
+			batches, wms := winLateBatches(rand.New(rand.NewPCG(3, 11)), 3000, 150)
 			cut := len(batches) / 2
 			for _, c := range []struct {
 				name     string
@@ -426,7 +426,7 @@ func TestStoreRows(t *testing.T) {
 	}
 }
 
-// TestWindowStoreFiresInBatches: a watermark that makes 150,000 windows
+// TestWindowStoreFiresInBatches: a watermark that makes 70,536 windows
 // due at once sends them out a batch of windowBatchRows at a time, merged
 // from every key group in the order the heap's window sends them.
 func TestWindowStoreFiresInBatches(t *testing.T) {
@@ -435,7 +435,7 @@ func TestWindowStoreFiresInBatches(t *testing.T) {
 	winTestStore = true
 	store := newWinHarness(t, op, winStream(t))
 	winTestStore = false
-	const keys = 150_000
+	const keys = windowBatchRows + 5_000 // two batches of results
 	rows := make([][]any, 0, 10_000)
 	for i := range keys {
 		rows = append(rows, []any{i % 1000, "k", i, i % 7, nil})

@@ -783,7 +783,11 @@ func TestWindowRandomManyKeys(t *testing.T) {
 	} {
 		t.Run(string(w.Type), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 99))
-			events := winGenerate(rng, 30000, winBound)
+			n := 30000
+			if winTestStore {
+				n = 15000 // on pebble (TestWindowStore), under -race, half as many
+			}
+			events := winGenerate(rng, n, winBound)
 			for i := range events {
 				events[i].k2 = rng.Int64N(500)
 			}
