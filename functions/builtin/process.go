@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/weirstream/weir/functions/task"
 	"github.com/weirstream/weir/functions/wasm"
 	"github.com/weirstream/weir/statestore"
-	"github.com/weirstream/weir/statestore/pebblestate"
 )
 
 // The process operator runs a Go function registered with
@@ -251,7 +249,7 @@ type processOp struct {
 	cfg    *processConfig
 	config map[string]any
 	env    ProcessEnv
-	store  *pebblestate.Store // the pebble backend's store, else nil
+	store  *operatorStore // the pebble backend's store, else nil
 
 	inst           keyedRunner
 	state          statestore.Backend
@@ -442,21 +440,12 @@ func (p *processOp) newState() (statestore.Backend, error) {
 	if st == nil || st.Backend != spec.StatePebble {
 		return statestore.NewMemory(p.kgStart, p.kgEnd), nil
 	}
-	s, err := pebblestate.Open(p.storeOptions())
-	if err != nil {
-		return nil, fmt.Errorf("open %s: state: %w", p.cfg.name, err)
+	s := &operatorStore{what: "process " + p.cfg.name, st: st, dir: p.env.StateDir}
+	if err := s.openStore(p.kgStart, p.kgEnd); err != nil {
+		return nil, err
 	}
 	p.store = s
-	return statestore.NewStoredFiles(p.kgStart, p.kgEnd, s), nil
-}
-
-// storeOptions are the options of the operator's pebble stores.
-func (p *processOp) storeOptions() pebblestate.Options {
-	mem := int64(p.env.State.Memory)
-	if mem == 0 {
-		mem = spec.DefaultStateMemory
-	}
-	return pebblestate.Options{Dir: p.env.StateDir, Memory: mem}
+	return s.state, nil
 }
 
 // closeStore closes the pebble store, deleting its files.
@@ -464,7 +453,7 @@ func (p *processOp) closeStore() error {
 	if p.store == nil {
 		return nil
 	}
-	err := p.store.Close()
+	err := p.store.closeStore()
 	p.store = nil
 	return err
 }
@@ -547,20 +536,14 @@ var _ statestore.StoreCapturer = storeSnapshotter{}
 
 // CaptureStore captures the store into a directory beside it.
 func (s storeSnapshotter) CaptureStore(id int64) (statestore.StoreFileCapture, error) {
-	p := s.p
-	b, ok := p.state.(*statestore.Memory)
-	if !ok || p.store == nil {
-		return nil, fmt.Errorf("process %s: capture the store of an operator that is not open", p.cfg.name)
+	if s.p.store == nil {
+		return nil, fmt.Errorf("process %s: capture the store of an operator that is not open", s.p.cfg.name)
 	}
-	c, err := b.CaptureStore(fmt.Sprintf("%s-capture-%d", p.store.Dir(), id))
-	if err != nil {
-		return nil, fmt.Errorf("process %s: %w", p.cfg.name, err)
-	}
-	return c, nil
+	return s.p.store.captureStore(id)
 }
 
 // StoreScratch is the directory the store is in.
-func (s storeSnapshotter) StoreScratch() string { return filepath.Dir(s.p.store.Dir()) }
+func (s storeSnapshotter) StoreScratch() string { return s.p.store.scratch() }
 
 // RestoreStores makes the operator's store the one captured over its key
 // groups, or, at a rescale, the one sharing the most key groups with it,
@@ -568,20 +551,8 @@ func (s storeSnapshotter) StoreScratch() string { return filepath.Dir(s.p.store.
 // (pebblestate.Restore).
 func (s storeSnapshotter) RestoreStores(stores []statestore.CapturedStore) (int, error) {
 	p := s.p
-	b, ok := p.state.(*statestore.Memory)
-	if !ok || p.store == nil {
+	if p.store == nil {
 		return -1, fmt.Errorf("process %s: restore the store of an operator that is not open", p.cfg.name)
 	}
-	st, kept, err := pebblestate.Restore(p.storeOptions(), p.store, stores, p.kgStart, p.kgEnd)
-	if err != nil {
-		return -1, fmt.Errorf("process %s: restore the store: %w", p.cfg.name, err)
-	}
-	if st == p.store {
-		return kept, nil
-	}
-	p.store = st // the old one is closed
-	if err := b.ReplaceStore(st); err != nil {
-		return -1, fmt.Errorf("process %s: %w", p.cfg.name, err)
-	}
-	return kept, nil
+	return p.store.restoreStores(stores, p.kgStart, p.kgEnd)
 }
