@@ -3,14 +3,17 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/functions/wasm/wasmtest"
 )
 
 // testGuest builds a test guest of the Wasm host
@@ -90,7 +93,7 @@ func TestWasmBadModules(t *testing.T) {
 		t.Errorf("refused deploys stored %d objects, e.g. %s", len(stored), stored[0].Key)
 	}
 
-	for _, g := range []struct {
+	guests := []struct {
 		guest string
 		flags []string
 		want  string
@@ -98,8 +101,19 @@ func TestWasmBadModules(t *testing.T) {
 		{"loop", []string{"--timeout", "1s"}, "ran longer than its timeout 1s"},
 		{"oom", []string{"--memory", "32MiB"}, "memory at the limit of 32 MiB"},
 		{"trap", nil, "out of bounds memory access"},
-	} {
-		if _, err := c.deployFunction(g.guest, testGuest(t, dir, g.guest), g.flags...); err != nil {
+	}
+	// These modules are sound until they run: compiled into the shared
+	// cache first, as the other Wasm tests' are, so that the deploy's
+	// check and the worker load them from there. The coordinator, built
+	// with -race, took over 2 minutes (the CLI's limit) to compile one
+	// beside the other tests.
+	mods := make(map[string]string, len(guests))
+	for _, g := range guests {
+		mods[g.guest] = testGuest(t, dir, g.guest)
+	}
+	wasmtest.Precompile(t, slices.Collect(maps.Values(mods))...)
+	for _, g := range guests {
+		if _, err := c.deployFunction(g.guest, mods[g.guest], g.flags...); err != nil {
 			t.Fatal(err)
 		}
 		id := c.deploy(badGuestSpec(t, dir, g.guest))
