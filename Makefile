@@ -98,10 +98,12 @@ CHAOS_ONLY := TestWorkerCrashDetection|TestChaosRedisRestart|TestChaosCoordinato
 # them first: integration takes about as long as every other package
 # together, and runs beside them rather than after most of them; builtin
 # and pebblestate, left in ./...'s order, started only after integration
-# ended and ran on alone. Two packages run at once (go test's default
-# here): with three, timing tests failed (a close, a replica pause, a spec
-# write under a deadline).
-LONGEST_PKGS := ./integration/ ./functions/builtin/ ./coordinator/ ./statestore/pebblestate/ ./cli/ ./exchange/ ./examples/nexmark/
+# ended and ran on alone. coordinator, whose tests wait on deadlines,
+# starts first beside integration's own timed tests, before builtin's
+# parallel ones take both cores. Two packages run at once (go test's
+# default here): with three, timing tests failed (a close, a replica
+# pause, a spec write under a deadline).
+LONGEST_PKGS := ./integration/ ./coordinator/ ./functions/builtin/ ./statestore/pebblestate/ ./cli/ ./exchange/ ./examples/nexmark/
 TEST_PARALLEL ?= 2
 
 unit:

@@ -525,7 +525,11 @@ func savepointAcrossBackendsThenFailure(t *testing.T, from, to string) {
 
 	key := e.savepointAfterCheckpoint(xbSpec("first", 3000) + from)
 	first, firstNear := e.lines("first/perride/"), e.lines("first/near/")
-	rid := e.submitSpec(xbSpec("second", 1500)+to, coordinator.SubmitOptions{FromSavepoint: key, Parallelism: 2})
+	// 750 rows a second: the resumed job must outlast its first 8
+	// checkpoints and a worker's start. At 1,500, beside the other
+	// packages' tests, it once finished before the stop, with no
+	// recovery to test.
+	rid := e.submitSpec(xbSpec("second", 750)+to, coordinator.SubmitOptions{FromSavepoint: key, Parallelism: 2})
 	e.waitFor(rid, "checkpoints after the resume", func(st coordinator.JobStatus) bool {
 		return st.Checkpoints != nil && st.Checkpoints.Completed >= 8
 	})
