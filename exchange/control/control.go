@@ -127,7 +127,9 @@ type Stats struct {
 	WindowsFired    int64   `json:"windowsFired"`
 	Checkpoints     int64   `json:"checkpoints"`
 	// StateBytes is the size of the task's state files in its latest
-	// acknowledged checkpoint (0 for a stateless task).
+	// acknowledged checkpoint, or before its first, of those it restored
+	// and goes on from (0 for a stateless task, and for an operator a
+	// rescale gave other key groups until its first checkpoint).
 	StateBytes int64 `json:"stateBytes,omitempty"`
 	// Backlog is how much input a source task has not read yet, in
 	// BacklogUnit: "records" (events behind the configured rate; a redis

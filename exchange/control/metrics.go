@@ -30,7 +30,7 @@ var (
 	descTaskSinkRows  = prometheus.NewDesc("weir_task_sink_rows_total", "Rows a sink task wrote.", taskLabels, nil)
 	descTaskWindows   = prometheus.NewDesc("weir_task_windows_fired_total", "Windows a task fired.", taskLabels, nil)
 	descTaskCkpts     = prometheus.NewDesc("weir_task_checkpoints_total", "Checkpoints a task acknowledged.", taskLabels, nil)
-	descTaskState     = prometheus.NewDesc("weir_task_state_bytes", "Bytes of a task's state files in its latest acknowledged checkpoint.", taskLabels, nil)
+	descTaskState     = prometheus.NewDesc("weir_task_state_bytes", "Bytes of a task's state files in its latest acknowledged checkpoint, or before its first, in the checkpoint it restored and goes on from.", taskLabels, nil)
 	descTaskCopied    = prometheus.NewDesc("weir_task_state_copied_rows_total", "Rows of keyed state a task's captures copied on write: keys changed after a barrier before the capture reached them.", taskLabels, nil)
 	descTaskCopiedEnc = prometheus.NewDesc("weir_task_state_copied_encoded_rows_total", "Rows copied on write that waited for their state file encoded and compressed.", taskLabels, nil)
 	descBacklogRecs   = prometheus.NewDesc("weir_task_source_backlog_records", "Records a source task has not read yet: events behind its rate, or a redis stream's entries after its position.", taskLabels, nil)
