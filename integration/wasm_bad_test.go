@@ -3,11 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,13 +105,13 @@ func TestWasmBadModules(t *testing.T) {
 	// check and the worker load them from there. The coordinator, built
 	// with -race, took over 2 minutes (the CLI's limit) to compile one
 	// beside the other tests.
-	mods := make(map[string]string, len(guests))
-	for _, g := range guests {
-		mods[g.guest] = testGuest(t, dir, g.guest)
+	mods := make([]string, len(guests))
+	for i, g := range guests {
+		mods[i] = testGuest(t, dir, g.guest)
 	}
-	wasmtest.Precompile(t, slices.Collect(maps.Values(mods))...)
-	for _, g := range guests {
-		if _, err := c.deployFunction(g.guest, mods[g.guest], g.flags...); err != nil {
+	wasmtest.Precompile(t, mods...)
+	for i, g := range guests {
+		if _, err := c.deployFunction(g.guest, mods[i], g.flags...); err != nil {
 			t.Fatal(err)
 		}
 		id := c.deploy(badGuestSpec(t, dir, g.guest))
