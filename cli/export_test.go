@@ -294,11 +294,13 @@ func readEvents(t *testing.T, js *spec.Job, m *manifest.Manifest) []row {
 		t.Fatal(err)
 	}
 	var out []row
+	gen := datagen.NewRows(src, st)
+	var vals []any
 	for i := range src.Count {
 		if i >= next[int(i%int64(k))] {
 			continue
 		}
-		vals := datagen.Row(src, st, i)
+		vals = gen.Row(i, vals[:0])
 		r := row{}
 		for c, f := range st.Schema.Fields() {
 			r[f.Name] = vals[c]

@@ -113,8 +113,10 @@ func recomputeCounts(t *testing.T, js *spec.Job) []row {
 	keyCol, tsCol := st.Schema.FieldIndices("key")[0], st.Schema.FieldIndices("ts")[0]
 	type window struct{ key, start int64 }
 	counts := map[window]int64{}
+	gen := datagen.NewRows(src, st)
+	var vals []any
 	for i := int64(0); i < src.Count; i++ {
-		vals := datagen.Row(src, st, i)
+		vals = gen.Row(i, vals[:0])
 		ts := normalize(vals[tsCol]).(int64)
 		counts[window{normalize(vals[keyCol]).(int64), ts - ts%size}]++
 	}
