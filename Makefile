@@ -60,12 +60,18 @@ $(GOBIN)/staticcheck: Makefile
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
 	else touch $(GOBIN)/staticcheck; fi
 
+# vet and staticcheck compile every dependency for their type information.
+# They do so with -race, as the tests do, so that `make test` compiles each
+# dependency once: on an empty build cache (CI's), vet, staticcheck and the
+# tests' build took 375 + 102 + 598 s without it and 400 + 116 + 163 s with
+# it (2 vCPU). The race build only adds the race tag, which only picks the
+# race detector's side of a few test constants.
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
-	$(GO) vet $(PKGS)
+	$(GO) vet -race $(PKGS)
 
 staticcheck: $(GOBIN)/staticcheck
-	$(GOBIN)/staticcheck $(PKGS)
+	GOFLAGS="$(GOFLAGS) -race" $(GOBIN)/staticcheck $(PKGS)
 
 # The longest exactness-only tests run in `make chaos`, each with a
 # shorter test of the same contract left in `make test`:
@@ -106,8 +112,10 @@ CHAOS_ONLY := TestWorkerCrashDetection|TestChaosRedisRestart|TestChaosCoordinato
 LONGEST_PKGS := ./integration/ ./coordinator/ ./functions/builtin/ ./statestore/pebblestate/ ./cli/ ./exchange/ ./examples/nexmark/
 TEST_PARALLEL ?= 2
 
+# -vet=off: `make test` runs the whole of go vet first; go test's own vet
+# pass would analyze every package again.
 unit:
-	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -skip '^($(CHAOS_ONLY))$$' $(LONGEST_PKGS) $(PKGS)
+	$(GO) test -race -vet=off -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -skip '^($(CHAOS_ONLY))$$' $(LONGEST_PKGS) $(PKGS)
 
 test: deps vet staticcheck unit
 
