@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,8 +49,23 @@ func requestTimeout(method string) time.Duration {
 	return 2 * time.Minute
 }
 
+// apiError is an error the coordinator answered, with its message.
+type apiError struct {
+	msg        string
+	retryLater bool // refused for the job's state now (coordinator.APIError)
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// retryLater reports whether err is a refusal for the job's state now:
+// the same request may succeed once the job runs again.
+func retryLater(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.retryLater
+}
+
 // do sends a request and decodes a JSON response into out; an API error
-// comes back as an error carrying its message. With several coordinators
+// comes back as an *apiError carrying its message. With several coordinators
 // it tries the next when one cannot be reached or answers 503 (a standby
 // that knows no leader yet): the request was not carried out there.
 func (c *client) do(ctx context.Context, method, path string, body []byte, out any) error {
@@ -89,7 +105,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 	if resp.StatusCode >= 300 {
 		var ae coordinator.APIError
 		if json.Unmarshal(raw, &ae) == nil && ae.Error != "" {
-			return fmt.Errorf("%s", ae.Error)
+			return &apiError{msg: ae.Error, retryLater: ae.RetryLater}
 		}
 		return fmt.Errorf("coordinator answered %s: %s", resp.Status, bytes.TrimSpace(raw))
 	}

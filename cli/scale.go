@@ -34,7 +34,9 @@ neighbours'). Sources rescale too (each is a set of splits: redis
 streams, files objects, datagen and nexmark blocks of events), up to
 their splits. N is at most the job's
 maxParallelism (its key groups). It prints each vertex that changed; with
---wait it returns once the job runs again at the new parallelism.`,
+--wait it returns once the job runs again at the new parallelism. A job
+that is starting or restarting refuses a rescale (exit 1); with --wait the
+command asks again until the job runs.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			to := map[string]int{}
@@ -48,7 +50,13 @@ maxParallelism (its key groups). It prints each vertex that changed; with
 			}
 			body, _ := json.Marshal(to)
 			var resp coordinator.ScaleResponse
-			if err := a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/scale", body, &resp); err != nil {
+			post := func() error {
+				return a.client().do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/scale", body, &resp)
+			}
+			if wait {
+				post = a.untilRunning(cmd.Context(), args[0], "rescale", post)
+			}
+			if err := post(); err != nil {
 				return err
 			}
 			if wait {
@@ -76,8 +84,32 @@ maxParallelism (its key groups). It prints each vertex that changed; with
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "return once the job runs again at the new parallelism (exit 1 if it ended meanwhile)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "ask again while the job restarts, and return once it runs again at the new parallelism (exit 1 if it ended meanwhile)")
 	return cmd
+}
+
+// untilRunning returns do made to ask again while job id refuses it for
+// its state now (starting or restarting), every waitPoll until ctx ends;
+// it says so on stderr once.
+func (a *app) untilRunning(ctx context.Context, id, what string, do func() error) func() error {
+	return func() error {
+		said := false
+		for {
+			err := do()
+			if !retryLater(err) {
+				return err
+			}
+			if !said {
+				fmt.Fprintf(a.stderr, "weir: %s; the %s waits for the job to run\n", err, what)
+				said = true
+			}
+			select {
+			case <-ctx.Done():
+				return &exitError{code: 1, err: fmt.Errorf("%s of job %s: %w (last: %v)", what, id, ctx.Err(), err)}
+			case <-time.After(waitPoll):
+			}
+		}
+	}
 }
 
 // waitRunning polls job id until its attempt attempt (or a later one) is

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,5 +54,46 @@ func TestScaleCommands(t *testing.T) {
 	var ds []coordinator.ScalingDecision
 	if err := json.Unmarshal([]byte(out), &ds); err != nil || len(ds) != 2 || ds[1].RequiredRate != 4727 {
 		t.Errorf("jobs scaling -o json: %v\n%s", err, out)
+	}
+}
+
+// weir jobs scale --wait asks again while the coordinator refuses the
+// rescale for the job's state now (409 with retryLater: it restarts),
+// and says so once; without --wait that refusal is the command's error,
+// and a refusal waiting would not change ends even a waiting command.
+func TestScaleWaitsOutARestart(t *testing.T) {
+	var posts atomic.Int32
+	refusals := int32(3)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/jobs/j-1/scale", func(w http.ResponseWriter, r *http.Request) {
+		if posts.Add(1) <= refusals {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(coordinator.APIError{Error: "rescale j-1: the job is RESTARTING; try again when it runs: coordinator: rescale refused", RetryLater: true})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(coordinator.ScaleResponse{Job: "j-1", Before: map[string]int{"win": 2}, After: map[string]int{"win": 3}, Attempt: 4})
+	})
+	mux.HandleFunc("POST /api/v1/jobs/j-2/scale", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusConflict)
+		_ = json.NewEncoder(w).Encode(coordinator.APIError{Error: "rescale j-2: nope: no vertex, operator or sink of that name (vertices: win): coordinator: rescale refused"})
+	})
+	mux.HandleFunc("GET /api/v1/jobs/j-1", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(coordinator.JobStatus{ID: "j-1", State: coordinator.JobRunning, Attempt: 4})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	_, stderr, code := execWeir("jobs", "scale", "j-1", "win=3", "--coordinator", srv.URL)
+	if code != 1 || !strings.Contains(stderr, "RESTARTING; try again when it runs") || posts.Load() != 1 {
+		t.Errorf("without --wait: exit %d after %d requests, %q; want exit 1 after one", code, posts.Load(), stderr)
+	}
+	posts.Store(0)
+	out, stderr := weir(t, "jobs", "scale", "j-1", "win=3", "--wait", "--coordinator", srv.URL)
+	if posts.Load() != refusals+1 || out != "win 2 -> 3\n" || strings.Count(stderr, "the rescale waits for the job to run") != 1 {
+		t.Errorf("with --wait: %d requests, stdout %q, stderr %q; want %d requests and the wait said once", posts.Load(), out, stderr, refusals+1)
+	}
+	_, stderr, code = execWeir("jobs", "scale", "j-2", "nope=3", "--wait", "--coordinator", srv.URL)
+	if code != 1 || !strings.Contains(stderr, "nope: no vertex") || strings.Contains(stderr, "waits") {
+		t.Errorf("an unknown name with --wait: exit %d, %q; want exit 1 at once", code, stderr)
 	}
 }

@@ -22,6 +22,10 @@ import (
 type APIError struct {
 	Error    string         `json:"error"`
 	Problems []spec.Problem `json:"problems,omitempty"`
+	// RetryLater: the request was refused only for the job's state now
+	// (it is starting or restarting); the same request may succeed once
+	// the job runs again (ErrNotRunning).
+	RetryLater bool `json:"retryLater,omitempty"`
 }
 
 // SubmitResponse is the body of a successful POST /api/v1/jobs.
@@ -231,14 +235,18 @@ func writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrEnded), errors.Is(err, ErrFunctionInUse), errors.Is(err, ErrUpgradeRefused), errors.Is(err, ErrScaleRefused):
+	case errors.Is(err, ErrEnded), errors.Is(err, ErrFunctionInUse), errors.Is(err, ErrUpgradeRefused), errors.Is(err, ErrScaleRefused), errors.Is(err, ErrNotRunning):
 		code = http.StatusConflict
 	case errors.Is(err, registry.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, registry.ErrInvalid):
 		code = http.StatusBadRequest
 	}
-	writeJSON(w, code, APIError{Error: err.Error()})
+	retry := errors.Is(err, ErrNotRunning)
+	if retry {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, code, APIError{Error: err.Error(), RetryLater: retry})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -81,7 +81,21 @@ var (
 	// ErrStopped is returned to callers waiting for a savepoint when the
 	// coordinator stops.
 	ErrStopped = errors.New("coordinator: stopped")
+	// ErrNotRunning is wrapped by the refusal of a request a job takes
+	// only while it runs (a rescale, a savepoint, a stop) when it is
+	// starting or restarting: the same request may succeed once it runs
+	// again. The API answers it 409 with retryLater set.
+	ErrNotRunning = errors.New("coordinator: the job is not running")
 )
+
+// notRunning marks err as a refusal for the job's state now: errors.Is
+// finds ErrNotRunning in it, and its message is err's.
+func notRunning(err error) error { return notRunningError{err} }
+
+type notRunningError struct{ err error }
+
+func (e notRunningError) Error() string   { return e.err.Error() }
+func (e notRunningError) Unwrap() []error { return []error{e.err, ErrNotRunning} }
 
 // Config configures a coordinator.
 type Config struct {
@@ -615,7 +629,7 @@ func (c *Coordinator) Stop(ctx context.Context, id string) error {
 		return fmt.Errorf("stop %s (%s): %w", id, state, ErrEnded)
 	}
 	if state == JobRestarting {
-		return fmt.Errorf("stop %s: the job is restarting; try again when it runs", id)
+		return notRunning(fmt.Errorf("stop %s: the job is restarting; try again when it runs", id))
 	}
 	if state == JobSuspended {
 		// Draining needs its tasks: its windows' state is in its

@@ -66,7 +66,7 @@ func (c *Coordinator) waitCheckpoint(ctx context.Context, id string, w *savepoin
 		return "", fmt.Errorf("%s of %s: the job has no checkpoint section; %ss need checkpoints on", what, id, what)
 	case !j.lc.CanCheckpoint() || k.sm == nil:
 		c.mu.Unlock()
-		return "", fmt.Errorf("%s of %s: the job is %s; try again when it runs", what, id, j.lc.State())
+		return "", notRunning(fmt.Errorf("%s of %s: the job is %s; try again when it runs", what, id, j.lc.State()))
 	}
 	if c.endedLocked() {
 		c.mu.Unlock()

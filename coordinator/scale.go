@@ -48,6 +48,12 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 	refuse := func(format string, args ...any) (ScaleResponse, error) {
 		return ScaleResponse{}, fmt.Errorf("rescale %s: %s: %w", id, fmt.Sprintf(format, args...), ErrScaleRefused)
 	}
+	// refuseNow refuses for the job's state now: asked again once the
+	// job runs, the same rescale may go through.
+	refuseNow := func(format string, args ...any) (ScaleResponse, error) {
+		_, err := refuse(format, args...)
+		return ScaleResponse{}, notRunning(err)
+	}
 	if len(to) == 0 {
 		return refuse("name at least one vertex, operator or sink and its parallelism, e.g. window=4")
 	}
@@ -63,11 +69,11 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 	switch {
 	case lifecycle.Terminal(state):
 		return ScaleResponse{}, fmt.Errorf("rescale %s (%s): %w", id, state, ErrEnded)
-	case state != JobRunning:
-		return refuse("the job is %s; try again when it runs", state)
 	case !checkpointing:
 		return refuse("the job has no checkpoint section: a rescale restores the state from a checkpoint")
 	}
+	// The names and parallelisms first: what waiting would not change is
+	// refused as such, even while the job restarts.
 	js, err := rescaledSpec(oldJSON, oldPlan, to)
 	if err != nil {
 		return ScaleResponse{}, fmt.Errorf("rescale %s: %w", id, err)
@@ -81,6 +87,9 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 		// The job planned at its old parallelism: the new one is refused
 		// (a source of fewer splits than subtasks).
 		return ScaleResponse{}, fmt.Errorf("rescale %s: %w: %w", id, err, ErrScaleRefused)
+	}
+	if state != JobRunning {
+		return refuseNow("the job is %s; try again when it runs", state)
 	}
 	resp := ScaleResponse{Job: id, Before: parallelisms(oldPlan), After: parallelisms(p)}
 	if maps.Equal(resp.Before, resp.After) {
@@ -112,7 +121,7 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 		if err := c.cfg.Bucket.Put(ctx, layout.SpecKey(id), j.specJSON); err != nil {
 			c.cfg.Logger.Warn("restore the spec after a refused rescale", "job", id, "err", err)
 		}
-		return refuse("the job changed meanwhile (another rescale, or a restart); try again")
+		return refuseNow("the job changed meanwhile (another rescale, or a restart); try again")
 	}
 	var tasks []lifecycle.Task
 	for _, v := range p.Vertices {
@@ -125,7 +134,7 @@ func (c *Coordinator) Scale(ctx context.Context, id string, to map[string]int) (
 		if err := c.cfg.Bucket.Put(ctx, layout.SpecKey(id), j.specJSON); err != nil {
 			c.cfg.Logger.Warn("restore the spec after a refused rescale", "job", id, "err", err)
 		}
-		return refuse("the job is %s; try again when it runs", j.lc.State())
+		return refuseNow("the job is %s; try again when it runs", j.lc.State())
 	}
 	j.spec, j.specJSON, j.plan = js, specJSON, p
 	c.cfg.Logger.Info("job rescaling", "job", id, "change", describeRescale(resp.Before, resp.After))

@@ -1,8 +1,11 @@
 package coordinator_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/integration/poll"
@@ -144,6 +149,58 @@ func TestRescaleRefused(t *testing.T) {
 	if _, err := e.c.Scale(e.ctx, id, map[string]int{"tumbling": 2}); !errors.Is(err, coordinator.ErrEnded) {
 		t.Errorf("rescale of an ended job: %v, want ErrEnded", err)
 	}
+}
+
+// TestRescaleWhileRestarting: a job restarting for want of a worker
+// refuses a rescale, a savepoint and a stop for its state now
+// (ErrNotRunning; the API answers 409 with retryLater and Retry-After),
+// and the same rescale goes through once a worker is back and it runs.
+func TestRescaleWhileRestarting(t *testing.T) {
+	e := newEnv(t)
+	stop := e.startWorker("w1", 8, workerOpts{})
+	id := e.submitSpec(eoSpec("out", 1500), coordinator.SubmitOptions{})
+	e.waitRunning(id)
+	stop()
+	e.waitFor(id, "job "+id+" RESTARTING", func(st coordinator.JobStatus) bool { return st.State == coordinator.JobRestarting })
+
+	_, err := e.c.Scale(e.ctx, id, map[string]int{"tumbling": 2})
+	if !errors.Is(err, coordinator.ErrNotRunning) || !errors.Is(err, coordinator.ErrScaleRefused) || !strings.Contains(err.Error(), "try again when it runs") {
+		t.Errorf("rescale of a restarting job: %v, want ErrNotRunning and ErrScaleRefused", err)
+	}
+	if _, err := e.c.Savepoint(e.ctx, id); !errors.Is(err, coordinator.ErrNotRunning) {
+		t.Errorf("savepoint of a restarting job: %v, want ErrNotRunning", err)
+	}
+	if err := e.c.Stop(e.ctx, id); !errors.Is(err, coordinator.ErrNotRunning) {
+		t.Errorf("stop of a restarting job: %v, want ErrNotRunning", err)
+	}
+	srv := httptest.NewServer(e.c.Handler(prometheus.NewRegistry()))
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL+"/api/v1/jobs/"+id+"/scale", "application/json", strings.NewReader(`{"tumbling": 2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae coordinator.APIError
+	derr := json.NewDecoder(resp.Body).Decode(&ae)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || derr != nil || !ae.RetryLater || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("POST scale of a restarting job: %s, Retry-After %q, %+v (%v); want 409 with retryLater", resp.Status, resp.Header.Get("Retry-After"), ae, derr)
+	}
+	// A refusal that waiting does not change says so too.
+	_, err = e.c.Scale(e.ctx, id, map[string]int{"nope": 2})
+	if errors.Is(err, coordinator.ErrNotRunning) {
+		t.Errorf("a rescale of an unknown name: %v, not ErrNotRunning", err)
+	}
+
+	e.startWorker("w2", 8, workerOpts{})
+	e.waitRunning(id)
+	sr, err := e.c.Scale(e.ctx, id, map[string]int{"tumbling": 2})
+	if err != nil || sr.After["tumbling"] != 2 {
+		t.Fatalf("rescale once the job runs again: %+v, %v", sr, err)
+	}
+	if err := e.c.Cancel(e.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(id, 20*time.Second)
 }
 
 // mixedSpec is eoSpec with a second, bounded branch that ends long

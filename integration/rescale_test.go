@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -70,42 +72,35 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // scaleLogged runs weir jobs scale --wait and logs how long the job took
-// to run again, with the state the scaled vertices held before.
+// to run again, with the state the scaled vertices held before. A job
+// that is restarting (a worker was just killed) refuses a rescale until
+// it runs again; --wait asks again meanwhile, for at most 3 minutes here.
 func scaleLogged(t testing.TB, ctx context.Context, c *cluster, id string, to ...string) {
 	t.Helper()
 	start := time.Now()
-	// A job that is restarting (a worker was just killed) refuses a
-	// rescale until it runs again, as a user would see; ask again for a
-	// bounded while.
-	var (
-		out   string
-		err   error
-		state int64
-	)
-	for deadline := start.Add(90 * time.Second); ; {
-		state = 0
-		if st, err := c.status(id); err == nil {
-			for _, v := range st.Vertices {
-				for _, arg := range to {
-					if strings.HasPrefix(arg, v.Name+"=") {
-						state += v.Totals.StateBytes
-					}
+	var state int64
+	if st, err := c.status(id); err == nil {
+		for _, v := range st.Vertices {
+			for _, arg := range to {
+				if strings.HasPrefix(arg, v.Name+"=") {
+					state += v.Totals.StateBytes
 				}
 			}
 		}
-		out, err = c.weir(append([]string{"jobs", "scale", id, "--wait"}, to...)...)
-		if err == nil || !strings.Contains(err.Error(), "try again when it runs") || time.Now().After(deadline) || !sleepCtx(ctx, 500*time.Millisecond) {
-			break
-		}
-		t.Logf("jobs scale %v refused while the job restarts; asking again", to)
 	}
-	if err != nil {
-		if ctx.Err() == nil {
-			t.Errorf("jobs scale %v: %v\n%s", to, err, out)
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, weirBin, append([]string{"--coordinator", c.api, "jobs", "scale", id, "--wait"}, to...)...)
+	cmd.Env = c.env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() == nil { // not the test ending the job
+			t.Errorf("jobs scale %v: %v\n%s%s", to, err, out.String(), errb.String())
 		}
 		return
 	}
-	t.Logf("jobs scale %v (state %d bytes): running again after %v:\n%s", to, state, time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+	t.Logf("jobs scale %v (state %d bytes): running again after %v:\n%s%s", to, state, time.Since(start).Round(time.Millisecond), errb.String(), strings.TrimSpace(out.String()))
 }
 
 // TestRescaleFilesAndRedis rescales a checkpointed windows job reading a
