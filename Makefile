@@ -15,14 +15,20 @@ TEST_TIMEOUT ?= 25m
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: chaos wasm-examples bench-wasm all build test deps vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-requests bench-state bench-state-distributed bench-pebble-large bench-nexmark fuzz dev-up dev-down demo clean
+.PHONY: chaos wasm-examples bench-wasm all build test deps deps-debian vet staticcheck unit bench bench-exchange bench-rows bench-e2e bench-checkpoints bench-requests bench-state bench-state-distributed bench-pebble-large bench-nexmark fuzz dev-up dev-down demo clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "-X github.com/weirstream/weir/cli.Commit=$$(git rev-parse --short HEAD 2>/dev/null)$$(git diff --quiet 2>/dev/null || echo -dirty) -X github.com/weirstream/weir/cli.BuildDate=$$(date -u +%Y-%m-%dT%H:%M:%SZ)" -o bin/weir ./cli/weir
 
-deps: $(GOBIN)/minio $(GOBIN)/staticcheck
+# The Debian packages install while MinIO and staticcheck build: on a
+# fresh machine the one waits on the network and the disk, the others on
+# the processors.
+deps:
+	@$(MAKE) --no-print-directory -j3 deps-debian $(GOBIN)/minio $(GOBIN)/staticcheck
+
+deps-debian:
 	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { \
 		echo "installing redis-server and redis-tools (Debian; redis-cli creates the test Redis Clusters)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq redis-server redis-tools >/dev/null; }
