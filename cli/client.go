@@ -212,9 +212,17 @@ func (a *app) stopCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "/api/v1/jobs/" + url.PathEscape(args[0]) + "/stop"
+			// A job that is restarting refuses a stop for now; --wait
+			// asks again until it runs.
+			retry := func(do func() error) func() error {
+				if !wait {
+					return do
+				}
+				return a.untilRunning(cmd.Context(), args[0], "stop", do)
+			}
 			if !withSavepoint {
 				var st coordinator.JobStatus
-				if err := a.client().do(cmd.Context(), http.MethodPost, path, nil, &st); err != nil {
+				if err := retry(func() error { return a.client().do(cmd.Context(), http.MethodPost, path, nil, &st) })(); err != nil {
 					return err
 				}
 				if wait {
@@ -224,9 +232,9 @@ func (a *app) stopCmd() *cobra.Command {
 				return nil
 			}
 			var resp coordinator.SavepointResponse
-			if err := a.whileSavepoint(progressMode, args[0], func() error {
+			if err := a.whileSavepoint(progressMode, args[0], retry(func() error {
 				return a.client().do(cmd.Context(), http.MethodPost, path+"?savepoint=true", nil, &resp)
-			}); err != nil {
+			})); err != nil {
 				return err
 			}
 			if a.v.GetString("output") == "json" && !wait {
@@ -240,7 +248,7 @@ func (a *app) stopCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&withSavepoint, "savepoint", false, "take a savepoint, then stop there (the job ends FINISHED, like Flink's stop-with-savepoint); deploy the spec again with --from-savepoint to continue")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job FINISHED (exit 0; 1 if it FAILED, 3 if it ended otherwise)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "ask again while the job restarts, then wait until it FINISHED (exit 0; 1 if it FAILED, 3 if it ended otherwise)")
 	cmd.Flags().StringVar(&progressMode, "progress", progressAuto, progressUsage)
 	return cmd
 }

@@ -97,3 +97,28 @@ func TestScaleWaitsOutARestart(t *testing.T) {
 		t.Errorf("an unknown name with --wait: exit %d, %q; want exit 1 at once", code, stderr)
 	}
 }
+
+// weir jobs stop --wait asks again while the job restarts, then waits
+// for it to finish.
+func TestStopWaitsOutARestart(t *testing.T) {
+	var posts atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/jobs/j-3/stop", func(w http.ResponseWriter, r *http.Request) {
+		if posts.Add(1) <= 2 {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(coordinator.APIError{Error: "stop j-3: the job is restarting; try again when it runs", RetryLater: true})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(coordinator.JobStatus{ID: "j-3", State: coordinator.JobRunning})
+	})
+	mux.HandleFunc("GET /api/v1/jobs/j-3", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(coordinator.JobStatus{ID: "j-3", State: coordinator.JobFinished})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	out, stderr := weir(t, "jobs", "stop", "j-3", "--wait", "--coordinator", srv.URL)
+	if posts.Load() != 3 || !strings.Contains(out, "job j-3 FINISHED") || strings.Count(stderr, "the stop waits for the job to run") != 1 {
+		t.Errorf("stop --wait: %d requests, stdout %q, stderr %q; want 3 requests, the wait said once, FINISHED", posts.Load(), out, stderr)
+	}
+}
